@@ -1,0 +1,11 @@
+//! capsize: how many tool calls may an LLM agent run at once, and how hard may it push the rate
+//! limit, before latency or 429s hurt?
+//!
+//! The heart of the crate is [`scheduler`], the library an agent embeds: bounded fan-out, RPM/TPM
+//! token buckets, retry with jitter and Retry-After, cancellation, read/write tool dispatch and
+//! subagent budgets. It reads time only through `tokio::time`, so the same code runs in virtual
+//! time (tokio's paused clock) and in real time. The command-line tool ([`cli`]) drives it.
+
+pub mod cli;
+pub mod demo;
+pub mod scheduler;

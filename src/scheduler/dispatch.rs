@@ -1,0 +1,137 @@
+//! Tool dispatch for one model turn: reads in parallel, writes one at a time, under a hard cap.
+//!
+//! Every tool is declared [`Access::Read`] or [`Access::Write`] where it is defined. In a turn,
+//! the reads run in parallel, then the writes run one after another in the order the model gave
+//! them, so two writes never race. A turn may run at most `max_parallel` calls: beyond that the
+//! policy either answers the rest with an explicit "not run" error the model can see
+//! ([`CapPolicy::Truncate`]), or runs the turn in sequential batches of at most the cap
+//! ([`CapPolicy::Batch`]). Results come back in the order the calls were given.
+
+use std::future::Future;
+
+use super::error::CallError;
+use super::observe::NotRunReason;
+use super::Scheduler;
+
+/// Whether a tool only reads shared state or changes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Access {
+    /// Safe to run beside other calls.
+    Read,
+    /// Changes shared state: runs alone, in order.
+    Write,
+}
+
+/// A tool as defined: its name and access.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Tool {
+    /// The tool's name.
+    pub name: String,
+    /// Read or write.
+    pub access: Access,
+}
+
+impl Tool {
+    /// A read-only tool.
+    pub fn read(name: impl Into<String>) -> Self {
+        Tool {
+            name: name.into(),
+            access: Access::Read,
+        }
+    }
+
+    /// A tool that writes.
+    pub fn write(name: impl Into<String>) -> Self {
+        Tool {
+            name: name.into(),
+            access: Access::Write,
+        }
+    }
+}
+
+/// Anything dispatched in a turn: it knows its tool's access.
+pub trait ToolCall {
+    /// The access of the tool called.
+    fn access(&self) -> Access;
+}
+
+impl ToolCall for Tool {
+    fn access(&self) -> Access {
+        self.access
+    }
+}
+
+impl<T: ToolCall + ?Sized> ToolCall for &T {
+    fn access(&self) -> Access {
+        (**self).access()
+    }
+}
+
+/// What happens to the calls of a turn beyond its cap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CapPolicy {
+    /// Run the first `max_parallel` calls; answer the rest "not run".
+    #[default]
+    Truncate,
+    /// Run every call, in sequential batches of at most `max_parallel`.
+    Batch,
+}
+
+/// The per-turn cap on parallel tool calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TurnPolicy {
+    /// The most calls one turn (or one batch) runs. 0: no cap.
+    pub max_parallel: usize,
+    /// What happens beyond the cap.
+    pub over_cap: CapPolicy,
+}
+
+impl Scheduler {
+    /// Runs one turn's tool calls by `policy`: `exec(i, &calls[i])` makes call `i` (usually
+    /// through [`Scheduler::call`]). Returns one result per call, in the order given.
+    pub async fn dispatch<C, T, E, F, Fut>(
+        &self,
+        policy: &TurnPolicy,
+        calls: &[C],
+        exec: F,
+    ) -> Vec<Result<T, CallError<E>>>
+    where
+        C: ToolCall,
+        F: Fn(usize, &C) -> Fut,
+        Fut: Future<Output = Result<T, CallError<E>>>,
+    {
+        let asked = calls.len();
+        let cap = match policy.max_parallel {
+            0 => asked.max(1),
+            n => n,
+        };
+        let run = match policy.over_cap {
+            CapPolicy::Truncate => asked.min(cap),
+            CapPolicy::Batch => asked,
+        };
+        let mut results: Vec<Option<Result<T, CallError<E>>>> = (0..asked).map(|_| None).collect();
+        for slot in &mut results[run..] {
+            self.not_run(NotRunReason::OverCap { cap, asked });
+            *slot = Some(Err(CallError::NotRun(format!(
+                "this turn asked for {asked} tool calls and at most {cap} run in one turn; \
+                 call it again in a later turn if it is still needed"
+            ))));
+        }
+        let indices: Vec<usize> = (0..run).collect();
+        for batch in indices.chunks(cap) {
+            let (reads, writes): (Vec<usize>, Vec<usize>) = batch
+                .iter()
+                .partition(|&&i| calls[i].access() == Access::Read);
+            let read_results =
+                futures_util::future::join_all(reads.iter().map(|&i| exec(i, &calls[i]))).await;
+            for (i, r) in reads.into_iter().zip(read_results) {
+                results[i] = Some(r);
+            }
+            for i in writes {
+                results[i] = Some(exec(i, &calls[i]).await);
+            }
+        }
+        // Every index below `run` was filled by its batch and every one above by the cap.
+        results.into_iter().flatten().collect()
+    }
+}

@@ -1,0 +1,303 @@
+//! Client-side rate limiting: a requests-per-minute and a tokens-per-minute bucket behind one lock.
+//!
+//! A call reserves one request and its tokens in both buckets at once, then waits until both have
+//! refilled its share ([`Reservation::wait`]). Dropping a reservation before it is ready (the call
+//! was cancelled while queued) refunds it. A provider's Retry-After pauses the whole limiter
+//! ([`RateLimiter::pause_until`]): every caller, waiting or new, is held until it ends.
+
+mod bucket;
+
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use self::bucket::Bucket;
+use crate::scheduler::error::ConfigError;
+
+/// One provider limit and the bucket that enforces it on the client.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Limit {
+    /// The provider's allowance per minute (requests or tokens).
+    pub per_minute: f64,
+    /// The largest burst, in the same unit. `None`: one second's worth of refill (at least 1).
+    pub burst: Option<f64>,
+}
+
+impl Limit {
+    /// A limit of `per_minute` with the default burst.
+    pub fn per_minute(per_minute: f64) -> Self {
+        Limit {
+            per_minute,
+            burst: None,
+        }
+    }
+
+    /// The same limit with a burst (bucket capacity) of `burst`.
+    pub fn with_burst(self, burst: f64) -> Self {
+        Limit {
+            burst: Some(burst),
+            ..self
+        }
+    }
+}
+
+/// What the limiter enforces: the provider's limits scaled by `headroom`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LimiterConfig {
+    /// Requests per minute, if the provider limits them.
+    pub requests: Option<Limit>,
+    /// Tokens per minute, if the provider limits them.
+    pub tokens: Option<Limit>,
+    /// The share of each limit to use, in (0, 1]; 0.7 leaves 30 % for retries and other traffic.
+    pub headroom: f64,
+}
+
+impl Default for LimiterConfig {
+    fn default() -> Self {
+        LimiterConfig {
+            requests: None,
+            tokens: None,
+            headroom: 1.0,
+        }
+    }
+}
+
+impl LimiterConfig {
+    fn bucket(
+        &self,
+        limit: Option<Limit>,
+        key: &'static str,
+        now: Instant,
+    ) -> Result<Option<Bucket>, ConfigError> {
+        let Some(limit) = limit else { return Ok(None) };
+        if !(limit.per_minute.is_finite() && limit.per_minute > 0.0) {
+            return Err(ConfigError::new(
+                key,
+                format!("must be a positive number, got {}", limit.per_minute),
+            ));
+        }
+        let rate = limit.per_minute * self.headroom / 60.0;
+        let capacity = match limit.burst {
+            Some(b) if b.is_finite() && b > 0.0 => b,
+            Some(b) => {
+                return Err(ConfigError::new(
+                    key,
+                    format!("burst must be a positive number, got {b}"),
+                ))
+            }
+            None => rate.max(1.0),
+        };
+        Ok(Some(Bucket::new(rate, capacity, now)))
+    }
+}
+
+#[derive(Debug)]
+struct State {
+    requests: Option<Bucket>,
+    tokens: Option<Bucket>,
+    next_seq: u64,
+}
+
+impl State {
+    fn buckets(&mut self) -> impl Iterator<Item = &mut Bucket> {
+        self.requests.iter_mut().chain(self.tokens.iter_mut())
+    }
+}
+
+/// Requests-per-minute and tokens-per-minute buckets shared by every call of a scheduler.
+#[derive(Debug)]
+pub struct RateLimiter {
+    state: Mutex<State>,
+    /// Woken when a refund or a pause changes when waiters may go.
+    changed: Notify,
+}
+
+impl RateLimiter {
+    /// Builds the limiter; its buckets start full now.
+    pub fn new(config: &LimiterConfig) -> Result<Self, ConfigError> {
+        if !(config.headroom > 0.0 && config.headroom <= 1.0) {
+            return Err(ConfigError::new(
+                "headroom",
+                format!("must be in (0, 1], got {}", config.headroom),
+            ));
+        }
+        let now = Instant::now();
+        Ok(RateLimiter {
+            state: Mutex::new(State {
+                requests: config.bucket(config.requests, "rpm", now)?,
+                tokens: config.bucket(config.tokens, "tpm", now)?,
+                next_seq: 0,
+            }),
+            changed: Notify::new(),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // The state is plain numbers, consistent after every statement: a panic elsewhere while
+        // the lock was held leaves nothing half-done, so a poisoned lock is safe to reuse.
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Reserves one request and `tokens` tokens now. The reservation is already paid for if
+    /// [`Reservation::is_ready`]; otherwise await [`Reservation::wait`].
+    pub fn reserve(&self, tokens: u64) -> Reservation<'_> {
+        let now = Instant::now();
+        let mut state = self.lock();
+        let seq = state.next_seq;
+        state.next_seq += 1;
+        let mut waits = false;
+        if let Some(b) = state.requests.as_mut() {
+            waits |= b.debit(seq, 1.0, now).1;
+        }
+        if let Some(b) = state.tokens.as_mut() {
+            waits |= b.debit(seq, tokens as f64, now).1;
+        }
+        Reservation {
+            limiter: self,
+            seq,
+            tokens,
+            admitted: !waits,
+        }
+    }
+
+    /// Holds every caller, waiting or new, until `until`, and forfeits the buckets' balance: the
+    /// provider has said the real allowance is spent. Credit starts again at `until`.
+    pub fn pause_until(&self, until: Instant) {
+        let now = Instant::now();
+        let mut state = self.lock();
+        for b in state.buckets() {
+            b.pause(now, until);
+        }
+        drop(state);
+        self.changed.notify_waiters();
+    }
+
+    /// The balances now: (requests, tokens); `None` for a limit that is not set.
+    pub fn balances(&self) -> (Option<f64>, Option<f64>) {
+        let now = Instant::now();
+        let mut state = self.lock();
+        let requests = state.requests.as_mut().map(|b| b.balance(now));
+        let tokens = state.tokens.as_mut().map(|b| b.balance(now));
+        (requests, tokens)
+    }
+
+    /// Refill rates in units per second: (requests, tokens).
+    pub fn rates(&self) -> (Option<f64>, Option<f64>) {
+        let state = self.lock();
+        (
+            state.requests.as_ref().map(Bucket::rate),
+            state.tokens.as_ref().map(Bucket::rate),
+        )
+    }
+
+    /// Bucket capacities: (requests, tokens).
+    pub fn capacities(&self) -> (Option<f64>, Option<f64>) {
+        let state = self.lock();
+        (
+            state.requests.as_ref().map(Bucket::capacity),
+            state.tokens.as_ref().map(Bucket::capacity),
+        )
+    }
+
+    /// The number of reservations waiting for tokens.
+    pub fn waiters(&self) -> usize {
+        let state = self.lock();
+        let r = state.requests.as_ref().map_or(0, Bucket::waiters);
+        let t = state.tokens.as_ref().map_or(0, Bucket::waiters);
+        r.max(t)
+    }
+
+    /// When reservation `seq` may go (the later of its buckets). If it may go now, it is
+    /// admitted in every bucket and `None` is returned.
+    fn ready_at(&self, seq: u64, admit: bool) -> Option<Instant> {
+        let now = Instant::now();
+        let mut state = self.lock();
+        let mut at: Option<Instant> = None;
+        for b in state.buckets() {
+            if let Some(t) = b.ready_at(seq, now) {
+                at = Some(at.map_or(t, |a| a.max(t)));
+            }
+        }
+        if at.is_none() && admit {
+            for b in state.buckets() {
+                b.admit(seq);
+            }
+        }
+        at
+    }
+
+    fn refund(&self, seq: u64, tokens: u64) {
+        let mut state = self.lock();
+        let mut moved = false;
+        if let Some(b) = state.requests.as_mut() {
+            moved |= b.refund(seq, 1.0);
+        }
+        if let Some(b) = state.tokens.as_mut() {
+            moved |= b.refund(seq, tokens as f64);
+        }
+        drop(state);
+        if moved {
+            self.changed.notify_waiters();
+        }
+    }
+}
+
+/// A reservation of one request and some tokens. Dropped before it is ready, it is refunded.
+#[derive(Debug)]
+#[must_use = "a reservation is refunded when dropped; await `wait` to use it"]
+pub struct Reservation<'a> {
+    limiter: &'a RateLimiter,
+    seq: u64,
+    tokens: u64,
+    admitted: bool,
+}
+
+impl Reservation<'_> {
+    /// True if the buckets already hold this reservation's share: no wait is needed.
+    pub fn is_ready(&self) -> bool {
+        self.admitted
+    }
+
+    /// Waits until this reservation's share has been refilled (and any pause has ended).
+    /// Cancel-safe: dropping the future before it completes refunds the reservation.
+    pub async fn wait(mut self) {
+        while !self.admitted {
+            let changed = self.limiter.changed.notified();
+            tokio::pin!(changed);
+            // Register for wake-ups before reading the state, so none is missed in between.
+            changed.as_mut().enable();
+            match self.limiter.ready_at(self.seq, true) {
+                None => self.admitted = true,
+                Some(at) => {
+                    tokio::select! {
+                        _ = tokio::time::sleep_until(at) => {}
+                        _ = &mut changed => {}
+                    }
+                }
+            }
+        }
+    }
+
+    /// How long this reservation would wait from now, if nothing changes.
+    pub fn wait_time(&self) -> Duration {
+        if self.admitted {
+            return Duration::ZERO;
+        }
+        match self.limiter.ready_at(self.seq, false) {
+            Some(at) => at.saturating_duration_since(Instant::now()),
+            None => Duration::ZERO,
+        }
+    }
+}
+
+impl Drop for Reservation<'_> {
+    fn drop(&mut self) {
+        if !self.admitted {
+            self.limiter.refund(self.seq, self.tokens);
+        }
+    }
+}

@@ -1,0 +1,358 @@
+//! The scheduler: what an agent puts between its tool and model calls and a rate-limited provider.
+//!
+//! Every call goes through the same steps, each observable and each stoppable by the call's
+//! [`Scope`]: wait for a concurrency permit (a FIFO semaphore of `max_concurrency`), draw its
+//! tokens from the budget, reserve one request and its tokens in the rate limiter and wait for
+//! them, send, and on a retryable failure back off (at least the provider's Retry-After, which
+//! also pauses the limiter for everyone) and go round again.
+//!
+//! The scheduler reads time only through `tokio::time` and draws randomness only from the RNG it
+//! is given, so under tokio's paused clock it runs as an exact, repeatable discrete-event
+//! simulation, and under a normal runtime it is the production code. It knows nothing of what is
+//! on the other side of a call.
+
+pub mod budget;
+pub mod dispatch;
+mod error;
+pub mod fanout;
+pub mod limit;
+pub mod observe;
+pub mod retry;
+mod scope;
+
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use rand::rngs::Xoshiro256PlusPlus;
+use rand::{Rng, SeedableRng};
+use tokio::sync::Semaphore;
+use tokio::time::Instant;
+
+pub use self::budget::{Budget, BudgetExhausted};
+pub use self::dispatch::{Access, CapPolicy, TurnPolicy};
+pub use self::error::{CallError, ConfigError, GiveUp, Interrupt, Stage};
+pub use self::fanout::FanOut;
+pub use self::limit::{Limit, LimiterConfig, RateLimiter};
+pub use self::observe::{CallId, Event, EventKind, Observer};
+pub use self::retry::{Classify, FailureKind, Jitter, ProviderError, RetryPolicy};
+pub use self::scope::Scope;
+
+use self::observe::RetryCause;
+use self::retry::Decision;
+
+/// What a scheduler enforces.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SchedulerConfig {
+    /// Calls in flight at once (a call holds its permit through retries). 0: unbounded; 1: one
+    /// at a time.
+    pub max_concurrency: usize,
+    /// Client-side rate limits, if any.
+    pub limits: Option<LimiterConfig>,
+    /// The retry policy.
+    pub retry: RetryPolicy,
+}
+
+/// One call to make: its token cost and the scope that can stop it.
+#[derive(Debug, Clone, Default)]
+pub struct CallSpec {
+    /// Tokens the call costs (charged to the TPM bucket and the budget).
+    pub tokens: u64,
+    /// Cancellation, deadline and budget.
+    pub scope: Scope,
+}
+
+impl CallSpec {
+    /// A call costing `tokens`, in an empty scope.
+    pub fn new(tokens: u64) -> Self {
+        CallSpec {
+            tokens,
+            scope: Scope::new(),
+        }
+    }
+
+    /// The same call in `scope`.
+    pub fn in_scope(self, scope: &Scope) -> Self {
+        CallSpec {
+            scope: scope.clone(),
+            ..self
+        }
+    }
+}
+
+/// What an attempt function is told about the attempt it makes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Attempt {
+    /// The call.
+    pub call: CallId,
+    /// Attempt number, from 1.
+    pub number: u32,
+}
+
+type BoxRng = Box<dyn Rng + Send>;
+
+struct Inner {
+    permits: Option<Semaphore>,
+    limiter: Option<RateLimiter>,
+    retry: RetryPolicy,
+    rng: Mutex<BoxRng>,
+    observer: Option<Arc<dyn Observer>>,
+    next_id: AtomicU64,
+}
+
+/// Builds a [`Scheduler`] from a validated [`SchedulerConfig`].
+pub struct Builder {
+    config: SchedulerConfig,
+    rng: BoxRng,
+    observer: Option<Arc<dyn Observer>>,
+}
+
+impl Builder {
+    /// Seeds the jitter RNG (Xoshiro256++; the default seed is 0).
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.rng = Box::new(Xoshiro256PlusPlus::seed_from_u64(seed));
+        self
+    }
+
+    /// Uses `rng` for jitter.
+    pub fn rng(mut self, rng: impl Rng + Send + 'static) -> Self {
+        self.rng = Box::new(rng);
+        self
+    }
+
+    /// Sends every event to `observer`.
+    pub fn observer(mut self, observer: Arc<dyn Observer>) -> Self {
+        self.observer = Some(observer);
+        self
+    }
+
+    /// Checks the configuration and builds the scheduler. Rate-limit buckets start full now.
+    pub fn build(self) -> Result<Scheduler, ConfigError> {
+        self.config.retry.validate()?;
+        let limiter = match &self.config.limits {
+            Some(l) => Some(RateLimiter::new(l)?),
+            None => None,
+        };
+        let permits = match self.config.max_concurrency {
+            0 => None,
+            n => Some(Semaphore::new(n.min(Semaphore::MAX_PERMITS))),
+        };
+        Ok(Scheduler {
+            inner: Arc::new(Inner {
+                permits,
+                limiter,
+                retry: self.config.retry,
+                rng: Mutex::new(self.rng),
+                observer: self.observer,
+                next_id: AtomicU64::new(0),
+            }),
+        })
+    }
+}
+
+/// Bounded, rate-limited, retrying, cancellable calls. Clones share everything.
+#[derive(Clone)]
+pub struct Scheduler {
+    inner: Arc<Inner>,
+}
+
+impl Scheduler {
+    /// Starts building a scheduler for `config`.
+    pub fn builder(config: SchedulerConfig) -> Builder {
+        Builder {
+            config,
+            rng: Box::new(Xoshiro256PlusPlus::seed_from_u64(0)),
+            observer: None,
+        }
+    }
+
+    /// The rate limiter, if limits are set.
+    pub fn limiter(&self) -> Option<&RateLimiter> {
+        self.inner.limiter.as_ref()
+    }
+
+    /// The retry policy.
+    pub fn retry_policy(&self) -> &RetryPolicy {
+        &self.inner.retry
+    }
+
+    /// Permits free now (`None` when unbounded).
+    pub fn available_permits(&self) -> Option<usize> {
+        self.inner
+            .permits
+            .as_ref()
+            .map(Semaphore::available_permits)
+    }
+
+    fn emit(&self, call: CallId, kind: EventKind) {
+        if let Some(o) = &self.inner.observer {
+            o.on_event(&Event {
+                at: Instant::now(),
+                call,
+                kind,
+            });
+        }
+    }
+
+    fn next_id(&self) -> CallId {
+        self.inner.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Records a call that is answered without being run, and returns its id.
+    pub fn not_run(&self, reason: observe::NotRunReason) -> CallId {
+        let id = self.next_id();
+        self.emit(id, EventKind::NotRun { reason });
+        id
+    }
+
+    /// Makes one call: permit, budget, limiter, then `attempt` until it succeeds, fails for
+    /// good, or the scope stops it. `attempt` is called once per attempt; dropping its future
+    /// (on cancel or deadline) must abandon the work, as dropping an HTTP request closes it.
+    pub async fn call<T, E, F, Fut>(
+        &self,
+        spec: CallSpec,
+        mut attempt: F,
+    ) -> Result<T, CallError<E>>
+    where
+        F: FnMut(Attempt) -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        E: Classify,
+    {
+        let id = self.next_id();
+        let scope = &spec.scope;
+        self.emit(
+            id,
+            EventKind::Queued {
+                tokens: spec.tokens,
+            },
+        );
+        let mut charged = false;
+        let stop = |stage: Stage, cause: Interrupt, charged: bool| {
+            if charged {
+                if let Some(b) = scope.budget() {
+                    b.refund(spec.tokens);
+                }
+            }
+            self.emit(
+                id,
+                EventKind::Cancelled {
+                    stage,
+                    cause: cause.clone(),
+                },
+            );
+            CallError::Interrupted { stage, cause }
+        };
+        if let Some(cause) = scope.interrupted(true) {
+            return Err(stop(Stage::Queued, cause, false));
+        }
+        let _permit = match &self.inner.permits {
+            None => None,
+            Some(sem) => match sem.try_acquire() {
+                Ok(p) => Some(p),
+                // The semaphore is never closed, so `acquire` cannot fail; treat it as a cancel.
+                Err(_) => match scope.run(true, sem.acquire()).await {
+                    Ok(Ok(p)) => Some(p),
+                    Ok(Err(_)) => return Err(stop(Stage::Queued, Interrupt::Cancelled, false)),
+                    Err(cause) => return Err(stop(Stage::Queued, cause, false)),
+                },
+            },
+        };
+        if let Some(b) = scope.budget() {
+            if let Err(e) = b.charge(spec.tokens) {
+                return Err(stop(Stage::Queued, Interrupt::BudgetExhausted(e), false));
+            }
+            charged = true;
+        }
+        let mut number = 1;
+        loop {
+            if let Some(limiter) = &self.inner.limiter {
+                self.emit(id, EventKind::LimiterWaitStart);
+                let reservation = limiter.reserve(spec.tokens);
+                if !reservation.is_ready() {
+                    if let Err(cause) = scope.run(true, reservation.wait()).await {
+                        return Err(stop(Stage::Limiter, cause, charged && number == 1));
+                    }
+                }
+                self.emit(id, EventKind::LimiterWaitEnd);
+            }
+            self.emit(id, EventKind::Sent { attempt: number });
+            let outcome = match scope
+                .run(false, attempt(Attempt { call: id, number }))
+                .await
+            {
+                Ok(outcome) => outcome,
+                Err(cause) => return Err(stop(Stage::InFlight, cause, false)),
+            };
+            let error = match outcome {
+                Ok(value) => {
+                    self.emit(id, EventKind::Completed { attempts: number });
+                    return Ok(value);
+                }
+                Err(error) => error,
+            };
+            let kind = error.classify();
+            let now = Instant::now();
+            if let FailureKind::RateLimited { retry_after } = kind {
+                self.emit(
+                    id,
+                    EventKind::RateLimited {
+                        attempt: number,
+                        retry_after,
+                    },
+                );
+            }
+            let policy = &self.inner.retry;
+            if let (Some(limiter), Some(wait)) = (&self.inner.limiter, policy.retry_after(&kind)) {
+                limiter.pause_until(now + wait);
+            }
+            let decision = {
+                let mut rng = self
+                    .inner
+                    .rng
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner);
+                policy.decide(&kind, number - 1, now, scope.deadline(), &mut **rng)
+            };
+            match decision {
+                Decision::GiveUp(reason) => {
+                    self.emit(
+                        id,
+                        EventKind::Failed {
+                            attempts: number,
+                            reason,
+                        },
+                    );
+                    return Err(CallError::Failed {
+                        error,
+                        attempts: number,
+                        reason,
+                    });
+                }
+                Decision::Retry { delay } => {
+                    let cause = retry_cause(&kind);
+                    self.emit(
+                        id,
+                        EventKind::RetryScheduled {
+                            attempt: number,
+                            delay,
+                            cause,
+                        },
+                    );
+                    if let Err(cause) = scope.run(true, tokio::time::sleep(delay)).await {
+                        return Err(stop(Stage::Backoff, cause, false));
+                    }
+                }
+            }
+            number += 1;
+        }
+    }
+}
+
+fn retry_cause(kind: &FailureKind) -> RetryCause {
+    match kind {
+        FailureKind::RateLimited { .. } => RetryCause::RateLimited,
+        FailureKind::Status { code, .. } => RetryCause::Status(*code),
+        // `Other` is never retried, so it never reaches here.
+        FailureKind::Timeout | FailureKind::Other => RetryCause::Timeout,
+    }
+}

@@ -1,0 +1,251 @@
+//! Observation: every step of every call, with its time, delivered to an [`Observer`].
+//!
+//! With these events a caller can split each call's latency into time queued for a permit, time
+//! waiting for the rate limiter, time backing off before retries, and service time
+//! ([`Breakdown`]), and count 429s, retries and cancellations.
+
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::error::{GiveUp, Interrupt, Stage};
+
+/// Identifies one call of a scheduler; ids count up from 0 in the order calls start.
+pub type CallId = u64;
+
+/// Why a retry was scheduled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RetryCause {
+    /// The provider answered 429.
+    RateLimited,
+    /// A retryable status (5xx, 529).
+    Status(u16),
+    /// A timeout.
+    Timeout,
+}
+
+/// Why a call was never run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NotRunReason {
+    /// The turn asked for more parallel tool calls than its cap (`truncate` policy).
+    OverCap {
+        /// The cap.
+        cap: usize,
+        /// Calls the turn asked for.
+        asked: usize,
+    },
+}
+
+/// What happened.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EventKind {
+    /// The call was submitted (it now waits for a permit).
+    Queued {
+        /// Its token cost.
+        tokens: u64,
+    },
+    /// The call holds a permit and starts waiting for the rate limiter.
+    LimiterWaitStart,
+    /// The rate limiter let it go.
+    LimiterWaitEnd,
+    /// Attempt number `attempt` (from 1) was sent.
+    Sent {
+        /// Attempt number.
+        attempt: u32,
+    },
+    /// The provider answered 429.
+    RateLimited {
+        /// Attempt number.
+        attempt: u32,
+        /// The provider's Retry-After, if any.
+        retry_after: Option<Duration>,
+    },
+    /// A retry will be sent after `delay`.
+    RetryScheduled {
+        /// The attempt that failed.
+        attempt: u32,
+        /// The wait before the next attempt.
+        delay: Duration,
+        /// What failed.
+        cause: RetryCause,
+    },
+    /// The call succeeded.
+    Completed {
+        /// Attempts sent.
+        attempts: u32,
+    },
+    /// The call failed for good.
+    Failed {
+        /// Attempts sent.
+        attempts: u32,
+        /// Why no retry was made.
+        reason: GiveUp,
+    },
+    /// The call was stopped from outside.
+    Cancelled {
+        /// Where it was.
+        stage: Stage,
+        /// What stopped it.
+        cause: Interrupt,
+    },
+    /// The call was never run.
+    NotRun {
+        /// Why.
+        reason: NotRunReason,
+    },
+}
+
+impl EventKind {
+    /// True for the event that ends a call.
+    pub fn is_terminal(&self) -> bool {
+        matches!(
+            self,
+            EventKind::Completed { .. }
+                | EventKind::Failed { .. }
+                | EventKind::Cancelled { .. }
+                | EventKind::NotRun { .. }
+        )
+    }
+}
+
+/// One event of one call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Event {
+    /// When (tokio time: virtual under a paused clock).
+    pub at: Instant,
+    /// Which call.
+    pub call: CallId,
+    /// What happened.
+    pub kind: EventKind,
+}
+
+/// Receives every event. Called synchronously on the call's task: keep it cheap.
+pub trait Observer: Send + Sync {
+    /// One event.
+    fn on_event(&self, event: &Event);
+}
+
+impl<F: Fn(&Event) + Send + Sync> Observer for F {
+    fn on_event(&self, event: &Event) {
+        self(event)
+    }
+}
+
+/// An observer that ignores everything.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoopObserver;
+
+impl Observer for NoopObserver {
+    fn on_event(&self, _: &Event) {}
+}
+
+/// An observer that keeps every event in memory: for tests and debugging, not long runs.
+#[derive(Debug, Default)]
+pub struct EventLog {
+    events: Mutex<Vec<Event>>,
+}
+
+impl EventLog {
+    /// An empty log.
+    pub fn new() -> Self {
+        EventLog::default()
+    }
+
+    /// A copy of the events so far, in the order they happened.
+    pub fn events(&self) -> Vec<Event> {
+        self.events
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The events of one call.
+    pub fn of_call(&self, call: CallId) -> Vec<Event> {
+        self.events()
+            .into_iter()
+            .filter(|e| e.call == call)
+            .collect()
+    }
+
+    /// How many events match `pred`.
+    pub fn count(&self, pred: impl Fn(&EventKind) -> bool) -> usize {
+        let events = self.events.lock().unwrap_or_else(PoisonError::into_inner);
+        events.iter().filter(|e| pred(&e.kind)).count()
+    }
+}
+
+impl Observer for EventLog {
+    fn on_event(&self, event: &Event) {
+        self.events
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(event.clone());
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Queue,
+    Limiter,
+    Service,
+    Backoff,
+}
+
+/// One call's latency split into phases, folded from its events in order.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Breakdown {
+    /// Waiting for a concurrency permit.
+    pub queue: Duration,
+    /// Waiting for the rate limiter (every attempt).
+    pub limiter: Duration,
+    /// Sleeping before retries.
+    pub backoff: Duration,
+    /// Sent and waiting for answers (every attempt).
+    pub service: Duration,
+    /// Attempts sent.
+    pub attempts: u32,
+    last: Option<(Instant, Phase)>,
+}
+
+impl Breakdown {
+    /// Folds a whole call's events.
+    pub fn of(events: &[Event]) -> Self {
+        let mut b = Breakdown::default();
+        for e in events {
+            b.apply(e);
+        }
+        b
+    }
+
+    /// Total time from queued to the last event applied.
+    pub fn total(&self) -> Duration {
+        self.queue + self.limiter + self.backoff + self.service
+    }
+
+    /// Adds one event (of this call, in order).
+    pub fn apply(&mut self, event: &Event) {
+        if let Some((since, phase)) = self.last {
+            let spent = event.at.saturating_duration_since(since);
+            match phase {
+                Phase::Queue => self.queue += spent,
+                Phase::Limiter => self.limiter += spent,
+                Phase::Service => self.service += spent,
+                Phase::Backoff => self.backoff += spent,
+            }
+        }
+        let next = match &event.kind {
+            EventKind::Queued { .. } => Some(Phase::Queue),
+            EventKind::LimiterWaitStart | EventKind::LimiterWaitEnd => Some(Phase::Limiter),
+            EventKind::Sent { .. } => {
+                self.attempts += 1;
+                Some(Phase::Service)
+            }
+            EventKind::RateLimited { .. } | EventKind::RetryScheduled { .. } => {
+                Some(Phase::Backoff)
+            }
+            _ => None,
+        };
+        self.last = next.map(|p| (event.at, p));
+    }
+}

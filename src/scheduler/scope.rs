@@ -1,0 +1,134 @@
+//! The context a piece of work runs in: a cancellation token, a deadline and a budget.
+//!
+//! A [`Scope`] is passed down a fan-out. A child scope's token is a child of its parent's (a
+//! parent's cancel reaches every child, a child's cancel stays below it) and its deadline is
+//! never later than its parent's, so a parent deadline cancels its children.
+
+use std::future::{pending, Future};
+
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::budget::Budget;
+use super::error::Interrupt;
+
+/// Cancellation token, deadline and budget shared by a piece of work and everything it spawns.
+#[derive(Debug, Clone, Default)]
+pub struct Scope {
+    cancel: Option<CancellationToken>,
+    deadline: Option<Instant>,
+    budget: Option<Budget>,
+}
+
+impl Scope {
+    /// A scope that nothing can stop: no token, no deadline, no budget.
+    pub fn new() -> Self {
+        Scope::default()
+    }
+
+    /// The same scope stopped by `token`.
+    pub fn with_cancel(mut self, token: CancellationToken) -> Self {
+        self.cancel = Some(token);
+        self
+    }
+
+    /// The same scope with a deadline at `at`, or its current deadline if that is earlier.
+    pub fn with_deadline(mut self, at: Instant) -> Self {
+        self.deadline = Some(self.deadline.map_or(at, |d| d.min(at)));
+        self
+    }
+
+    /// The same scope drawing on `budget`.
+    pub fn with_budget(mut self, budget: Budget) -> Self {
+        self.budget = Some(budget);
+        self
+    }
+
+    /// A child scope: a token of its own that the parent's cancels, the same deadline and budget.
+    pub fn child(&self) -> Scope {
+        Scope {
+            cancel: Some(match &self.cancel {
+                Some(t) => t.child_token(),
+                None => CancellationToken::new(),
+            }),
+            deadline: self.deadline,
+            budget: self.budget.clone(),
+        }
+    }
+
+    /// Cancels this scope and its children (no-op for a scope without a token).
+    pub fn cancel(&self) {
+        if let Some(t) = &self.cancel {
+            t.cancel();
+        }
+    }
+
+    /// The cancellation token, if any.
+    pub fn token(&self) -> Option<&CancellationToken> {
+        self.cancel.as_ref()
+    }
+
+    /// The deadline, if any.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.deadline
+    }
+
+    /// The budget, if any.
+    pub fn budget(&self) -> Option<&Budget> {
+        self.budget.as_ref()
+    }
+
+    /// What has stopped this scope already, if anything. `budget` says whether an exhausted
+    /// budget counts (it stops work that is pending, not work already sent).
+    pub fn interrupted(&self, budget: bool) -> Option<Interrupt> {
+        if self.cancel.as_ref().is_some_and(|t| t.is_cancelled()) {
+            return Some(Interrupt::Cancelled);
+        }
+        if self.deadline.is_some_and(|d| Instant::now() >= d) {
+            return Some(Interrupt::DeadlineExceeded);
+        }
+        if budget {
+            if let Some(e) = self.budget.as_ref().and_then(Budget::exhausted) {
+                return Some(Interrupt::BudgetExhausted(e));
+            }
+        }
+        None
+    }
+
+    /// Runs `work` until it finishes or the scope stops it (dropping it). Work that finishes at
+    /// the same instant the scope stops keeps its result. `budget` as in [`Scope::interrupted`].
+    pub async fn run<F: Future>(&self, budget: bool, work: F) -> Result<F::Output, Interrupt> {
+        if let Some(i) = self.interrupted(budget) {
+            return Err(i);
+        }
+        let watch_budget = budget.then_some(()).and(self.budget.as_ref());
+        if self.cancel.is_none() && self.deadline.is_none() && watch_budget.is_none() {
+            return Ok(work.await);
+        }
+        let cancelled = async {
+            match &self.cancel {
+                Some(t) => t.cancelled().await,
+                None => pending().await,
+            }
+        };
+        let expired = async {
+            match self.deadline {
+                Some(d) => tokio::time::sleep_until(d).await,
+                None => pending().await,
+            }
+        };
+        let spent = async {
+            match watch_budget {
+                Some(b) => b.spent().await,
+                None => pending().await,
+            }
+        };
+        tokio::select! {
+            biased;
+            out = work => Ok(out),
+            _ = cancelled => Err(Interrupt::Cancelled),
+            _ = expired => Err(Interrupt::DeadlineExceeded),
+            why = spent => Err(Interrupt::BudgetExhausted(why)),
+        }
+    }
+}
