@@ -1,0 +1,128 @@
+//! Pins the observer: every step of a call arrives as an event with its virtual time, in order,
+//! and `Breakdown` splits a call's latency into queue, limiter, backoff and service time.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use capsize::scheduler::observe::{Breakdown, EventLog, RetryCause};
+use capsize::scheduler::{
+    CallSpec, EventKind, Jitter, Limit, LimiterConfig, ProviderError, RetryPolicy, Scheduler,
+    SchedulerConfig,
+};
+use tokio::time::{sleep, Instant};
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// One permit, one request a second (burst 1), a fixed 500 ms backoff, Retry-After ignored.
+fn scheduler(log: Arc<EventLog>) -> Scheduler {
+    let config = SchedulerConfig {
+        max_concurrency: 1,
+        limits: Some(LimiterConfig {
+            requests: Some(Limit::per_minute(60.0).with_burst(1.0)),
+            ..LimiterConfig::default()
+        }),
+        retry: RetryPolicy {
+            base: ms(500),
+            jitter: Jitter::None,
+            honor_retry_after: false,
+            ..RetryPolicy::default()
+        },
+    };
+    Scheduler::builder(config).observer(log).build().unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_latency_splits_into_queue_limiter_backoff_and_service() {
+    let log = Arc::new(EventLog::new());
+    let s = scheduler(log.clone());
+    let t0 = Instant::now();
+    // Call 0 holds the permit for 100 ms and spends the only token.
+    let first = s.call(CallSpec::new(10), |_| async {
+        sleep(ms(100)).await;
+        Ok::<_, ProviderError>(())
+    });
+    // Call 1: queued 100 ms for the permit, waits for the token at 1 s, gets a 429 after 50 ms,
+    // backs off 500 ms, waits for the next token at 2 s, then is served in 200 ms.
+    let second = s.call(CallSpec::new(10), |a| async move {
+        if a.number == 1 {
+            sleep(ms(50)).await;
+            Err(ProviderError::rate_limited(Some(ms(9000))))
+        } else {
+            sleep(ms(200)).await;
+            Ok(())
+        }
+    });
+    let (a, b) = tokio::join!(first, second);
+    assert!(a.is_ok() && b.is_ok());
+    assert_eq!(t0.elapsed(), ms(2200));
+
+    let events = log.of_call(1);
+    let timeline: Vec<(u128, EventKind)> = events
+        .iter()
+        .map(|e| ((e.at - t0).as_millis(), e.kind.clone()))
+        .collect();
+    let want = vec![
+        (0, EventKind::Queued { tokens: 10 }),
+        (100, EventKind::LimiterWaitStart),
+        (1000, EventKind::LimiterWaitEnd),
+        (1000, EventKind::Sent { attempt: 1 }),
+        (
+            1050,
+            EventKind::RateLimited {
+                attempt: 1,
+                retry_after: Some(ms(9000)),
+            },
+        ),
+        (
+            1050,
+            EventKind::RetryScheduled {
+                attempt: 1,
+                delay: ms(500),
+                cause: RetryCause::RateLimited,
+            },
+        ),
+        (1550, EventKind::LimiterWaitStart),
+        (2000, EventKind::LimiterWaitEnd),
+        (2000, EventKind::Sent { attempt: 2 }),
+        (2200, EventKind::Completed { attempts: 2 }),
+    ];
+    assert_eq!(timeline, want);
+
+    let split = Breakdown::of(&events);
+    assert_eq!(split.queue, ms(100));
+    assert_eq!(split.limiter, ms(900 + 450));
+    assert_eq!(split.backoff, ms(500));
+    assert_eq!(split.service, ms(50 + 200));
+    assert_eq!(split.attempts, 2);
+    assert_eq!(split.total(), ms(2200));
+}
+
+#[tokio::test(start_paused = true)]
+async fn call_ids_count_up_and_every_call_ends_in_one_terminal_event() {
+    let log = Arc::new(EventLog::new());
+    let s = scheduler(log.clone());
+    for _ in 0..3 {
+        let r = s
+            .call(CallSpec::new(1), |_| async {
+                Err::<(), _>(ProviderError::status(400))
+            })
+            .await;
+        assert!(r.is_err());
+    }
+    for call in 0..3 {
+        let events = log.of_call(call);
+        assert_eq!(
+            events.first().map(|e| &e.kind),
+            Some(&EventKind::Queued { tokens: 1 })
+        );
+        let terminal: Vec<_> = events.iter().filter(|e| e.kind.is_terminal()).collect();
+        assert_eq!(terminal.len(), 1, "call {call}: {events:?}");
+        assert!(matches!(
+            terminal[0].kind,
+            EventKind::Failed { attempts: 1, .. }
+        ));
+    }
+    assert_eq!(log.of_call(3), vec![]);
+}
