@@ -161,21 +161,22 @@ pub fn rows() -> Vec<Row> {
             expected: "200000 / 166667 s = 1200 ms".into(),
             measured: ms(last),
         });
-        for (policy, name) in [
-            (CapPolicy::Truncate, "truncate"),
-            (CapPolicy::Batch, "batch"),
-        ] {
+        let turns = [
+            (
+                CapPolicy::Truncate,
+                "30 tool calls, cap 8, truncate",
+                "8 run, 22 not run, 350 ms",
+            ),
+            (
+                CapPolicy::Batch,
+                "30 tool calls, cap 8, batch",
+                "30 run in 4 batches, 1400 ms",
+            ),
+        ];
+        for (policy, example, expected) in turns {
             let (ran, not_run, took) = capped_turn(policy).await;
-            let expected = match policy {
-                CapPolicy::Truncate => "8 run, 22 not run, 350 ms",
-                CapPolicy::Batch => "30 run in 4 batches, 1400 ms",
-            };
             rows.push(Row {
-                example: if name == "truncate" {
-                    "30 tool calls, cap 8, truncate"
-                } else {
-                    "30 tool calls, cap 8, batch"
-                },
+                example,
                 expected: expected.into(),
                 measured: format!("{ran} run, {not_run} not run, {}", ms(took)),
             });

@@ -148,15 +148,7 @@ impl Budget {
 
     /// Why the budget is exhausted, if it is (its own refusal, or a parent's).
     pub fn exhausted(&self) -> Option<BudgetExhausted> {
-        if let Some(e) = &self.lock().exhausted {
-            return Some(e.clone());
-        }
-        self.inner
-            .spent
-            .is_cancelled()
-            .then(|| BudgetExhausted::Parent {
-                budget: self.inner.name.clone(),
-            })
+        self.exhausted_locked(&self.lock())
     }
 
     /// Resolves when this budget (or one it draws on) is exhausted.

@@ -10,6 +10,46 @@
 //! is given, so under tokio's paused clock it runs as an exact, repeatable discrete-event
 //! simulation, and under a normal runtime it is the production code. It knows nothing of what is
 //! on the other side of a call.
+//!
+//! ```
+//! use std::time::Duration;
+//! use capsize::scheduler::{
+//!     CallSpec, FanOut, Limit, LimiterConfig, ProviderError, Scheduler, SchedulerConfig, Scope,
+//! };
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() {
+//! // 600 RPM and 10M TPM at 70 % headroom, at most 4 calls in flight.
+//! let config = SchedulerConfig {
+//!     max_concurrency: 4,
+//!     limits: Some(LimiterConfig {
+//!         requests: Some(Limit::per_minute(600.0)),
+//!         tokens: Some(Limit::per_minute(10_000_000.0)),
+//!         headroom: 0.7,
+//!     }),
+//!     ..SchedulerConfig::default()
+//! };
+//! let scheduler = Scheduler::builder(config).seed(42).build().unwrap();
+//!
+//! // Eight tool calls of 2,000 tokens, gathered: every result comes back, Ok or Err.
+//! let fan = FanOut::new(&Scope::new());
+//! let results = fan
+//!     .gather((0..8).map(|i| {
+//!         let scheduler = &scheduler;
+//!         move |scope: Scope| async move {
+//!             scheduler
+//!                 .call(CallSpec::new(2_000).in_scope(&scope), |_attempt| async move {
+//!                     tokio::time::sleep(Duration::from_millis(400)).await; // the HTTP request
+//!                     Ok::<_, ProviderError>(i)
+//!                 })
+//!                 .await
+//!         }
+//!     }))
+//!     .await;
+//! assert_eq!(results.len(), 8);
+//! assert!(results.iter().all(|r| r.is_ok()));
+//! # }
+//! ```
 
 pub mod budget;
 pub mod dispatch;
