@@ -35,7 +35,7 @@ pub enum BudgetExhausted {
         cap: u32,
     },
     /// A budget this one draws on was exhausted first.
-    #[error("budget '{budget}' stopped: a parent budget is exhausted")]
+    #[error("budget '{budget}' stopped: a budget it draws on is exhausted")]
     Parent {
         /// The budget's name.
         budget: String,

@@ -126,7 +126,13 @@ impl FanOut {
         while let Some((i, result)) = running.next().await {
             match result {
                 Ok(v) => values[i] = Some(v),
-                Err(e) if cancelled && e.is_interrupt() => failed.cancelled.push(i),
+                // Stopped by this fan-out's own cancel, not by its scope (a parent's cancel or
+                // deadline stops every job from outside: those are failures).
+                Err(e)
+                    if cancelled && e.is_interrupt() && self.scope.interrupted(true).is_none() =>
+                {
+                    failed.cancelled.push(i)
+                }
                 Err(e) => {
                     failed.failures.push((i, e));
                     if !cancelled {
