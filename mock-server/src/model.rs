@@ -1,0 +1,239 @@
+//! The provider model: a rate-limited LLM API as a clockless state machine.
+//!
+//! Each request is told its arrival time (a `Duration` since the model started) and its token
+//! cost, and gets a [`Decision`]: served after a latency, refused with a 429 (and when to retry),
+//! failed with a 5xx/529, or never answered. The order of checks: capacity (`max_in_flight`
+//! with a rejecting `overload`), then quota (charged at arrival, as real providers do, even if the
+//! caller later gives up), then the request's fate (error, timeout or service), then its place
+//! among the `max_in_flight` servers (queueing adds to its latency).
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::time::Duration;
+
+use rand::rngs::Xoshiro256PlusPlus;
+use rand::{RngExt, SeedableRng};
+
+use crate::config::{Overload, ProviderConfig, RetryAfter};
+use crate::headers::go_duration;
+use crate::window::{Usage, Window};
+
+/// How a request ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Served.
+    Served,
+    /// 429: over quota (or over capacity with `overload = "429"`).
+    RateLimited,
+    /// A 500, 503 or 529.
+    Error(u16),
+    /// Never answered: the client's timeout ends it.
+    Timeout,
+}
+
+/// The model's answer to one request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    /// How it ends.
+    pub outcome: Outcome,
+    /// Time from arrival to the answer; `None` for a request never answered.
+    pub latency: Option<Duration>,
+    /// The wait a 429 (or a capacity 503) asks for, if the provider sends one.
+    pub retry_after: Option<Duration>,
+    /// Request quota after this request, if requests are limited.
+    pub requests: Option<Usage>,
+    /// Token quota after this request, if tokens are limited.
+    pub tokens: Option<Usage>,
+}
+
+impl Decision {
+    /// The HTTP status (a timeout has none; 504 stands for it).
+    pub fn status(&self) -> u16 {
+        match self.outcome {
+            Outcome::Served => 200,
+            Outcome::RateLimited => 429,
+            Outcome::Error(s) => s,
+            Outcome::Timeout => 504,
+        }
+    }
+
+    /// Retry-After and OpenAI-style rate-limit headers, names in lower case, in a fixed order.
+    pub fn headers(&self) -> Vec<(&'static str, String)> {
+        let mut h = Vec::new();
+        if let Some(d) = self.retry_after {
+            h.push(("retry-after", d.as_secs_f64().ceil().to_string()));
+            h.push(("retry-after-ms", d.as_millis().to_string()));
+        }
+        let dims = [
+            (
+                self.requests,
+                [
+                    "x-ratelimit-limit-requests",
+                    "x-ratelimit-remaining-requests",
+                    "x-ratelimit-reset-requests",
+                ],
+            ),
+            (
+                self.tokens,
+                [
+                    "x-ratelimit-limit-tokens",
+                    "x-ratelimit-remaining-tokens",
+                    "x-ratelimit-reset-tokens",
+                ],
+            ),
+        ];
+        for (usage, [limit, remaining, reset]) in dims {
+            if let Some(u) = usage {
+                h.push((limit, format!("{}", u.limit.floor())));
+                h.push((remaining, format!("{}", u.remaining.floor())));
+                h.push((reset, go_duration(u.reset)));
+            }
+        }
+        h
+    }
+}
+
+/// What the model has seen.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Requests received.
+    pub received: u64,
+    /// Requests served (200).
+    pub served: u64,
+    /// Requests refused with 429.
+    pub rate_limited: u64,
+    /// Requests failed with 500/503/529 (including capacity 503s).
+    pub errored: u64,
+    /// Requests never answered.
+    pub timed_out: u64,
+    /// Tokens charged against the quota.
+    pub tokens_charged: u64,
+}
+
+/// A rate-limited LLM API with no clock.
+#[derive(Debug, Clone)]
+pub struct ProviderModel {
+    config: ProviderConfig,
+    window: Window,
+    rng: Xoshiro256PlusPlus,
+    /// When each of the `max_in_flight` servers is next free.
+    servers: Option<BinaryHeap<Reverse<Duration>>>,
+    counters: Counters,
+}
+
+fn ms(v: f64) -> Duration {
+    Duration::from_secs_f64(v / 1000.0)
+}
+
+impl ProviderModel {
+    /// A model of `config`, its randomness seeded by `seed`, at time 0 with nothing used.
+    pub fn new(config: ProviderConfig, seed: u64) -> Self {
+        let servers = config
+            .max_in_flight
+            .map(|n| (0..n).map(|_| Reverse(Duration::ZERO)).collect());
+        ProviderModel {
+            window: Window::new(config.window, config.rpm, config.tpm),
+            rng: Xoshiro256PlusPlus::seed_from_u64(seed),
+            servers,
+            counters: Counters::default(),
+            config,
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &ProviderConfig {
+        &self.config
+    }
+
+    /// The counters so far.
+    pub fn counters(&self) -> Counters {
+        self.counters
+    }
+
+    fn refuse(
+        &mut self,
+        now: Duration,
+        outcome: Outcome,
+        retry_after: Option<Duration>,
+    ) -> Decision {
+        let (requests, tokens) = self.window.usage(now);
+        match outcome {
+            Outcome::RateLimited => self.counters.rate_limited += 1,
+            _ => self.counters.errored += 1,
+        }
+        Decision {
+            outcome,
+            latency: Some(Duration::ZERO),
+            retry_after,
+            requests,
+            tokens,
+        }
+    }
+
+    /// Decides the fate of a request of `tokens` arriving at `now`.
+    pub fn on_request(&mut self, now: Duration, tokens: u64) -> Decision {
+        self.counters.received += 1;
+        let busy_until = self.servers.as_ref().and_then(|s| s.peek()).map(|r| r.0);
+        if let Some(free_at) = busy_until.filter(|&f| f > now) {
+            match self.config.overload {
+                Overload::Queue => {}
+                Overload::Reject429 => {
+                    return self.refuse(now, Outcome::RateLimited, Some(free_at - now))
+                }
+                Overload::Reject503 => {
+                    return self.refuse(now, Outcome::Error(503), Some(free_at - now))
+                }
+            }
+        }
+        if let Err(fits_in) = self.window.try_charge(now, tokens) {
+            let retry_after = match self.config.retry_after {
+                // A request that can never fit is told to wait a minute.
+                RetryAfter::Auto => Some(fits_in.unwrap_or(Duration::from_secs(60))),
+                RetryAfter::Fixed(d) => Some(d),
+                RetryAfter::None => None,
+            };
+            return self.refuse(now, Outcome::RateLimited, retry_after);
+        }
+        self.counters.tokens_charged += tokens;
+        // Always two draws, in this order, so a seed gives the same stream whatever the outcome.
+        let fate: f64 = self.rng.random();
+        let service = ms(self.config.latency.sample(&mut self.rng));
+        let start = match &mut self.servers {
+            Some(servers) => {
+                let free = servers.pop().map_or(now, |r| r.0).max(now);
+                servers.push(Reverse(free + service));
+                free
+            }
+            None => now,
+        };
+        let latency = start - now + service;
+        let cfg = &self.config;
+        let outcome = if fate < cfg.error_rate {
+            let u = fate / cfg.error_rate;
+            Outcome::Error(if u < cfg.error_split[0] {
+                500
+            } else if u < cfg.error_split[1] {
+                503
+            } else {
+                529
+            })
+        } else if fate < cfg.error_rate + cfg.timeout_rate {
+            Outcome::Timeout
+        } else {
+            Outcome::Served
+        };
+        match outcome {
+            Outcome::Served => self.counters.served += 1,
+            Outcome::Timeout => self.counters.timed_out += 1,
+            _ => self.counters.errored += 1,
+        }
+        let (requests, tokens) = self.window.usage(now);
+        Decision {
+            outcome,
+            latency: (outcome != Outcome::Timeout).then_some(latency),
+            retry_after: None,
+            requests,
+            tokens,
+        }
+    }
+}

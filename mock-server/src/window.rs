@@ -1,0 +1,297 @@
+//! The provider's rate-limit accounting: requests and tokens per minute over a sliding window, a
+//! fixed window, or a continuously refilled bucket. Clockless: every call is told the time, as a
+//! `Duration` since the model started.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+const MINUTE: Duration = Duration::from_secs(60);
+
+/// How a per-minute limit is counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WindowKind {
+    /// A request counts against the limit for the 60 s after it arrived.
+    #[default]
+    Sliding,
+    /// The budget resets at every whole minute from the start.
+    Fixed,
+    /// The budget refills continuously, up to one minute's worth.
+    TokenBucket,
+}
+
+/// The state of one limit, for rate-limit headers.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Usage {
+    /// The limit per minute.
+    pub limit: f64,
+    /// What may still be used now.
+    pub remaining: f64,
+    /// Time until the limit is back to its initial state.
+    pub reset: Duration,
+}
+
+#[derive(Debug, Clone)]
+enum State {
+    Sliding {
+        log: VecDeque<(Duration, u64)>,
+        tokens: u64,
+    },
+    Fixed {
+        start: Duration,
+        requests: u64,
+        tokens: u64,
+    },
+    Bucket {
+        last: Duration,
+        requests: f64,
+        tokens: f64,
+    },
+}
+
+/// Requests-per-minute and tokens-per-minute limits, counted one way.
+#[derive(Debug, Clone)]
+pub struct Window {
+    rpm: Option<f64>,
+    tpm: Option<f64>,
+    state: State,
+}
+
+impl Window {
+    /// A window for the given limits, empty at time 0.
+    pub fn new(kind: WindowKind, rpm: Option<f64>, tpm: Option<f64>) -> Self {
+        let state = match kind {
+            WindowKind::Sliding => State::Sliding {
+                log: VecDeque::new(),
+                tokens: 0,
+            },
+            WindowKind::Fixed => State::Fixed {
+                start: Duration::ZERO,
+                requests: 0,
+                tokens: 0,
+            },
+            WindowKind::TokenBucket => State::Bucket {
+                last: Duration::ZERO,
+                requests: rpm.unwrap_or(0.0),
+                tokens: tpm.unwrap_or(0.0),
+            },
+        };
+        Window { rpm, tpm, state }
+    }
+
+    fn advance(&mut self, now: Duration) {
+        match &mut self.state {
+            State::Sliding { log, tokens } => {
+                while let Some(&(t, cost)) = log.front() {
+                    if t + MINUTE > now {
+                        break;
+                    }
+                    log.pop_front();
+                    *tokens -= cost;
+                }
+            }
+            State::Fixed {
+                start,
+                requests,
+                tokens,
+            } => {
+                if now >= *start + MINUTE {
+                    let minutes = (now.as_nanos() / MINUTE.as_nanos()) as u32;
+                    *start = MINUTE * minutes;
+                    *requests = 0;
+                    *tokens = 0;
+                }
+            }
+            State::Bucket {
+                last,
+                requests,
+                tokens,
+            } => {
+                if now > *last {
+                    let minutes = (now - *last).as_secs_f64() / 60.0;
+                    if let Some(rpm) = self.rpm {
+                        *requests = (*requests + rpm * minutes).min(rpm);
+                    }
+                    if let Some(tpm) = self.tpm {
+                        *tokens = (*tokens + tpm * minutes).min(tpm);
+                    }
+                    *last = now;
+                }
+            }
+        }
+    }
+
+    /// Charges one request of `cost` tokens if it fits now; otherwise returns how long until it
+    /// would fit (`None` if it never can: it costs more than a whole minute's tokens).
+    pub fn try_charge(&mut self, now: Duration, cost: u64) -> Result<(), Option<Duration>> {
+        self.advance(now);
+        let (rpm, tpm) = (self.rpm, self.tpm);
+        if tpm.is_some_and(|t| cost as f64 > t) {
+            return Err(None);
+        }
+        match &mut self.state {
+            State::Sliding { log, tokens } => {
+                let fits = |n: usize, used: u64| {
+                    rpm.is_none_or(|r| (n + 1) as f64 <= r)
+                        && tpm.is_none_or(|t| (used + cost) as f64 <= t)
+                };
+                if fits(log.len(), *tokens) {
+                    log.push_back((now, cost));
+                    *tokens += cost;
+                    return Ok(());
+                }
+                // Walk the log in arrival order until enough of it has expired.
+                let (mut n, mut used) = (log.len(), *tokens);
+                for &(t, c) in log.iter() {
+                    n -= 1;
+                    used -= c;
+                    if fits(n, used) {
+                        return Err(Some(t + MINUTE - now));
+                    }
+                }
+                Err(None)
+            }
+            State::Fixed {
+                start,
+                requests,
+                tokens,
+            } => {
+                let fits = rpm.is_none_or(|r| (*requests + 1) as f64 <= r)
+                    && tpm.is_none_or(|t| (*tokens + cost) as f64 <= t);
+                if fits {
+                    *requests += 1;
+                    *tokens += cost;
+                    return Ok(());
+                }
+                Err(Some(*start + MINUTE - now))
+            }
+            State::Bucket {
+                requests, tokens, ..
+            } => {
+                let need_r = rpm.map_or(0.0, |r| (1.0 - *requests) / (r / 60.0));
+                let need_t = tpm.map_or(0.0, |t| (cost as f64 - *tokens) / (t / 60.0));
+                let wait = need_r.max(need_t);
+                if wait <= 0.0 {
+                    *requests -= 1.0;
+                    *tokens -= cost as f64;
+                    return Ok(());
+                }
+                Err(Some(Duration::from_secs_f64(wait)))
+            }
+        }
+    }
+
+    /// Request and token usage at `now`, for headers: `(requests, tokens)`.
+    pub fn usage(&mut self, now: Duration) -> (Option<Usage>, Option<Usage>) {
+        self.advance(now);
+        let (rpm, tpm) = (self.rpm, self.tpm);
+        match &self.state {
+            State::Sliding { log, tokens } => {
+                let reset = log
+                    .back()
+                    .map_or(Duration::ZERO, |&(t, _)| t + MINUTE - now);
+                (
+                    rpm.map(|l| Usage {
+                        limit: l,
+                        remaining: (l - log.len() as f64).max(0.0),
+                        reset,
+                    }),
+                    tpm.map(|l| Usage {
+                        limit: l,
+                        remaining: (l - *tokens as f64).max(0.0),
+                        reset,
+                    }),
+                )
+            }
+            State::Fixed {
+                start,
+                requests,
+                tokens,
+            } => {
+                let reset = if *requests == 0 {
+                    Duration::ZERO
+                } else {
+                    *start + MINUTE - now
+                };
+                (
+                    rpm.map(|l| Usage {
+                        limit: l,
+                        remaining: (l - *requests as f64).max(0.0),
+                        reset,
+                    }),
+                    tpm.map(|l| Usage {
+                        limit: l,
+                        remaining: (l - *tokens as f64).max(0.0),
+                        reset,
+                    }),
+                )
+            }
+            State::Bucket {
+                requests, tokens, ..
+            } => {
+                let refill =
+                    |l: f64, have: f64| Duration::from_secs_f64(((l - have) / (l / 60.0)).max(0.0));
+                (
+                    rpm.map(|l| Usage {
+                        limit: l,
+                        remaining: requests.max(0.0),
+                        reset: refill(l, *requests),
+                    }),
+                    tpm.map(|l| Usage {
+                        limit: l,
+                        remaining: tokens.max(0.0),
+                        reset: refill(l, *tokens),
+                    }),
+                )
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(x: f64) -> Duration {
+        Duration::from_secs_f64(x)
+    }
+
+    #[test]
+    fn sliding_frees_each_request_sixty_seconds_after_it_arrived() {
+        let mut w = Window::new(WindowKind::Sliding, Some(2.0), None);
+        assert_eq!(w.try_charge(s(0.0), 1), Ok(()));
+        assert_eq!(w.try_charge(s(10.0), 1), Ok(()));
+        assert_eq!(w.try_charge(s(20.0), 1), Err(Some(s(40.0))));
+        assert_eq!(w.try_charge(s(60.0), 1), Ok(()));
+        let (r, _) = w.usage(s(60.0));
+        assert_eq!(r.unwrap().remaining, 0.0);
+        assert_eq!(r.unwrap().reset, s(60.0));
+    }
+
+    #[test]
+    fn fixed_resets_on_the_minute() {
+        let mut w = Window::new(WindowKind::Fixed, None, Some(10_000.0));
+        for _ in 0..5 {
+            assert_eq!(w.try_charge(s(1.0), 2_000), Ok(()));
+        }
+        assert_eq!(w.try_charge(s(25.0), 2_000), Err(Some(s(35.0))));
+        assert_eq!(w.try_charge(s(60.0), 2_000), Ok(()));
+        assert_eq!(
+            w.try_charge(s(1.0), 20_000),
+            Err(None),
+            "bigger than a minute's tokens"
+        );
+    }
+
+    #[test]
+    fn token_bucket_refills_continuously() {
+        let mut w = Window::new(WindowKind::TokenBucket, Some(60.0), None);
+        for _ in 0..60 {
+            assert_eq!(w.try_charge(s(0.0), 0), Ok(()));
+        }
+        assert_eq!(w.try_charge(s(0.0), 0), Err(Some(s(1.0))));
+        assert_eq!(w.try_charge(s(1.0), 0), Ok(()));
+    }
+}
