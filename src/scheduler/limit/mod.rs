@@ -21,7 +21,8 @@ use crate::scheduler::error::ConfigError;
 pub struct Limit {
     /// The provider's allowance per minute (requests or tokens).
     pub per_minute: f64,
-    /// The largest burst, in the same unit. `None`: one second's worth of refill (at least 1).
+    /// The largest burst (bucket capacity), in the same unit, taken as given: headroom scales
+    /// the refill rate only. `None`: one second's worth of the scaled refill (at least 1).
     pub burst: Option<f64>,
 }
 
@@ -110,7 +111,7 @@ impl State {
 #[derive(Debug)]
 pub struct RateLimiter {
     state: Mutex<State>,
-    /// Woken when a refund or a pause changes when waiters may go.
+    /// Woken when a refund lets waiters go earlier.
     changed: Notify,
 }
 
@@ -172,8 +173,8 @@ impl RateLimiter {
         for b in state.buckets() {
             b.pause(now, until);
         }
-        drop(state);
-        self.changed.notify_waiters();
+        // No wake-up needed: a pause only delays, and every waiter re-reads the buckets when
+        // its current sleep ends.
     }
 
     /// The balances now: (requests, tokens); `None` for a limit that is not set.
