@@ -8,4 +8,5 @@
 
 pub mod cli;
 pub mod demo;
+pub mod scenario;
 pub mod scheduler;

@@ -1,0 +1,169 @@
+//! A scenario file as written: serde structs that refuse unknown keys. The key names are a
+//! contract that scripts and CI pipelines rely on: add keys freely, rename none.
+
+use capsize_mock::{RawLatency, RawProvider};
+use serde::Deserialize;
+
+/// The whole file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawScenario {
+    /// Names the run and its default output folder (`reports/<name>/`).
+    pub name: String,
+    /// What the scenario shows, for people reading reports.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Seeds every random stream of the run.
+    #[serde(default)]
+    pub seed: u64,
+    /// The provider.
+    pub provider: RawProvider,
+    /// The traffic.
+    pub workload: RawWorkload,
+    /// The client-side scheduler.
+    #[serde(default)]
+    pub scheduler: RawScheduler,
+}
+
+/// An integer that is fixed or drawn: `8` or `{ dist = "uniform_int", min = 1, max = 30 }`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum RawCount {
+    /// Always this.
+    Fixed(u64),
+    /// Drawn.
+    Dist(RawCountDist),
+}
+
+/// A drawn integer.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(tag = "dist", rename_all = "snake_case", deny_unknown_fields)]
+pub enum RawCountDist {
+    /// Uniform over `min..=max`.
+    UniformInt {
+        /// Smallest value.
+        min: u64,
+        /// Largest value.
+        max: u64,
+    },
+}
+
+/// How queries arrive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RawMode {
+    /// `sessions` users, each sending its next query when the last one is done (after think time).
+    #[default]
+    Closed,
+    /// Queries arrive at `arrival_rate` per second whatever happens to earlier ones.
+    Open,
+}
+
+/// Arrival process of the open mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RawArrival {
+    /// Exponential gaps.
+    #[default]
+    Poisson,
+    /// Evenly spaced.
+    Constant,
+}
+
+/// A model turn: an LLM call with its own latency and tokens, through the same provider.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawModelTurn {
+    /// Tokens of the call.
+    pub tokens: u64,
+    /// Its latency (absent: the provider's).
+    pub latency: Option<RawLatency>,
+}
+
+/// `[workload]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawWorkload {
+    /// Closed or open.
+    #[serde(default)]
+    pub mode: RawMode,
+    /// Concurrent sessions (closed mode).
+    pub sessions: Option<u64>,
+    /// Queries per second (open mode).
+    pub arrival_rate: Option<f64>,
+    /// Arrival process (open mode).
+    #[serde(default)]
+    pub arrival: RawArrival,
+    /// Stop after this many queries...
+    pub queries: Option<u64>,
+    /// ... or after this many seconds of model time.
+    pub duration_s: Option<f64>,
+    /// Tool calls per round.
+    pub calls_per_query: RawCount,
+    /// Tokens per tool call.
+    pub tokens_per_call: RawCount,
+    /// Rounds of tool calls per query, with a model turn between rounds.
+    #[serde(default = "one")]
+    pub rounds: u32,
+    /// The model turn between rounds (absent: none).
+    pub model_turn: Option<RawModelTurn>,
+    /// Think time between a session's queries (closed mode).
+    pub think_time: Option<RawLatency>,
+    /// Share of tool calls that write (run one at a time, in order).
+    #[serde(default)]
+    pub write_fraction: f64,
+    /// A query that takes longer than this is abandoned by its caller.
+    pub parent_timeout_ms: Option<f64>,
+    /// The user presses stop at this time (seconds): every query in flight is cancelled.
+    pub stop_at_s: Option<f64>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// `retry = { ... }` in `[scheduler]`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRetry {
+    /// Retries after the first attempt.
+    pub max_retries: Option<u32>,
+    /// Backoff base.
+    pub base_ms: Option<f64>,
+    /// Backoff cap.
+    pub cap_ms: Option<f64>,
+    /// `full`, `equal` or `none`.
+    pub jitter: Option<String>,
+    /// Wait at least the Retry-After.
+    pub honor_retry_after: Option<bool>,
+    /// The longest Retry-After honoured.
+    pub retry_after_cap_ms: Option<f64>,
+    /// Statuses retried besides 429.
+    pub retry_on: Option<Vec<u16>>,
+    /// Whether timeouts are retried.
+    pub retry_timeouts: Option<bool>,
+}
+
+/// `[scheduler]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawScheduler {
+    /// Calls in flight at once; 0 unbounded.
+    pub max_concurrency: Option<u64>,
+    /// Share of the provider's limits to use.
+    pub headroom: Option<f64>,
+    /// Client-side RPM/TPM buckets at the provider's limits × headroom.
+    pub rate_limit: Option<bool>,
+    /// Bucket capacity, in seconds of refill (default 1).
+    pub burst_s: Option<f64>,
+    /// The retry policy.
+    pub retry: Option<RawRetry>,
+    /// The client's timeout per attempt.
+    pub timeout_ms: Option<f64>,
+    /// Most tool calls run in one turn; 0 no cap.
+    pub max_parallel_tools: Option<u64>,
+    /// Beyond the cap: `truncate` or `batch`.
+    pub over_cap: Option<String>,
+    /// Cancelled work is dropped (true) or left running (false).
+    pub transport_cancel: Option<bool>,
+}
