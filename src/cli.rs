@@ -1,16 +1,24 @@
 //! The command line: parses arguments and hands each subcommand to the library.
 //!
 //! Exit codes: 0 success; 1 a check failed (the CI gate); 2 bad input (flags, scenario files);
-//! 3 the subcommand is not built yet.
+//! 3 the subcommand is not built yet; 4 the simulation could not finish (watchdog); 5 the
+//! outputs could not be written.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{Args as ClapArgs, Parser, Subcommand};
+
+use crate::report::summary::Summary;
 
 /// Exit code for bad input.
 pub const EXIT_BAD_INPUT: u8 = 2;
 /// Exit code for a subcommand that is not built yet.
 pub const EXIT_NOT_BUILT: u8 = 3;
+/// Exit code for a simulation that could not finish.
+pub const EXIT_RUN_FAILED: u8 = 4;
+/// Exit code for outputs that could not be written.
+pub const EXIT_WRITE_FAILED: u8 = 5;
 
 /// Size the concurrency and rate-limit headroom of LLM agent tool calls.
 ///
@@ -29,11 +37,11 @@ pub struct Args {
 enum Command {
     /// Run the article's scheduler examples in virtual time and print what was measured.
     Demo,
-    /// Simulate a scenario file and report latency, throughput and 429s (not built yet).
-    Run {
-        /// The scenario file (TOML).
-        scenario: String,
-    },
+    /// Simulate a scenario file in virtual time and report latency, throughput and 429s.
+    ///
+    /// Writes summary.json, query_latency.hgrm and call_latency.hgrm into --out (default
+    /// reports/<name>/) and prints a summary table (or, with --json, summary.json).
+    Run(RunArgs),
     /// Sweep max_concurrency x headroom over a scenario and write a capacity report (not built yet).
     Sweep {
         /// The scenario file (TOML).
@@ -51,6 +59,64 @@ enum Command {
     },
     /// Serve the mock provider over HTTP (not built yet).
     Mock,
+}
+
+/// Flags of `capsize run`.
+#[derive(Debug, ClapArgs)]
+struct RunArgs {
+    /// The scenario file (TOML).
+    scenario: PathBuf,
+    /// Override the scenario's seed.
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Override any scalar key, e.g. --set scheduler.max_concurrency=8 (repeatable).
+    #[arg(long = "set", value_name = "KEY.PATH=VALUE")]
+    sets: Vec<String>,
+    /// Output folder (default: reports/<scenario name>/).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Print summary.json to stdout instead of the table.
+    #[arg(long)]
+    json: bool,
+}
+
+fn fail(code: u8, message: impl std::fmt::Display) -> ExitCode {
+    eprintln!("capsize: {message}");
+    ExitCode::from(code)
+}
+
+fn run(args: RunArgs) -> ExitCode {
+    let mut scenario = match crate::scenario::load(&args.scenario, &args.sets) {
+        Ok(s) => s,
+        Err(e) => return fail(EXIT_BAD_INPUT, e),
+    };
+    if let Some(seed) = args.seed {
+        scenario.seed = seed;
+    }
+    let outcome = match crate::sim::run(&scenario) {
+        Ok(o) => o,
+        Err(e) => return fail(EXIT_RUN_FAILED, e),
+    };
+    let summary = Summary::new(&scenario, &outcome);
+    let dir = args
+        .out
+        .unwrap_or_else(|| PathBuf::from("reports").join(&scenario.name));
+    if let Err(e) = crate::report::write_run(&dir, &summary, &outcome.recording) {
+        return fail(
+            EXIT_WRITE_FAILED,
+            format!("cannot write {}: {e}", dir.display()),
+        );
+    }
+    if args.json {
+        print!("{}", summary.to_json());
+    } else {
+        print!("{}", crate::report::table(&summary));
+        println!(
+            "\n  wrote {}/{{summary.json, query_latency.hgrm, call_latency.hgrm}}",
+            dir.display()
+        );
+    }
+    ExitCode::SUCCESS
 }
 
 fn not_built(what: &str, issue: u32) -> ExitCode {
@@ -76,7 +142,7 @@ pub fn main() -> ExitCode {
             print!("{}", crate::demo::render(&crate::demo::rows()));
             ExitCode::SUCCESS
         }
-        Command::Run { .. } => not_built("run", 3),
+        Command::Run(args) => run(args),
         Command::Sweep { .. } => not_built("sweep", 5),
         Command::Plan { .. } => not_built("plan", 5),
         Command::Check { .. } => not_built("check", 6),

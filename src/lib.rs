@@ -8,5 +8,9 @@
 
 pub mod cli;
 pub mod demo;
+pub mod recorder;
+pub mod report;
 pub mod scenario;
 pub mod scheduler;
+pub mod sim;
+pub mod workload;

@@ -16,6 +16,7 @@ use rand::{RngExt, SeedableRng};
 
 use crate::config::{Overload, ProviderConfig, RetryAfter};
 use crate::headers::go_duration;
+use crate::latency::Latency;
 use crate::window::{Usage, Window};
 
 /// How a request ends.
@@ -38,6 +39,8 @@ pub struct Decision {
     pub outcome: Outcome,
     /// Time from arrival to the answer; `None` for a request never answered.
     pub latency: Option<Duration>,
+    /// Whether the request was charged against the quota (everything not refused).
+    pub charged: bool,
     /// The wait a 429 (or a capacity 503) asks for, if the provider sends one.
     pub retry_after: Option<Duration>,
     /// Request quota after this request, if requests are limited.
@@ -164,6 +167,7 @@ impl ProviderModel {
         Decision {
             outcome,
             latency: Some(Duration::ZERO),
+            charged: false,
             retry_after,
             requests,
             tokens,
@@ -172,6 +176,17 @@ impl ProviderModel {
 
     /// Decides the fate of a request of `tokens` arriving at `now`.
     pub fn on_request(&mut self, now: Duration, tokens: u64) -> Decision {
+        self.on_request_with(now, tokens, None)
+    }
+
+    /// As [`ProviderModel::on_request`], with the service time drawn from `latency` instead
+    /// of the provider's own distribution (a model turn, say, slower than a tool call).
+    pub fn on_request_with(
+        &mut self,
+        now: Duration,
+        tokens: u64,
+        latency: Option<&Latency>,
+    ) -> Decision {
         self.counters.received += 1;
         let busy_until = self.servers.as_ref().and_then(|s| s.peek()).map(|r| r.0);
         if let Some(free_at) = busy_until.filter(|&f| f > now) {
@@ -197,7 +212,8 @@ impl ProviderModel {
         self.counters.tokens_charged += tokens;
         // Always two draws, in this order, so a seed gives the same stream whatever the outcome.
         let fate: f64 = self.rng.random();
-        let service = ms(self.config.latency.sample(&mut self.rng));
+        let dist = latency.unwrap_or(&self.config.latency);
+        let service = ms(dist.sample(&mut self.rng));
         let start = match &mut self.servers {
             Some(servers) => {
                 let free = servers.pop().map_or(now, |r| r.0).max(now);
@@ -231,6 +247,7 @@ impl ProviderModel {
         Decision {
             outcome,
             latency: (outcome != Outcome::Timeout).then_some(latency),
+            charged: true,
             retry_after: None,
             requests,
             tokens,

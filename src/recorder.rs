@@ -1,0 +1,219 @@
+//! The recorder: turns scheduler events and provider arrivals into HDR histograms, counters and
+//! a per-second series, in model time. Memory is bounded by what is in flight (one entry per
+//! live call) plus one row per simulated second, never by the number of calls.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+use tokio::time::Instant;
+
+use crate::scheduler::observe::{Breakdown, CallId, Event, EventKind, Observer};
+
+/// Histogram values are microseconds of model time, up to a day, 3 significant digits.
+fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 86_400_000_000, 3).expect("static histogram bounds are valid")
+}
+
+/// Counts of what happened to calls.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CallCounts {
+    /// Calls submitted to the scheduler (not counting "not run").
+    pub calls: u64,
+    /// Calls that succeeded.
+    pub completed: u64,
+    /// Calls that failed for good.
+    pub failed: u64,
+    /// Calls stopped by a cancel, deadline or budget.
+    pub cancelled: u64,
+    /// Calls answered "not run" (over the per-turn cap).
+    pub not_run: u64,
+    /// Attempts sent.
+    pub attempts: u64,
+    /// 429s the client saw.
+    pub rate_limited: u64,
+    /// Retries scheduled.
+    pub retries: u64,
+}
+
+/// Requests and tokens the provider received in one second of model time.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Second {
+    /// Requests received (whatever their fate).
+    pub requests: u32,
+    /// Requests the provider charged (not refused).
+    pub charged: u32,
+    /// Tokens charged.
+    pub tokens: u64,
+    /// Requests refused with 429.
+    pub rate_limited: u32,
+}
+
+/// Everything recorded, in model time.
+#[derive(Debug, Clone)]
+pub struct Recording {
+    /// Query latency, from the query's intended start (µs).
+    pub query: Histogram<u64>,
+    /// Call latency of successful calls, from submission (µs).
+    pub call: Histogram<u64>,
+    /// Per successful call: waiting for a permit (µs).
+    pub queue: Histogram<u64>,
+    /// Per successful call: waiting for the rate limiter (µs).
+    pub limiter: Histogram<u64>,
+    /// Per successful call: backing off before retries (µs).
+    pub backoff: Histogram<u64>,
+    /// Per successful call: sent and waiting for answers (µs).
+    pub service: Histogram<u64>,
+    /// Call counters.
+    pub calls: CallCounts,
+    /// Queries that finished (all calls answered, whatever the answers).
+    pub queries_completed: u64,
+    /// Queries with at least one failed or cancelled call.
+    pub queries_failed: u64,
+    /// Queries abandoned by their caller (parent timeout or user stop).
+    pub queries_abandoned: u64,
+    /// Requests the provider charged whose answer was thrown away.
+    pub orphaned_requests: u64,
+    /// Provider arrivals per second of model time.
+    pub seconds: Vec<Second>,
+}
+
+struct State {
+    t0: Instant,
+    scale: u32,
+    live: HashMap<CallId, (Instant, Breakdown)>,
+    rec: Recording,
+}
+
+/// Collects a run's measurements. Shared by the scheduler (as its observer), the provider and
+/// the workload.
+pub struct Recorder {
+    state: Mutex<State>,
+}
+
+fn micros(d: Duration) -> u64 {
+    d.as_micros().min(u64::MAX as u128) as u64
+}
+
+impl Recorder {
+    /// A recorder for a run that started at `t0`, whose virtual time runs `scale` times slower
+    /// than model time.
+    pub fn new(t0: Instant, scale: u32) -> Self {
+        let h = histogram();
+        Recorder {
+            state: Mutex::new(State {
+                t0,
+                scale,
+                live: HashMap::new(),
+                rec: Recording {
+                    query: h.clone(),
+                    call: h.clone(),
+                    queue: h.clone(),
+                    limiter: h.clone(),
+                    backoff: h.clone(),
+                    service: h,
+                    calls: CallCounts::default(),
+                    queries_completed: 0,
+                    queries_failed: 0,
+                    queries_abandoned: 0,
+                    orphaned_requests: 0,
+                    seconds: Vec::new(),
+                },
+            }),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Model time elapsed at virtual instant `at`.
+    pub fn model_time(&self, at: Instant) -> Duration {
+        let s = self.lock();
+        at.saturating_duration_since(s.t0) / s.scale
+    }
+
+    /// A query finished `latency` (virtual) after its intended start.
+    pub fn query_done(&self, latency: Duration, failed: bool) {
+        let mut s = self.lock();
+        let v = micros(latency / s.scale);
+        s.rec.query.saturating_record(v);
+        s.rec.queries_completed += 1;
+        s.rec.queries_failed += u64::from(failed);
+    }
+
+    /// A query was abandoned by its caller.
+    pub fn query_abandoned(&self) {
+        self.lock().rec.queries_abandoned += 1;
+    }
+
+    /// The provider charged a request whose answer was thrown away.
+    pub fn orphaned(&self) {
+        self.lock().rec.orphaned_requests += 1;
+    }
+
+    /// The provider received a request at model time `at`.
+    pub fn arrival(&self, at: Duration, tokens: u64, charged: bool, rate_limited: bool) {
+        let mut s = self.lock();
+        let i = at.as_secs() as usize;
+        if s.rec.seconds.len() <= i {
+            s.rec.seconds.resize(i + 1, Second::default());
+        }
+        let sec = &mut s.rec.seconds[i];
+        sec.requests += 1;
+        sec.charged += u32::from(charged);
+        sec.rate_limited += u32::from(rate_limited);
+        if charged {
+            sec.tokens += tokens;
+        }
+    }
+
+    /// Everything recorded so far.
+    pub fn finish(&self) -> Recording {
+        self.lock().rec.clone()
+    }
+}
+
+impl Observer for Recorder {
+    fn on_event(&self, event: &Event) {
+        let mut guard = self.lock();
+        let s = &mut *guard;
+        let c = &mut s.rec.calls;
+        match &event.kind {
+            EventKind::Queued { .. } => c.calls += 1,
+            EventKind::Sent { .. } => c.attempts += 1,
+            EventKind::RateLimited { .. } => c.rate_limited += 1,
+            EventKind::RetryScheduled { .. } => c.retries += 1,
+            EventKind::Completed { .. } => c.completed += 1,
+            EventKind::Failed { .. } => c.failed += 1,
+            EventKind::Cancelled { .. } => c.cancelled += 1,
+            EventKind::NotRun { .. } => {
+                c.not_run += 1;
+                return;
+            }
+            EventKind::LimiterWaitStart | EventKind::LimiterWaitEnd => {}
+        }
+        let entry = s
+            .live
+            .entry(event.call)
+            .or_insert_with(|| (event.at, Breakdown::default()));
+        entry.1.apply(event);
+        if !event.kind.is_terminal() {
+            return;
+        }
+        let Some((queued, split)) = s.live.remove(&event.call) else {
+            return;
+        };
+        if let EventKind::Completed { .. } = event.kind {
+            let scale = s.scale;
+            let r = &mut s.rec;
+            r.call
+                .saturating_record(micros((event.at - queued) / scale));
+            r.queue.saturating_record(micros(split.queue / scale));
+            r.limiter.saturating_record(micros(split.limiter / scale));
+            r.backoff.saturating_record(micros(split.backoff / scale));
+            r.service.saturating_record(micros(split.service / scale));
+        }
+    }
+}

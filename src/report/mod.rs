@@ -1,0 +1,101 @@
+//! Reports: `summary.json`, `.hgrm` histograms, and the summary table printed by `capsize run`.
+
+pub mod hgrm;
+pub mod summary;
+
+use std::fmt::Write as _;
+use std::io;
+use std::path::Path;
+
+use crate::recorder::Recording;
+use summary::{Percentiles, Summary};
+
+/// Writes `summary.json`, `query_latency.hgrm` and `call_latency.hgrm` into `dir` (created if
+/// needed). Each file is written beside its final name and renamed into place, so a reader never
+/// sees half a file.
+pub fn write_run(dir: &Path, summary: &Summary, recording: &Recording) -> io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let files = [
+        ("summary.json", summary.to_json()),
+        (
+            "query_latency.hgrm",
+            hgrm::percentile_distribution(&recording.query),
+        ),
+        (
+            "call_latency.hgrm",
+            hgrm::percentile_distribution(&recording.call),
+        ),
+    ];
+    for (name, text) in files {
+        let tmp = dir.join(format!(".{name}.tmp"));
+        std::fs::write(&tmp, text)?;
+        std::fs::rename(&tmp, dir.join(name))?;
+    }
+    Ok(())
+}
+
+fn row(out: &mut String, name: &str, p: &Percentiles) {
+    let _ = writeln!(
+        out,
+        "  {name:<14} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>10.1}",
+        p.mean, p.p50, p.p90, p.p95, p.p99, p.max
+    );
+}
+
+fn pct(v: Option<f64>) -> String {
+    v.map_or("-".into(), |v| format!("{:.1} %", v * 100.0))
+}
+
+/// The summary as a readable table.
+pub fn table(s: &Summary) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "scenario {} (seed {}, {} mode)",
+        s.scenario, s.seed, s.mode
+    );
+    let _ = writeln!(
+        out,
+        "  {} queries ({} failed, {} abandoned), {} calls in {:.1} s of model time",
+        s.queries, s.queries_failed, s.queries_abandoned, s.calls, s.virtual_seconds
+    );
+    let _ = writeln!(
+        out,
+        "  throughput     {:.3} queries/s, {:.3} calls/s",
+        s.throughput.queries_per_s, s.throughput.calls_per_s
+    );
+    let _ = writeln!(
+        out,
+        "\n  latency (ms)         mean        p50        p90        p95        p99        max"
+    );
+    let l = &s.latency_ms;
+    for (name, p) in [
+        ("query", &l.query),
+        ("call", &l.call),
+        ("  queue", &l.call_queue),
+        ("  limiter", &l.call_limiter),
+        ("  backoff", &l.call_backoff),
+        ("  service", &l.call_service),
+    ] {
+        row(&mut out, name, p);
+    }
+    let p = &s.provider;
+    let _ = writeln!(
+        out,
+        "\n  provider       {} received, {} served, {} rate-limited (429), {} errors, {} timeouts",
+        p.received, p.served, p.rate_limited, p.errored, p.timed_out
+    );
+    let _ = writeln!(
+        out,
+        "  client         {} attempts, {} retries, {} failed, {} cancelled, {} not run, {} orphaned requests",
+        s.attempts, s.retries, s.errors, s.cancelled, s.not_run, s.orphaned_requests
+    );
+    let _ = writeln!(
+        out,
+        "  utilization    RPM {} (peak 60 s window {}), TPM {}",
+        pct(s.rpm_utilization),
+        pct(s.peak_rpm_utilization),
+        pct(s.tpm_utilization)
+    );
+    out
+}

@@ -1,0 +1,252 @@
+//! `summary.json`: one run's results, in model time. The schema is versioned
+//! (`schema_version`) and documented in the README; fields are added, never renamed.
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+use crate::recorder::Second;
+use crate::scenario::Scenario;
+use crate::sim::SimOutcome;
+
+/// The schema version of `summary.json`.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Percentiles of one latency histogram, in milliseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Percentiles {
+    /// Samples.
+    pub count: u64,
+    /// Mean.
+    pub mean: f64,
+    /// Median.
+    pub p50: f64,
+    /// 90th percentile.
+    pub p90: f64,
+    /// 95th percentile.
+    pub p95: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// Largest.
+    pub max: f64,
+}
+
+fn round3(v: f64) -> f64 {
+    (v * 1000.0).round() / 1000.0
+}
+
+impl Percentiles {
+    /// From a histogram of microseconds.
+    pub fn of(h: &Histogram<u64>) -> Self {
+        let ms = |us: u64| round3(us as f64 / 1000.0);
+        if h.is_empty() {
+            return Percentiles {
+                count: 0,
+                mean: 0.0,
+                p50: 0.0,
+                p90: 0.0,
+                p95: 0.0,
+                p99: 0.0,
+                max: 0.0,
+            };
+        }
+        Percentiles {
+            count: h.len(),
+            mean: round3(h.mean() / 1000.0),
+            p50: ms(h.value_at_quantile(0.50)),
+            p90: ms(h.value_at_quantile(0.90)),
+            p95: ms(h.value_at_quantile(0.95)),
+            p99: ms(h.value_at_quantile(0.99)),
+            max: ms(h.max()),
+        }
+    }
+}
+
+/// Latency of queries and calls, and the calls' phases.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Latencies {
+    /// End to end per query, from its intended start.
+    pub query: Percentiles,
+    /// Per successful call, from submission.
+    pub call: Percentiles,
+    /// Per successful call: waiting for a permit.
+    pub call_queue: Percentiles,
+    /// Per successful call: waiting for the client-side rate limiter.
+    pub call_limiter: Percentiles,
+    /// Per successful call: backing off before retries.
+    pub call_backoff: Percentiles,
+    /// Per successful call: at the provider.
+    pub call_service: Percentiles,
+}
+
+/// Completed work per second of model time.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Throughput {
+    /// Queries finished per second.
+    pub queries_per_s: f64,
+    /// Calls completed per second.
+    pub calls_per_s: f64,
+}
+
+/// The provider's own counters.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct ProviderCounts {
+    /// Requests received.
+    pub received: u64,
+    /// Requests served.
+    pub served: u64,
+    /// Requests refused with 429.
+    pub rate_limited: u64,
+    /// Requests failed with 5xx/529.
+    pub errored: u64,
+    /// Requests never answered.
+    pub timed_out: u64,
+    /// Tokens charged against the quota.
+    pub tokens_charged: u64,
+    /// The most requests charged in any 60 s window (whole seconds).
+    pub peak_requests_per_60s: u64,
+    /// The most tokens charged in any 60 s window (whole seconds).
+    pub peak_tokens_per_60s: u64,
+}
+
+/// `summary.json`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Summary {
+    /// Schema version.
+    pub schema_version: u32,
+    /// Scenario name.
+    pub scenario: String,
+    /// Seed.
+    pub seed: u64,
+    /// `virtual` or `realtime`.
+    pub mode: String,
+    /// Queries finished.
+    pub queries: u64,
+    /// Queries started.
+    pub queries_started: u64,
+    /// Finished queries with a failed or stopped call.
+    pub queries_failed: u64,
+    /// Queries abandoned by their caller (parent timeout, user stop).
+    pub queries_abandoned: u64,
+    /// Calls submitted to the scheduler.
+    pub calls: u64,
+    /// Model seconds from the start to the last query's end.
+    pub virtual_seconds: f64,
+    /// Latencies, in milliseconds.
+    pub latency_ms: Latencies,
+    /// Throughput.
+    pub throughput: Throughput,
+    /// Provider counters.
+    pub provider: ProviderCounts,
+    /// Attempts sent.
+    pub attempts: u64,
+    /// Retries scheduled.
+    pub retries: u64,
+    /// Calls that failed for good.
+    pub errors: u64,
+    /// Calls stopped by a cancel, deadline or budget.
+    pub cancelled: u64,
+    /// Calls answered "not run".
+    pub not_run: u64,
+    /// Requests the provider charged whose answer was thrown away.
+    pub orphaned_requests: u64,
+    /// Charged requests per minute over the provider's RPM (`null` if unlimited).
+    pub rpm_utilization: Option<f64>,
+    /// Charged tokens per minute over the provider's TPM (`null` if unlimited).
+    pub tpm_utilization: Option<f64>,
+    /// The busiest 60 s window's requests over the provider's RPM.
+    pub peak_rpm_utilization: Option<f64>,
+}
+
+/// The largest sum over `w` consecutive entries.
+fn peak_window(values: impl Iterator<Item = u64> + Clone, w: usize) -> u64 {
+    let v: Vec<u64> = values.collect();
+    let mut sum: u64 = v.iter().take(w).sum();
+    let mut best = sum;
+    for i in w..v.len() {
+        sum = sum + v[i] - v[i - w];
+        best = best.max(sum);
+    }
+    best
+}
+
+fn ratio(v: f64, limit: Option<f64>) -> Option<f64> {
+    limit.map(|l| (v / l * 10_000.0).round() / 10_000.0)
+}
+
+impl Summary {
+    /// The summary of a virtual run of `scenario`.
+    pub fn new(scenario: &Scenario, out: &SimOutcome) -> Self {
+        let r = &out.recording;
+        let secs = out.elapsed.as_secs_f64();
+        let per_s = |n: u64| {
+            if secs > 0.0 {
+                round3(n as f64 / secs)
+            } else {
+                0.0
+            }
+        };
+        let minutes = secs / 60.0;
+        let secs_iter = r.seconds.iter();
+        let peak_req = peak_window(secs_iter.clone().map(|s: &Second| u64::from(s.charged)), 60);
+        let peak_tok = peak_window(secs_iter.map(|s| s.tokens), 60);
+        let p = &out.provider;
+        let charged: u64 = r.seconds.iter().map(|s| u64::from(s.charged)).sum();
+        let per_min = |n: u64| {
+            if minutes > 0.0 {
+                n as f64 / minutes
+            } else {
+                0.0
+            }
+        };
+        Summary {
+            schema_version: SCHEMA_VERSION,
+            scenario: scenario.name.clone(),
+            seed: scenario.seed,
+            mode: "virtual".into(),
+            queries: r.queries_completed,
+            queries_started: out.queries_started,
+            queries_failed: r.queries_failed,
+            queries_abandoned: r.queries_abandoned,
+            calls: r.calls.calls,
+            virtual_seconds: round3(secs),
+            latency_ms: Latencies {
+                query: Percentiles::of(&r.query),
+                call: Percentiles::of(&r.call),
+                call_queue: Percentiles::of(&r.queue),
+                call_limiter: Percentiles::of(&r.limiter),
+                call_backoff: Percentiles::of(&r.backoff),
+                call_service: Percentiles::of(&r.service),
+            },
+            throughput: Throughput {
+                queries_per_s: per_s(r.queries_completed),
+                calls_per_s: per_s(r.calls.completed),
+            },
+            provider: ProviderCounts {
+                received: p.received,
+                served: p.served,
+                rate_limited: p.rate_limited,
+                errored: p.errored,
+                timed_out: p.timed_out,
+                tokens_charged: p.tokens_charged,
+                peak_requests_per_60s: peak_req,
+                peak_tokens_per_60s: peak_tok,
+            },
+            attempts: r.calls.attempts,
+            retries: r.calls.retries,
+            errors: r.calls.failed,
+            cancelled: r.calls.cancelled,
+            not_run: r.calls.not_run,
+            orphaned_requests: r.orphaned_requests,
+            rpm_utilization: ratio(per_min(charged), scenario.provider.rpm),
+            tpm_utilization: ratio(per_min(p.tokens_charged), scenario.provider.tpm),
+            peak_rpm_utilization: ratio(peak_req as f64, scenario.provider.rpm),
+        }
+    }
+
+    /// The summary as pretty JSON, with a final newline.
+    pub fn to_json(&self) -> String {
+        let mut s = serde_json::to_string_pretty(self).expect("a summary always serialises");
+        s.push('\n');
+        s
+    }
+}
