@@ -65,6 +65,8 @@ pub struct Recording {
     pub backoff: Histogram<u64>,
     /// Per successful call: sent and waiting for answers (µs).
     pub service: Histogram<u64>,
+    /// Per charged request: time queued at the provider for a free server (µs).
+    pub provider_queue: Histogram<u64>,
     /// Call counters.
     pub calls: CallCounts,
     /// Queries that finished (all calls answered, whatever the answers).
@@ -112,7 +114,8 @@ impl Recorder {
                     queue: h.clone(),
                     limiter: h.clone(),
                     backoff: h.clone(),
-                    service: h,
+                    service: h.clone(),
+                    provider_queue: h,
                     calls: CallCounts::default(),
                     queries_completed: 0,
                     queries_failed: 0,
@@ -167,6 +170,14 @@ impl Recorder {
         if charged {
             sec.tokens += tokens;
         }
+    }
+
+    /// A charged request waited `queued` (model time) at the provider for a free server.
+    pub fn provider_queued(&self, queued: Duration) {
+        self.lock()
+            .rec
+            .provider_queue
+            .saturating_record(micros(queued));
     }
 
     /// Everything recorded so far.

@@ -41,6 +41,8 @@ pub struct Decision {
     pub latency: Option<Duration>,
     /// Whether the request was charged against the quota (everything not refused).
     pub charged: bool,
+    /// Time it waited for one of the `max_in_flight` servers (part of `latency`).
+    pub queued: Duration,
     /// The wait a 429 (or a capacity 503) asks for, if the provider sends one.
     pub retry_after: Option<Duration>,
     /// Request quota after this request, if requests are limited.
@@ -168,6 +170,7 @@ impl ProviderModel {
             outcome,
             latency: Some(Duration::ZERO),
             charged: false,
+            queued: Duration::ZERO,
             retry_after,
             requests,
             tokens,
@@ -248,6 +251,7 @@ impl ProviderModel {
             outcome,
             latency: (outcome != Outcome::Timeout).then_some(latency),
             charged: true,
+            queued: start - now,
             retry_after: None,
             requests,
             tokens,

@@ -76,6 +76,8 @@ pub struct Latencies {
     pub call_backoff: Percentiles,
     /// Per successful call: at the provider.
     pub call_service: Percentiles,
+    /// Per charged request: queued at the provider for a free server (part of service).
+    pub provider_queue: Percentiles,
 }
 
 /// Completed work per second of model time.
@@ -216,6 +218,7 @@ impl Summary {
                 call_limiter: Percentiles::of(&r.limiter),
                 call_backoff: Percentiles::of(&r.backoff),
                 call_service: Percentiles::of(&r.service),
+                provider_queue: Percentiles::of(&r.provider_queue),
             },
             throughput: Throughput {
                 queries_per_s: per_s(r.queries_completed),

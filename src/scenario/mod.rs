@@ -238,21 +238,31 @@ fn apply_override(
 
 /// Reads and validates a scenario file, with `sets` (`key.path=value`) applied first.
 pub fn load(path: &Path, sets: &[String]) -> Result<Scenario, ScenarioError> {
+    let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
+        file: path.to_path_buf(),
+        at: None,
+        key: None,
+        message: format!("cannot read: {e}"),
+    })?;
+    parse(&text, path, sets)
+}
+
+/// Validates scenario `text` as if read from `path` (named in errors; relative files are read
+/// from its folder), with `sets` applied first.
+pub fn parse(text: &str, path: &Path, sets: &[String]) -> Result<Scenario, ScenarioError> {
     let fail = |at, key: Option<String>, message: String| ScenarioError {
         file: path.to_path_buf(),
         at,
         key,
         message,
     };
-    let text =
-        std::fs::read_to_string(path).map_err(|e| fail(None, None, format!("cannot read: {e}")))?;
     let de_error = |e: toml::de::Error| {
-        let at = e.span().map(|s| line_col(&text, s.start));
+        let at = e.span().map(|s| line_col(text, s.start));
         fail(at, None, e.message().trim().replace('\n', " "))
     };
-    let mut raw: RawScenario = toml::from_str(&text).map_err(de_error)?;
+    let mut raw: RawScenario = toml::from_str(text).map_err(de_error)?;
     if !sets.is_empty() {
-        let mut table: toml::Table = toml::from_str(&text).map_err(de_error)?;
+        let mut table: toml::Table = toml::from_str(text).map_err(de_error)?;
         for set in sets {
             let (key, value) = parse_override(set).map_err(|m| fail(None, None, m))?;
             apply_override(&mut table, &key, value)
@@ -266,5 +276,5 @@ pub fn load(path: &Path, sets: &[String]) -> Result<Scenario, ScenarioError> {
     }
     let base = path.parent().unwrap_or(Path::new("."));
     validate::validate(raw, base)
-        .map_err(|(key, message)| fail(locate(&text, &key), Some(key), message))
+        .map_err(|(key, message)| fail(locate(text, &key), Some(key), message))
 }

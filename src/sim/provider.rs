@@ -96,6 +96,9 @@ impl VirtualProvider {
         let limited = decision.outcome == Outcome::RateLimited;
         self.recorder
             .arrival(now, tokens, decision.charged, limited);
+        if decision.charged {
+            self.recorder.provider_queued(decision.queued);
+        }
         let mut watch = OrphanWatch {
             charged: decision.charged,
             answered: false,
