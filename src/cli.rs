@@ -130,11 +130,17 @@ fn not_built(what: &str, issue: u32) -> ExitCode {
 pub fn main() -> ExitCode {
     let args = match Args::try_parse() {
         Ok(args) => args,
-        Err(e) => {
-            // --help and --version are not errors.
-            let code = if e.use_stderr() { EXIT_BAD_INPUT } else { 0 };
+        // --help and --version are not errors.
+        Err(e) if !e.use_stderr() => {
             let _ = e.print();
-            return ExitCode::from(code);
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            // One line, like every other error; `--help` has the rest.
+            let text = e.to_string();
+            let first = text.lines().next().unwrap_or_default();
+            let first = first.strip_prefix("error: ").unwrap_or(first);
+            return fail(EXIT_BAD_INPUT, format!("{first} (see --help)"));
         }
     };
     match args.command {

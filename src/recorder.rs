@@ -10,6 +10,7 @@ use hdrhistogram::Histogram;
 use tokio::time::Instant;
 
 use crate::scheduler::observe::{Breakdown, CallId, Event, EventKind, Observer};
+use crate::scheduler::Interrupt;
 
 /// Histogram values are microseconds of model time, up to a day, 3 significant digits.
 fn histogram() -> Histogram<u64> {
@@ -35,6 +36,8 @@ pub struct CallCounts {
     pub rate_limited: u64,
     /// Retries scheduled.
     pub retries: u64,
+    /// Calls stopped because the budget they drew on was spent.
+    pub budget_exhausted: u64,
 }
 
 /// Requests and tokens the provider received in one second of model time.
@@ -53,7 +56,7 @@ pub struct Second {
 /// Everything recorded, in model time.
 #[derive(Debug, Clone)]
 pub struct Recording {
-    /// Query latency, from the query's intended start (µs).
+    /// Latency of queries whose calls all succeeded, from the query's intended start (µs).
     pub query: Histogram<u64>,
     /// Call latency of successful calls, from submission (µs).
     pub call: Histogram<u64>,
@@ -137,13 +140,17 @@ impl Recorder {
         at.saturating_duration_since(s.t0) / s.scale
     }
 
-    /// A query finished `latency` (virtual) after its intended start.
+    /// A query finished `latency` (virtual) after its intended start. Only queries whose calls
+    /// all succeeded (or were "not run") enter the latency histogram; failed ones are counted.
     pub fn query_done(&self, latency: Duration, failed: bool) {
         let mut s = self.lock();
-        let v = micros(latency / s.scale);
-        s.rec.query.saturating_record(v);
+        if failed {
+            s.rec.queries_failed += 1;
+        } else {
+            let v = micros(latency / s.scale);
+            s.rec.query.saturating_record(v);
+        }
         s.rec.queries_completed += 1;
-        s.rec.queries_failed += u64::from(failed);
     }
 
     /// A query was abandoned by its caller.
@@ -198,7 +205,10 @@ impl Observer for Recorder {
             EventKind::RetryScheduled { .. } => c.retries += 1,
             EventKind::Completed { .. } => c.completed += 1,
             EventKind::Failed { .. } => c.failed += 1,
-            EventKind::Cancelled { .. } => c.cancelled += 1,
+            EventKind::Cancelled { cause, .. } => {
+                c.cancelled += 1;
+                c.budget_exhausted += u64::from(matches!(cause, Interrupt::BudgetExhausted(_)));
+            }
             EventKind::NotRun { .. } => {
                 c.not_run += 1;
                 return;

@@ -46,11 +46,14 @@ impl ToolCall for PlannedCall {
     }
 }
 
-/// One query: rounds of tool calls (a model turn runs between rounds).
+/// One agent's work: rounds of tool calls (a model turn runs between rounds).
+pub type AgentPlan = Vec<Vec<PlannedCall>>;
+
+/// One query: a single agent's rounds, or one plan per subagent when the query fans out.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QueryPlan {
-    /// The tool calls of each round.
-    pub rounds: Vec<Vec<PlannedCall>>,
+    /// One entry per agent (one, unless the workload has subagents).
+    pub agents: Vec<AgentPlan>,
 }
 
 /// Draws query shapes, arrival gaps and think times.
@@ -77,9 +80,16 @@ impl Planner {
 
     /// The next query's shape.
     pub fn query(&mut self) -> QueryPlan {
+        let agents = self.workload.subagents.map_or(1, |s| s.count);
+        QueryPlan {
+            agents: (0..agents).map(|_| self.agent()).collect(),
+        }
+    }
+
+    fn agent(&mut self) -> AgentPlan {
         let w = &self.workload;
         let rng = &mut self.queries;
-        let rounds = (0..w.rounds)
+        (0..w.rounds)
             .map(|_| {
                 let n = w.calls_per_query.sample(rng);
                 (0..n)
@@ -92,8 +102,7 @@ impl Planner {
                     })
                     .collect()
             })
-            .collect();
-        QueryPlan { rounds }
+            .collect()
     }
 
     /// Model time from one open-mode arrival to the next (`None` in closed mode).

@@ -64,7 +64,7 @@ impl Percentiles {
 /// Latency of queries and calls, and the calls' phases.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Latencies {
-    /// End to end per query, from its intended start.
+    /// End to end per query whose calls all succeeded, from its intended start.
     pub query: Percentiles,
     /// Per successful call, from submission.
     pub call: Percentiles,
@@ -149,6 +149,8 @@ pub struct Summary {
     pub cancelled: u64,
     /// Calls answered "not run".
     pub not_run: u64,
+    /// Calls stopped because the budget they drew on was spent.
+    pub budget_exhausted: u64,
     /// Requests the provider charged whose answer was thrown away.
     pub orphaned_requests: u64,
     /// Charged requests per minute over the provider's RPM (`null` if unlimited).
@@ -239,6 +241,7 @@ impl Summary {
             errors: r.calls.failed,
             cancelled: r.calls.cancelled,
             not_run: r.calls.not_run,
+            budget_exhausted: r.calls.budget_exhausted,
             orphaned_requests: r.orphaned_requests,
             rpm_utilization: ratio(per_min(charged), scenario.provider.rpm),
             tpm_utilization: ratio(per_min(p.tokens_charged), scenario.provider.tpm),

@@ -130,6 +130,23 @@ pub struct Workload {
     pub parent_timeout: Option<Duration>,
     /// The user stops everything at this time.
     pub stop_at: Option<Duration>,
+    /// Orchestrator and budgeted subagents, if the query fans out to them.
+    pub subagents: Option<Subagents>,
+}
+
+/// The validated `[workload.subagents]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Subagents {
+    /// Subagents per query.
+    pub count: u64,
+    /// Each one's token budget.
+    pub budget_tokens: u64,
+    /// The query's token budget.
+    pub orchestrator_budget: u64,
+    /// Iteration cap per subagent.
+    pub max_iterations: Option<u32>,
+    /// Tokens of the synthesis turn (0: none).
+    pub synthesis_tokens: u64,
 }
 
 /// The validated `[scheduler]`.
@@ -201,6 +218,53 @@ fn locate(text: &str, key: &str) -> Option<(usize, usize)> {
     None
 }
 
+/// The dotted key a TOML error at `span` is about: the span is either a key (followed by `=`)
+/// or a value (preceded by `key =`). Enclosing inline tables on the same line and the
+/// `[section]` above are prefixed. Best effort: `None` when it cannot tell.
+fn key_of(text: &str, span: std::ops::Range<usize>) -> Option<String> {
+    let is_name = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+    let name = if text.get(span.end..)?.trim_start().starts_with('=') {
+        text.get(span.clone())?.trim().trim_matches('"').to_string()
+    } else {
+        let before = text
+            .get(..span.start)?
+            .trim_end()
+            .strip_suffix('=')?
+            .trim_end();
+        let start = before.rfind(|c: char| !is_name(c)).map_or(0, |i| i + 1);
+        before[start..].to_string()
+    };
+    if name.is_empty() || !name.chars().all(is_name) {
+        return None;
+    }
+    let line_start = text[..span.start].rfind('\n').map_or(0, |i| i + 1);
+    // Inline tables opened earlier on this line: `latency = { dist = ..., min_ms = <span>`.
+    let mut open: Vec<String> = Vec::new();
+    let (mut ident, mut pending, mut quoted) = (String::new(), String::new(), false);
+    for c in text[line_start..span.start].chars() {
+        match c {
+            '"' => quoted = !quoted,
+            _ if quoted => {}
+            c if is_name(c) => ident.push(c),
+            '=' => pending = std::mem::take(&mut ident),
+            '{' => open.push(std::mem::take(&mut pending)),
+            '}' => {
+                open.pop();
+            }
+            _ if c.is_whitespace() => {}
+            _ => ident.clear(),
+        }
+    }
+    let section = text[..line_start]
+        .lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| l.starts_with('[') && !l.starts_with("[["))
+        .map(|l| l.trim_matches(|c| c == '[' || c == ']').trim().to_string());
+    let parts: Vec<String> = section.into_iter().chain(open).chain([name]).collect();
+    Some(parts.join("."))
+}
+
 fn parse_override(set: &str) -> Result<(Vec<String>, toml::Value), String> {
     let (path, value) = set
         .split_once('=')
@@ -257,24 +321,40 @@ pub fn parse(text: &str, path: &Path, sets: &[String]) -> Result<Scenario, Scena
         message,
     };
     let de_error = |e: toml::de::Error| {
-        let at = e.span().map(|s| line_col(text, s.start));
-        fail(at, None, e.message().trim().replace('\n', " "))
+        let message = e.message().trim().replace('\n', " ");
+        let span = e.span();
+        let key = span.clone().and_then(|s| key_of(text, s));
+        // A missing key has no place in the file; the parser points at the table's start.
+        let at = span
+            .filter(|_| !message.starts_with("missing field"))
+            .map(|s| line_col(text, s.start));
+        fail(at, key, message)
     };
     let mut raw: RawScenario = toml::from_str(text).map_err(de_error)?;
+    let mut set_keys = Vec::new();
     if !sets.is_empty() {
         let mut table: toml::Table = toml::from_str(text).map_err(de_error)?;
         for set in sets {
             let (key, value) = parse_override(set).map_err(|m| fail(None, None, m))?;
+            let dotted = key.join(".");
             apply_override(&mut table, &key, value)
-                .map_err(|m| fail(None, Some(key.join(".")), m))?;
+                .map_err(|m| fail(None, Some(dotted.clone()), m))?;
+            // Deserialise after each one, so an error names the --set that caused it.
+            raw = toml::Value::Table(table.clone())
+                .try_into()
+                .map_err(|e: toml::de::Error| {
+                    let m = format!("--set {set}: {}", e.message().trim());
+                    fail(None, Some(dotted.clone()), m)
+                })?;
+            set_keys.push(dotted);
         }
-        raw = toml::Value::Table(table)
-            .try_into()
-            .map_err(|e: toml::de::Error| {
-                fail(None, None, format!("after --set: {}", e.message().trim()))
-            })?;
     }
     let base = path.parent().unwrap_or(Path::new("."));
-    validate::validate(raw, base)
-        .map_err(|(key, message)| fail(locate(text, &key), Some(key), message))
+    validate::validate(raw, base).map_err(|(key, message)| {
+        if set_keys.contains(&key) {
+            fail(None, Some(key), format!("{message} (from --set)"))
+        } else {
+            fail(locate(text, &key), Some(key), message)
+        }
+    })
 }

@@ -116,6 +116,26 @@ pub struct RawWorkload {
     pub parent_timeout_ms: Option<f64>,
     /// The user presses stop at this time (seconds): every query in flight is cancelled.
     pub stop_at_s: Option<f64>,
+    /// Each query is an orchestrator fanning out to budgeted subagents.
+    pub subagents: Option<RawSubagents>,
+}
+
+/// `[workload.subagents]`: each query fans out to `count` subagents; each runs `rounds` turns
+/// (a model turn between rounds of tool calls) on a token budget drawn from the query's.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSubagents {
+    /// Subagents per query, run in parallel.
+    pub count: u64,
+    /// Each subagent's token budget (clamped to what the orchestrator has left).
+    pub budget_tokens: u64,
+    /// The whole query's token budget.
+    pub orchestrator_budget: u64,
+    /// Iteration cap per subagent (absent: none).
+    pub max_iterations: Option<u32>,
+    /// Tokens of the orchestrator's synthesis turn after the subagents return (0: none).
+    #[serde(default)]
+    pub synthesis_tokens: u64,
 }
 
 fn one() -> u32 {

@@ -7,7 +7,7 @@ use std::time::Duration;
 use super::raw::{
     RawArrival, RawCount, RawCountDist, RawMode, RawRetry, RawScenario, RawScheduler, RawWorkload,
 };
-use super::{Arrivals, Count, ModelTurn, Scenario, SchedulerSettings, Stop, Workload};
+use super::{Arrivals, Count, ModelTurn, Scenario, SchedulerSettings, Stop, Subagents, Workload};
 use crate::scheduler::{CapPolicy, Jitter, RetryPolicy, TurnPolicy};
 
 type Invalid = (String, String);
@@ -144,7 +144,29 @@ fn workload(w: &RawWorkload, base: &Path) -> Result<Workload, Invalid> {
         Some(s) => Some(Duration::from_secs_f64(positive("workload.stop_at_s", s)?)),
         None => None,
     };
+    let subagents = match &w.subagents {
+        None => None,
+        Some(a) => {
+            if a.count == 0 {
+                return Err(bad("workload.subagents.count", "must be at least 1"));
+            }
+            if a.max_iterations == Some(0) {
+                return Err(bad(
+                    "workload.subagents.max_iterations",
+                    "must be at least 1 (omit it for no cap)",
+                ));
+            }
+            Some(Subagents {
+                count: a.count,
+                budget_tokens: a.budget_tokens,
+                orchestrator_budget: a.orchestrator_budget,
+                max_iterations: a.max_iterations,
+                synthesis_tokens: a.synthesis_tokens,
+            })
+        }
+    };
     Ok(Workload {
+        subagents,
         arrivals,
         stop,
         calls_per_query: count("workload.calls_per_query", &w.calls_per_query, 0)?,

@@ -25,12 +25,13 @@ use tokio::time::{sleep_until, Instant};
 use tokio_util::sync::CancellationToken;
 
 use crate::recorder::{Recorder, Recording};
+use crate::scenario::Subagents;
 use crate::scenario::{Arrivals, ModelTurn, Scenario, Stop};
 use crate::scheduler::{
-    CallError, CallSpec, ConfigError, Limit, LimiterConfig, ProviderError, RetryPolicy, Scheduler,
-    SchedulerConfig, Scope, TurnPolicy,
+    Budget, CallError, CallSpec, ConfigError, FanOut, Limit, LimiterConfig, ProviderError,
+    RetryPolicy, Scheduler, SchedulerConfig, Scope, TurnPolicy,
 };
-use crate::workload::{stream_seed, streams, Planner, QueryPlan};
+use crate::workload::{stream_seed, streams, PlannedCall, Planner, QueryPlan};
 use provider::VirtualProvider;
 
 /// Virtual time runs this many times slower than model time.
@@ -101,6 +102,7 @@ struct Ctx {
     planner: RefCell<Planner>,
     turn: TurnPolicy,
     model_turn: Option<ModelTurn>,
+    subagents: Option<Subagents>,
     t0: Instant,
     stop: Stop,
     parent_timeout: Option<Duration>,
@@ -146,31 +148,70 @@ impl Ctx {
     }
 }
 
-/// Runs one query's rounds; returns true if any call failed or was stopped.
-async fn run_query(ctx: Rc<Ctx>, plan: QueryPlan, scope: Scope, abandoned: Rc<Cell<bool>>) -> bool {
+/// Runs one agent's rounds in `scope`; returns true if any call failed or was stopped. A budget
+/// in the scope counts one iteration per round and stops the agent when it is spent.
+async fn run_agent(
+    ctx: &Ctx,
+    rounds: &[Vec<PlannedCall>],
+    scope: &Scope,
+    abandoned: &Cell<bool>,
+) -> bool {
     let mut failed = false;
-    for (round, calls) in plan.rounds.iter().enumerate() {
+    for (round, calls) in rounds.iter().enumerate() {
+        if let Some(budget) = scope.budget() {
+            if budget.start_iteration().is_err() {
+                return true;
+            }
+        }
         if round > 0 {
             if let Some(turn) = &ctx.model_turn {
-                failed |= ctx
-                    .call(turn.tokens, true, &scope, &abandoned)
-                    .await
-                    .is_err();
+                failed |= ctx.call(turn.tokens, true, scope, abandoned).await.is_err();
             }
         }
         let results = ctx
             .scheduler
             .dispatch(&ctx.turn, calls, |_, c| {
-                ctx.call(c.tokens, false, &scope, &abandoned)
+                ctx.call(c.tokens, false, scope, abandoned)
             })
             .await;
         // A call over the turn's cap was answered "not run": the query goes on without it.
         failed |= results
             .iter()
             .any(|r| matches!(r, Err(e) if !matches!(e, CallError::NotRun(_))));
-        if scope.interrupted(false).is_some() {
+        if scope.interrupted(true).is_some() {
             return true;
         }
+    }
+    failed
+}
+
+/// Runs one query: a single agent, or an orchestrator that fans out to budgeted subagents and
+/// then synthesises. Returns true if any call failed or was stopped.
+async fn run_query(ctx: Rc<Ctx>, plan: QueryPlan, scope: Scope, abandoned: Rc<Cell<bool>>) -> bool {
+    let Some(sub) = ctx.subagents else {
+        let rounds = plan.agents.first().map_or(&[][..], Vec::as_slice);
+        return run_agent(&ctx, rounds, &scope, &abandoned).await;
+    };
+    let budget = Budget::new("query", sub.orchestrator_budget, None);
+    let fan = FanOut::new(&scope);
+    let jobs = plan.agents.iter().enumerate().map(|(i, rounds)| {
+        let (ctx, budget, abandoned) = (&ctx, &budget, &abandoned);
+        move |s: Scope| async move {
+            let child = budget.child(
+                format!("subagent {i}"),
+                sub.budget_tokens,
+                sub.max_iterations,
+            );
+            run_agent(ctx, rounds, &s.with_budget(child), abandoned).await
+        }
+    });
+    let mut failed = fan.gather(jobs).await.into_iter().any(|f| f);
+    if sub.synthesis_tokens > 0 && scope.interrupted(false).is_none() {
+        let synth = scope.clone().with_budget(budget);
+        failed |= ctx
+            .call(sub.synthesis_tokens, true, &synth, &abandoned)
+            .await
+            .is_err();
     }
     failed
 }
@@ -285,6 +326,7 @@ async fn simulate(s: &Scenario) -> Result<SimOutcome, SimError> {
         planner: RefCell::new(Planner::new(&s.workload, s.seed)),
         turn: s.scheduler.turn,
         model_turn: s.workload.model_turn.clone(),
+        subagents: s.workload.subagents,
         t0,
         stop: s.workload.stop,
         parent_timeout: s.workload.parent_timeout.map(|t| t * SCALE),
