@@ -288,3 +288,27 @@ async fn cancelling_a_child_spares_the_parent_and_its_siblings() {
     parent.cancel();
     assert_eq!(b.scope().interrupted(true), Some(Interrupt::Cancelled));
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_deadline_at_the_instant_the_limiter_is_ready_wins_and_refunds() {
+    let t0 = Instant::now();
+    let (sched, log) = scheduler(one_rps());
+    let probe = Probe::new(t0);
+    // The first call takes the only token; the second's turn comes at exactly 1 s, which is
+    // also its deadline: it must not be sent, and its reservation must be given back.
+    let first = call(sched.clone(), probe.clone(), Scope::new(), 0, 100);
+    let late = Scope::new().with_deadline(t0 + ms(1_000));
+    let second = call(sched.clone(), probe.clone(), late, 1, 100);
+    let (a, b) = tokio::join!(first, second);
+    assert!(a.is_ok());
+    assert_interrupted(&b, Stage::Limiter, Interrupt::DeadlineExceeded);
+    assert_eq!(t0.elapsed(), ms(1_000));
+    assert_eq!(sends(&log), 1);
+    let limiter = sched.limiter().unwrap();
+    assert_eq!(
+        limiter.balances().0,
+        Some(1.0),
+        "the refund leaves the 1 s token unspent"
+    );
+    assert_eq!(limiter.waiters(), 0);
+}

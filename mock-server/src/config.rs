@@ -137,6 +137,11 @@ fn rate(key: &str, v: Option<f64>) -> Result<Option<f64>, ConfigError> {
             format!("provider.{key}"),
             format!("must be a positive number, got {x}"),
         )),
+        // Below one a minute, no request could ever be served.
+        Some(x) if x < 1.0 => Err(ConfigError::new(
+            format!("provider.{key}"),
+            format!("must be at least 1 (per minute), got {x}"),
+        )),
         v => Ok(v),
     }
 }

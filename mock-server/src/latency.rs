@@ -144,6 +144,7 @@ fn read_values(key: &str, file: &str, base: &Path) -> Result<Vec<f64>, ConfigErr
         ConfigError::new(key.clone(), format!("cannot read {}: {e}", path.display()))
     })?;
     let mut values = Vec::new();
+    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
     for (i, line) in text.lines().enumerate() {
         let field = line.split(',').next().unwrap_or("").trim();
         if field.is_empty() {

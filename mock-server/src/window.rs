@@ -173,12 +173,14 @@ impl Window {
                 let need_r = rpm.map_or(0.0, |r| (1.0 - *requests) / (r / 60.0));
                 let need_t = tpm.map_or(0.0, |t| (cost as f64 - *tokens) / (t / 60.0));
                 let wait = need_r.max(need_t);
-                if wait <= 0.0 {
+                // Within a nanosecond of refill counts as there: float noise must not refuse a
+                // client that waited exactly the Retry-After it was given.
+                if wait <= 1e-9 {
                     *requests -= 1.0;
                     *tokens -= cost as f64;
                     return Ok(());
                 }
-                Err(Some(Duration::from_secs_f64(wait)))
+                Err(Some(Duration::from_nanos((wait * 1e9).ceil() as u64)))
             }
         }
     }

@@ -305,14 +305,29 @@ impl Scheduler {
         }
         let mut number = 1;
         loop {
+            // Nothing is reserved or sent for a call its scope has stopped already.
+            let unsent = charged && number == 1;
+            let waited = if number == 1 {
+                Stage::Queued
+            } else {
+                Stage::Backoff
+            };
+            if let Some(cause) = scope.interrupted(true) {
+                return Err(stop(waited, cause, unsent));
+            }
             if let Some(limiter) = &self.inner.limiter {
                 self.emit(id, EventKind::LimiterWaitStart);
-                let reservation = limiter.reserve(spec.tokens);
+                let mut reservation = limiter.reserve(spec.tokens);
                 if !reservation.is_ready() {
-                    if let Err(cause) = scope.run(true, reservation.wait()).await {
-                        return Err(stop(Stage::Limiter, cause, charged && number == 1));
+                    let ready = scope.run(true, reservation.ready()).await;
+                    // Ready at the very instant the scope stopped: stopped wins, and the
+                    // reservation (not yet taken) is refunded when dropped.
+                    if let Some(cause) = ready.err().or_else(|| scope.interrupted(true)) {
+                        drop(reservation);
+                        return Err(stop(Stage::Limiter, cause, unsent));
                     }
                 }
+                reservation.admit();
                 self.emit(id, EventKind::LimiterWaitEnd);
             }
             self.emit(id, EventKind::Sent { attempt: number });

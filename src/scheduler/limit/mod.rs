@@ -212,9 +212,8 @@ impl RateLimiter {
         r.max(t)
     }
 
-    /// When reservation `seq` may go (the later of its buckets). If it may go now, it is
-    /// admitted in every bucket and `None` is returned.
-    fn ready_at(&self, seq: u64, admit: bool) -> Option<Instant> {
+    /// When reservation `seq` may go (the later of its buckets), or `None` if it may go now.
+    fn ready_at(&self, seq: u64) -> Option<Instant> {
         let now = Instant::now();
         let mut state = self.lock();
         let mut at: Option<Instant> = None;
@@ -223,12 +222,15 @@ impl RateLimiter {
                 at = Some(at.map_or(t, |a| a.max(t)));
             }
         }
-        if at.is_none() && admit {
-            for b in state.buckets() {
-                b.admit(seq);
-            }
-        }
         at
+    }
+
+    /// Takes reservation `seq` out of every bucket's waiting set.
+    fn admit(&self, seq: u64) {
+        let mut state = self.lock();
+        for b in state.buckets() {
+            b.admit(seq);
+        }
     }
 
     fn refund(&self, seq: u64, tokens: u64) {
@@ -263,16 +265,26 @@ impl Reservation<'_> {
         self.admitted
     }
 
-    /// Waits until this reservation's share has been refilled (and any pause has ended).
-    /// Cancel-safe: dropping the future before it completes refunds the reservation.
+    /// Waits until this reservation's share has been refilled (and any pause has ended), then
+    /// takes it. Cancel-safe: dropping the future before it completes refunds the reservation.
     pub async fn wait(mut self) {
-        while !self.admitted {
+        self.ready().await;
+        self.admit();
+    }
+
+    /// Waits until this reservation may go, without taking it: the caller can still drop it
+    /// (refunded) or [`Reservation::admit`] it. Cancel-safe.
+    pub async fn ready(&mut self) {
+        if self.admitted {
+            return;
+        }
+        loop {
             let changed = self.limiter.changed.notified();
             tokio::pin!(changed);
             // Register for wake-ups before reading the state, so none is missed in between.
             changed.as_mut().enable();
-            match self.limiter.ready_at(self.seq, true) {
-                None => self.admitted = true,
+            match self.limiter.ready_at(self.seq) {
+                None => return,
                 Some(at) => {
                     tokio::select! {
                         _ = tokio::time::sleep_until(at) => {}
@@ -283,12 +295,21 @@ impl Reservation<'_> {
         }
     }
 
+    /// Takes the reservation: it is spent and can no longer be refunded. Call it when the
+    /// reservation is ready (see [`Reservation::ready`]).
+    pub fn admit(mut self) {
+        if !self.admitted {
+            self.limiter.admit(self.seq);
+            self.admitted = true;
+        }
+    }
+
     /// How long this reservation would wait from now, if nothing changes.
     pub fn wait_time(&self) -> Duration {
         if self.admitted {
             return Duration::ZERO;
         }
-        match self.limiter.ready_at(self.seq, false) {
+        match self.limiter.ready_at(self.seq) {
             Some(at) => at.saturating_duration_since(Instant::now()),
             None => Duration::ZERO,
         }
