@@ -2,7 +2,7 @@
 //! a per-second series, in model time. Memory is bounded by what is in flight (one entry per
 //! live call) plus one row per simulated second, never by the number of calls.
 
-use std::collections::HashMap;
+use std::collections::VecDeque;
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
@@ -40,17 +40,96 @@ pub struct CallCounts {
     pub budget_exhausted: u64,
 }
 
-/// Requests and tokens the provider received in one second of model time.
+/// Requests and tokens the provider received in one bin of model time.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Second {
     /// Requests received (whatever their fate).
-    pub requests: u32,
+    pub requests: u64,
     /// Requests the provider charged (not refused).
-    pub charged: u32,
+    pub charged: u64,
     /// Tokens charged.
     pub tokens: u64,
     /// Requests refused with 429.
-    pub rate_limited: u32,
+    pub rate_limited: u64,
+}
+
+impl Second {
+    fn merge(self, o: Second) -> Second {
+        Second {
+            requests: self.requests + o.requests,
+            charged: self.charged + o.charged,
+            tokens: self.tokens + o.tokens,
+            rate_limited: self.rate_limited + o.rate_limited,
+        }
+    }
+}
+
+/// The most bins a [`Series`] keeps.
+pub const MAX_BINS: usize = 4096;
+
+/// Provider arrivals over time: bins of `bin_s` seconds, starting at one second and doubling
+/// in width whenever more than [`MAX_BINS`] would be needed, so memory stays fixed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Series {
+    /// Width of a bin, in seconds of model time.
+    pub bin_s: u64,
+    /// The bins, from time 0.
+    pub bins: Vec<Second>,
+}
+
+impl Series {
+    fn bin(&mut self, at_s: u64) -> &mut Second {
+        while at_s / self.bin_s >= MAX_BINS as u64 {
+            self.bins = self
+                .bins
+                .chunks(2)
+                .map(|p| p.iter().fold(Second::default(), |a, b| a.merge(*b)))
+                .collect();
+            self.bin_s *= 2;
+        }
+        let i = (at_s / self.bin_s) as usize;
+        if self.bins.len() <= i {
+            self.bins.resize(i + 1, Second::default());
+        }
+        &mut self.bins[i]
+    }
+}
+
+/// The busiest 60-second window (whole seconds) of charged requests and tokens, kept online.
+#[derive(Debug, Clone)]
+struct Peak60 {
+    ring: [(u64, u64); 60],
+    second: u64,
+    sum: (u64, u64),
+    peak: (u64, u64),
+}
+
+impl Default for Peak60 {
+    fn default() -> Self {
+        Peak60 {
+            ring: [(0, 0); 60],
+            second: 0,
+            sum: (0, 0),
+            peak: (0, 0),
+        }
+    }
+}
+
+impl Peak60 {
+    fn add(&mut self, at_s: u64, requests: u64, tokens: u64) {
+        // Seconds that left the window [at_s − 59, at_s] take their counts with them.
+        if at_s > self.second {
+            for s in (self.second + 1)..=at_s.min(self.second + 60) {
+                let old = std::mem::take(&mut self.ring[(s % 60) as usize]);
+                self.sum = (self.sum.0 - old.0, self.sum.1 - old.1);
+            }
+            self.second = at_s;
+        }
+        let slot = &mut self.ring[(at_s % 60) as usize];
+        *slot = (slot.0 + requests, slot.1 + tokens);
+        self.sum = (self.sum.0 + requests, self.sum.1 + tokens);
+        self.peak = (self.peak.0.max(self.sum.0), self.peak.1.max(self.sum.1));
+    }
 }
 
 /// Everything recorded, in model time.
@@ -80,15 +159,24 @@ pub struct Recording {
     pub queries_abandoned: u64,
     /// Requests the provider charged whose answer was thrown away.
     pub orphaned_requests: u64,
-    /// Provider arrivals per second of model time.
-    pub seconds: Vec<Second>,
+    /// Provider arrivals over time.
+    pub series: Series,
+    /// Requests the provider charged.
+    pub charged_requests: u64,
+    /// The most requests charged in any 60 s window (whole seconds).
+    pub peak_requests_60s: u64,
+    /// The most tokens charged in any 60 s window (whole seconds).
+    pub peak_tokens_60s: u64,
 }
 
 struct State {
     t0: Instant,
     scale: u32,
-    live: HashMap<CallId, (Instant, Breakdown)>,
+    /// Calls not yet ended, by id − `first_live` (ids count up, so this stays short).
+    live: VecDeque<Option<(Instant, Breakdown)>>,
+    first_live: CallId,
     rec: Recording,
+    peak: Peak60,
 }
 
 /// Collects a run's measurements. Shared by the scheduler (as its observer), the provider and
@@ -110,7 +198,8 @@ impl Recorder {
             state: Mutex::new(State {
                 t0,
                 scale,
-                live: HashMap::new(),
+                live: VecDeque::new(),
+                first_live: 0,
                 rec: Recording {
                     query: h.clone(),
                     call: h.clone(),
@@ -124,8 +213,15 @@ impl Recorder {
                     queries_failed: 0,
                     queries_abandoned: 0,
                     orphaned_requests: 0,
-                    seconds: Vec::new(),
+                    series: Series {
+                        bin_s: 1,
+                        bins: Vec::new(),
+                    },
+                    charged_requests: 0,
+                    peak_requests_60s: 0,
+                    peak_tokens_60s: 0,
                 },
+                peak: Peak60::default(),
             }),
         }
     }
@@ -165,17 +261,18 @@ impl Recorder {
 
     /// The provider received a request at model time `at`.
     pub fn arrival(&self, at: Duration, tokens: u64, charged: bool, rate_limited: bool) {
-        let mut s = self.lock();
-        let i = at.as_secs() as usize;
-        if s.rec.seconds.len() <= i {
-            s.rec.seconds.resize(i + 1, Second::default());
-        }
-        let sec = &mut s.rec.seconds[i];
-        sec.requests += 1;
-        sec.charged += u32::from(charged);
-        sec.rate_limited += u32::from(rate_limited);
+        let mut guard = self.lock();
+        let s = &mut *guard;
+        let at_s = at.as_secs();
+        let bin = s.rec.series.bin(at_s);
+        bin.requests += 1;
+        bin.rate_limited += u64::from(rate_limited);
         if charged {
-            sec.tokens += tokens;
+            bin.charged += 1;
+            bin.tokens += tokens;
+            s.rec.charged_requests += 1;
+            s.peak.add(at_s, 1, tokens);
+            (s.rec.peak_requests_60s, s.rec.peak_tokens_60s) = s.peak.peak;
         }
     }
 
@@ -215,17 +312,24 @@ impl Observer for Recorder {
             }
             EventKind::LimiterWaitStart | EventKind::LimiterWaitEnd => {}
         }
-        let entry = s
-            .live
-            .entry(event.call)
-            .or_insert_with(|| (event.at, Breakdown::default()));
+        let Some(i) = event.call.checked_sub(s.first_live).map(|i| i as usize) else {
+            return; // an event of a call that has ended already: nothing to add
+        };
+        if s.live.len() <= i {
+            s.live.resize(i + 1, None);
+        }
+        let entry = s.live[i].get_or_insert_with(|| (event.at, Breakdown::default()));
         entry.1.apply(event);
         if !event.kind.is_terminal() {
             return;
         }
-        let Some((queued, split)) = s.live.remove(&event.call) else {
+        let Some((queued, split)) = s.live[i].take() else {
             return;
         };
+        while s.live.front().is_some_and(Option::is_none) {
+            s.live.pop_front();
+            s.first_live += 1;
+        }
         if let EventKind::Completed { .. } = event.kind {
             let scale = s.scale;
             let r = &mut s.rec;

@@ -120,16 +120,11 @@ fn a_200_per_second_burst_spends_a_fixed_tpm_window_in_25_seconds() {
         "#,
     );
     let out = run(&s);
-    let seconds = &out.recording.seconds;
+    assert_eq!(out.recording.series.bin_s, 1);
+    let seconds = &out.recording.series.bins;
     let first_429 = seconds.iter().position(|s| s.rate_limited > 0);
     assert_eq!(first_429, Some(25), "first 429 in second {first_429:?}");
-    assert_eq!(
-        seconds[..25]
-            .iter()
-            .map(|s| u64::from(s.charged))
-            .sum::<u64>(),
-        5_000
-    );
+    assert_eq!(seconds[..25].iter().map(|s| s.charged).sum::<u64>(), 5_000);
     assert!(
         seconds[25..60].iter().all(|s| s.charged == 0),
         "a call was served in 25..60 s"

@@ -4,7 +4,6 @@
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
-use crate::recorder::Second;
 use crate::scenario::Scenario;
 use crate::sim::SimOutcome;
 
@@ -161,18 +160,6 @@ pub struct Summary {
     pub peak_rpm_utilization: Option<f64>,
 }
 
-/// The largest sum over `w` consecutive entries.
-fn peak_window(values: impl Iterator<Item = u64> + Clone, w: usize) -> u64 {
-    let v: Vec<u64> = values.collect();
-    let mut sum: u64 = v.iter().take(w).sum();
-    let mut best = sum;
-    for i in w..v.len() {
-        sum = sum + v[i] - v[i - w];
-        best = best.max(sum);
-    }
-    best
-}
-
 fn ratio(v: f64, limit: Option<f64>) -> Option<f64> {
     limit.map(|l| (v / l * 10_000.0).round() / 10_000.0)
 }
@@ -190,11 +177,9 @@ impl Summary {
             }
         };
         let minutes = secs / 60.0;
-        let secs_iter = r.seconds.iter();
-        let peak_req = peak_window(secs_iter.clone().map(|s: &Second| u64::from(s.charged)), 60);
-        let peak_tok = peak_window(secs_iter.map(|s| s.tokens), 60);
+        let (peak_req, peak_tok) = (r.peak_requests_60s, r.peak_tokens_60s);
+        let charged = r.charged_requests;
         let p = &out.provider;
-        let charged: u64 = r.seconds.iter().map(|s| u64::from(s.charged)).sum();
         let per_min = |n: u64| {
             if minutes > 0.0 {
                 n as f64 / minutes

@@ -37,8 +37,9 @@ use provider::VirtualProvider;
 /// Virtual time runs this many times slower than model time.
 pub const SCALE: u32 = 1000;
 
-/// The longest a run may take, in model time, before the watchdog stops it.
-pub const HORIZON: Duration = Duration::from_secs(12 * 3600);
+/// The longest a run may take, in model time, before the watchdog stops it: a year. (Waits
+/// this long are fine for tokio's timer wheel, which re-files entries beyond its 2-year span.)
+pub const HORIZON: Duration = Duration::from_secs(365 * 86_400);
 
 /// Why a simulation could not produce results.
 #[derive(Debug, Error)]
@@ -222,7 +223,9 @@ async fn one_query(ctx: Rc<Ctx>, intended: Instant) {
     let abandoned = Rc::new(Cell::new(false));
     let deadline = ctx.parent_timeout.map(|t| intended + t);
     let failed = if ctx.transport_cancel {
-        let mut scope = ctx.root.child();
+        // The root scope carries the user's stop (if any); the query adds its deadline. A query
+        // is never cancelled on its own, so it needs no token of its own.
+        let mut scope = ctx.root.clone();
         if let Some(d) = deadline {
             scope = scope.with_deadline(d);
         }
@@ -331,7 +334,12 @@ async fn simulate(s: &Scenario) -> Result<SimOutcome, SimError> {
         stop: s.workload.stop,
         parent_timeout: s.workload.parent_timeout.map(|t| t * SCALE),
         transport_cancel: s.scheduler.transport_cancel,
-        root: Scope::new().with_cancel(stop.clone()),
+        // Without a stop time nothing cancels the root: leave out the token (and the cost of
+        // watching it in every call).
+        root: match s.workload.stop_at {
+            Some(_) => Scope::new().with_cancel(stop.clone()),
+            None => Scope::new(),
+        },
         started: Cell::new(0),
         last_end: Cell::new(t0),
         detached: Cell::new(0),
