@@ -290,7 +290,8 @@ impl Scheduler {
             Some(sem) => match sem.try_acquire() {
                 Ok(p) => Some(p),
                 // The semaphore is never closed, so `acquire` cannot fail; treat it as a cancel.
-                Err(_) => match scope.run(true, sem.acquire()).await {
+                // Waits are boxed: kept out of the call's own future, which stays small to move.
+                Err(_) => match Box::pin(scope.run(true, sem.acquire())).await {
                     Ok(Ok(p)) => Some(p),
                     Ok(Err(_)) => return Err(stop(Stage::Queued, Interrupt::Cancelled, false)),
                     Err(cause) => return Err(stop(Stage::Queued, cause, false)),
@@ -319,7 +320,7 @@ impl Scheduler {
                 self.emit(id, EventKind::LimiterWaitStart);
                 let mut reservation = limiter.reserve(spec.tokens);
                 if !reservation.is_ready() {
-                    let ready = scope.run(true, reservation.ready()).await;
+                    let ready = Box::pin(scope.run(true, reservation.ready())).await;
                     // Ready at the very instant the scope stopped: stopped wins, and the
                     // reservation (not yet taken) is refunded when dropped.
                     if let Some(cause) = ready.err().or_else(|| scope.interrupted(true)) {
@@ -331,12 +332,14 @@ impl Scheduler {
                 self.emit(id, EventKind::LimiterWaitEnd);
             }
             self.emit(id, EventKind::Sent { attempt: number });
-            let outcome = match scope
-                .run(false, attempt(Attempt { call: id, number }))
-                .await
-            {
-                Ok(outcome) => outcome,
-                Err(cause) => return Err(stop(Stage::InFlight, cause, false)),
+            let work = attempt(Attempt { call: id, number });
+            let outcome = if scope.watches(false) {
+                match Box::pin(scope.run(false, work)).await {
+                    Ok(outcome) => outcome,
+                    Err(cause) => return Err(stop(Stage::InFlight, cause, false)),
+                }
+            } else {
+                work.await
             };
             let error = match outcome {
                 Ok(value) => {
@@ -393,7 +396,7 @@ impl Scheduler {
                             cause,
                         },
                     );
-                    if let Err(cause) = scope.run(true, tokio::time::sleep(delay)).await {
+                    if let Err(cause) = Box::pin(scope.run(true, tokio::time::sleep(delay))).await {
                         return Err(stop(Stage::Backoff, cause, false));
                     }
                 }

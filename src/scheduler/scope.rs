@@ -95,16 +95,22 @@ impl Scope {
         None
     }
 
+    /// Whether anything can stop work in this scope: a token, a deadline, or (if `budget`) a
+    /// budget. Work in a scope that watches nothing can simply be awaited.
+    pub fn watches(&self, budget: bool) -> bool {
+        self.cancel.is_some() || self.deadline.is_some() || (budget && self.budget.is_some())
+    }
+
     /// Runs `work` until it finishes or the scope stops it (dropping it). Work that finishes at
     /// the same instant the scope stops keeps its result. `budget` as in [`Scope::interrupted`].
     pub async fn run<F: Future>(&self, budget: bool, work: F) -> Result<F::Output, Interrupt> {
         if let Some(i) = self.interrupted(budget) {
             return Err(i);
         }
-        let watch_budget = budget.then_some(()).and(self.budget.as_ref());
-        if self.cancel.is_none() && self.deadline.is_none() && watch_budget.is_none() {
+        if !self.watches(budget) {
             return Ok(work.await);
         }
+        let watch_budget = budget.then_some(()).and(self.budget.as_ref());
         let cancelled = async {
             match &self.cancel {
                 Some(t) => t.cancelled().await,
