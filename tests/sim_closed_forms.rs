@@ -163,7 +163,7 @@ fn the_client_limiter_keeps_every_minute_under_the_headroom() {
         "{:?}",
         summary.provider
     );
-    assert_eq!(summary.provider.rate_limited, 0);
+    assert_eq!(summary.provider.counters.rate_limited, 0);
     // Not vacuous: the limiter is the bottleneck, so the run sits right at the headroom.
     let util = summary.rpm_utilization.unwrap();
     assert!((0.68..=0.7).contains(&util), "RPM utilization {util}");

@@ -57,16 +57,16 @@ fn transport_cancellation_stops_orphaned_quota() {
     // 8 calls); queued calls are never sent, so most of the quota is never spent.
     assert!(cancel.orphaned_requests > 0);
     assert!(cancel.orphaned_requests <= 8 * cancel.queries_abandoned);
-    assert_eq!(cancel.provider.received, cancel.attempts);
+    assert_eq!(cancel.provider.counters.received, cancel.attempts);
     assert!(
-        cancel.provider.received < 300,
+        cancel.provider.counters.received < 300,
         "{}",
-        cancel.provider.received
+        cancel.provider.counters.received
     );
     assert!(cancel.cancelled > 2_000);
     // Without it every call of every query still runs and is charged: all 2,400, and every one
     // whose query was abandoned is orphaned.
-    assert_eq!(leave.provider.received, 2_400);
+    assert_eq!(leave.provider.counters.received, 2_400);
     assert_eq!(leave.orphaned_requests, 2_400 - 8 * leave.queries);
     assert_eq!(leave.cancelled, 0);
 }
@@ -123,8 +123,8 @@ fn subagents_spend_at_most_their_budgets() {
     );
     let sum = summary(&s);
     // Per query: 3 x 10 calls x 1,500 = 45k for the subagents, then 5k for the synthesis.
-    assert_eq!(sum.provider.tokens_charged, 10 * (45_000 + 5_000));
-    assert_eq!(sum.provider.received, 10 * (3 * 10 + 1));
+    assert_eq!(sum.provider.counters.tokens_charged, 10 * (45_000 + 5_000));
+    assert_eq!(sum.provider.counters.received, 10 * (3 * 10 + 1));
     assert!(sum.budget_exhausted >= 10 * 3, "{}", sum.budget_exhausted);
     assert_eq!(sum.queries_failed, 10);
 }
@@ -150,7 +150,7 @@ fn an_iteration_cap_stops_a_subagent_after_its_turns() {
         &[],
     );
     // 5 queries x 2 subagents x 3 turns x 2 calls.
-    assert_eq!(summary(&s).provider.received, 60);
+    assert_eq!(summary(&s).provider.counters.received, 60);
 }
 
 #[test]
@@ -172,7 +172,7 @@ fn the_turn_cap_and_model_turns_shape_a_query() {
     // Per query: round 1 (350 ms), the model turn (1 s), round 2 (350 ms); 22 not run a round.
     assert_close(truncate.latency_ms.query.max, 1700.0);
     assert_eq!(truncate.not_run, 10 * 2 * 22);
-    assert_eq!(truncate.provider.received, 10 * (2 * 8 + 1));
+    assert_eq!(truncate.provider.counters.received, 10 * (2 * 8 + 1));
     let batch = summary(&scenario(base, &["scheduler.over_cap=batch"]));
     // 4 batches of 350 ms a round.
     assert_close(batch.latency_ms.query.max, 2.0 * 1400.0 + 1000.0);

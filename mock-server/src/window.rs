@@ -189,23 +189,14 @@ impl Window {
     pub fn usage(&mut self, now: Duration) -> (Option<Usage>, Option<Usage>) {
         self.advance(now);
         let (rpm, tpm) = (self.rpm, self.tpm);
-        match &self.state {
+        // What is used of each limit, and (for the windows) when all of it is back; a bucket
+        // is back when it has refilled what is used.
+        let (used_requests, used_tokens, back_at) = match &self.state {
             State::Sliding { log, tokens } => {
                 let reset = log
                     .back()
                     .map_or(Duration::ZERO, |&(t, _)| t + MINUTE - now);
-                (
-                    rpm.map(|l| Usage {
-                        limit: l,
-                        remaining: (l - log.len() as f64).max(0.0),
-                        reset,
-                    }),
-                    tpm.map(|l| Usage {
-                        limit: l,
-                        remaining: (l - *tokens as f64).max(0.0),
-                        reset,
-                    }),
-                )
+                (log.len() as f64, *tokens as f64, Some(reset))
             }
             State::Fixed {
                 start,
@@ -217,38 +208,25 @@ impl Window {
                 } else {
                     *start + MINUTE - now
                 };
-                (
-                    rpm.map(|l| Usage {
-                        limit: l,
-                        remaining: (l - *requests as f64).max(0.0),
-                        reset,
-                    }),
-                    tpm.map(|l| Usage {
-                        limit: l,
-                        remaining: (l - *tokens as f64).max(0.0),
-                        reset,
-                    }),
-                )
+                (*requests as f64, *tokens as f64, Some(reset))
             }
             State::Bucket {
                 requests, tokens, ..
-            } => {
-                let refill =
-                    |l: f64, have: f64| Duration::from_secs_f64(((l - have) / (l / 60.0)).max(0.0));
-                (
-                    rpm.map(|l| Usage {
-                        limit: l,
-                        remaining: requests.max(0.0),
-                        reset: refill(l, *requests),
-                    }),
-                    tpm.map(|l| Usage {
-                        limit: l,
-                        remaining: tokens.max(0.0),
-                        reset: refill(l, *tokens),
-                    }),
-                )
-            }
-        }
+            } => (
+                rpm.map_or(0.0, |l| l - requests),
+                tpm.map_or(0.0, |l| l - tokens),
+                None,
+            ),
+        };
+        let usage = |limit: Option<f64>, used: f64| {
+            limit.map(|l| Usage {
+                limit: l,
+                remaining: (l - used).max(0.0),
+                reset: back_at
+                    .unwrap_or_else(|| Duration::from_secs_f64((used / (l / 60.0)).max(0.0))),
+            })
+        };
+        (usage(rpm, used_requests), usage(tpm, used_tokens))
     }
 }
 

@@ -79,7 +79,7 @@ pub fn table(s: &Summary) -> String {
     ] {
         row(&mut out, name, p);
     }
-    let p = &s.provider;
+    let p = &s.provider.counters;
     let _ = writeln!(
         out,
         "\n  provider       {} received, {} served, {} rate-limited (429), {} errors, {} timeouts",

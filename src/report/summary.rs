@@ -1,6 +1,7 @@
 //! `summary.json`: one run's results, in model time. The schema is versioned
 //! (`schema_version`) and documented in the README; fields are added, never renamed.
 
+use capsize_mock::Counters;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
@@ -88,21 +89,12 @@ pub struct Throughput {
     pub calls_per_s: f64,
 }
 
-/// The provider's own counters.
+/// The provider's own counters, and its busiest minute.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct ProviderCounts {
-    /// Requests received.
-    pub received: u64,
-    /// Requests served.
-    pub served: u64,
-    /// Requests refused with 429.
-    pub rate_limited: u64,
-    /// Requests failed with 5xx/529.
-    pub errored: u64,
-    /// Requests never answered.
-    pub timed_out: u64,
-    /// Tokens charged against the quota.
-    pub tokens_charged: u64,
+    /// received, served, rate_limited, errored, timed_out, tokens_charged.
+    #[serde(flatten)]
+    pub counters: Counters,
     /// The most requests charged in any 60 s window (whole seconds).
     pub peak_requests_per_60s: u64,
     /// The most tokens charged in any 60 s window (whole seconds).
@@ -212,12 +204,7 @@ impl Summary {
                 calls_per_s: per_s(r.calls.completed),
             },
             provider: ProviderCounts {
-                received: p.received,
-                served: p.served,
-                rate_limited: p.rate_limited,
-                errored: p.errored,
-                timed_out: p.timed_out,
-                tokens_charged: p.tokens_charged,
+                counters: *p,
                 peak_requests_per_60s: peak_req,
                 peak_tokens_per_60s: peak_tok,
             },
