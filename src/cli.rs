@@ -78,6 +78,19 @@ struct RunArgs {
     /// Print summary.json to stdout instead of the table.
     #[arg(long)]
     json: bool,
+    /// virtual: tokio's paused clock against the in-process provider model (fast, exact);
+    /// realtime: over HTTP against the mock server (not built yet).
+    #[arg(long, value_enum, default_value_t = Mode::Virtual)]
+    mode: Mode,
+}
+
+/// How a scenario is run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Mode {
+    /// Virtual time.
+    Virtual,
+    /// Real time over HTTP.
+    Realtime,
 }
 
 fn fail(code: u8, message: impl std::fmt::Display) -> ExitCode {
@@ -86,6 +99,9 @@ fn fail(code: u8, message: impl std::fmt::Display) -> ExitCode {
 }
 
 fn run(args: RunArgs) -> ExitCode {
+    if args.mode == Mode::Realtime {
+        return not_built("run --mode realtime", 4);
+    }
     let mut scenario = match crate::scenario::load(&args.scenario, &args.sets) {
         Ok(s) => s,
         Err(e) => return fail(EXIT_BAD_INPUT, e),
@@ -121,7 +137,7 @@ fn run(args: RunArgs) -> ExitCode {
 
 fn not_built(what: &str, issue: u32) -> ExitCode {
     eprintln!(
-        "capsize {what}: not built yet (issue #{issue}); `capsize demo` runs the scheduler today"
+        "capsize {what}: not built yet (issue #{issue}); `capsize run SCENARIO` simulates in virtual time today"
     );
     ExitCode::from(EXIT_NOT_BUILT)
 }

@@ -62,7 +62,8 @@ fn demo_output_is_identical_across_runs() {
 #[test]
 fn commands_not_built_yet_say_so_and_exit_3() {
     for args in [
-        &["sweep", "x.toml"][..],
+        &["run", "scenarios/research-agent.toml", "--mode", "realtime"][..],
+        &["sweep", "x.toml"],
         &["plan"],
         &["check", "x.toml"],
         &["mock"],
