@@ -396,7 +396,9 @@ impl Scheduler {
                             cause,
                         },
                     );
-                    if let Err(cause) = Box::pin(scope.run(true, tokio::time::sleep(delay))).await {
+                    if let Err(cause) =
+                        Box::pin(scope.run(true, tokio::time::sleep_until(now + delay))).await
+                    {
                         return Err(stop(Stage::Backoff, cause, false));
                     }
                 }
