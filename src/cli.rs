@@ -124,15 +124,23 @@ fn run(args: RunArgs) -> ExitCode {
         );
     }
     if args.json {
-        print!("{}", summary.to_json());
+        out(&summary.to_json())
     } else {
-        print!("{}", crate::report::table(&summary));
-        println!(
-            "\n  wrote {}/{{summary.json, query_latency.hgrm, call_latency.hgrm}}",
-            dir.display()
-        );
+        let files = "{summary.json, query_latency.hgrm, call_latency.hgrm}";
+        let table = crate::report::table(&summary);
+        out(&format!("{table}\n  wrote {}/{files}\n", dir.display()))
     }
-    ExitCode::SUCCESS
+}
+
+/// Prints to stdout. A reader that went away (`capsize run ... | head`) is not an error; any
+/// other failure to write is reported.
+fn out(text: &str) -> ExitCode {
+    use std::io::Write;
+    match std::io::stdout().lock().write_all(text.as_bytes()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => fail(EXIT_WRITE_FAILED, format!("cannot write to stdout: {e}")),
+    }
 }
 
 fn not_built(what: &str, issue: u32) -> ExitCode {
@@ -160,10 +168,7 @@ pub fn main() -> ExitCode {
         }
     };
     match args.command {
-        Command::Demo => {
-            print!("{}", crate::demo::render(&crate::demo::rows()));
-            ExitCode::SUCCESS
-        }
+        Command::Demo => out(&crate::demo::render(&crate::demo::rows())),
         Command::Run(args) => run(args),
         Command::Sweep { .. } => not_built("sweep", 5),
         Command::Plan { .. } => not_built("plan", 5),

@@ -89,3 +89,18 @@ fn bad_flags_exit_2_and_help_exits_0() {
         .unwrap()
         .contains("max_concurrency"));
 }
+
+#[test]
+fn a_reader_that_goes_away_is_not_a_crash() {
+    use std::process::Stdio;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_capsize"))
+        .arg("demo")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the capsize binary runs");
+    drop(child.stdout.take()); // like `capsize demo | head -0`
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+}
