@@ -102,5 +102,9 @@ fn a_reader_that_goes_away_is_not_a_crash() {
     drop(child.stdout.take()); // like `capsize demo | head -0`
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(0));
-    assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

@@ -225,12 +225,15 @@ impl Scheduler {
     }
 
     fn emit(&self, call: CallId, kind: EventKind) {
+        if self.inner.observer.is_some() {
+            self.emit_at(call, kind, Instant::now());
+        }
+    }
+
+    /// Emits an event at `at`, a clock reading the caller already has (no await since).
+    fn emit_at(&self, call: CallId, kind: EventKind, at: Instant) {
         if let Some(o) = &self.inner.observer {
-            o.on_event(&Event {
-                at: Instant::now(),
-                call,
-                kind,
-            });
+            o.on_event(&Event { at, call, kind });
         }
     }
 
@@ -260,12 +263,10 @@ impl Scheduler {
     {
         let id = self.next_id();
         let scope = &spec.scope;
-        self.emit(
-            id,
-            EventKind::Queued {
-                tokens: spec.tokens,
-            },
-        );
+        // One clock reading per step: `now` is read again after every await.
+        let mut now = Instant::now();
+        let tokens = spec.tokens;
+        self.emit_at(id, EventKind::Queued { tokens }, now);
         let mut charged = false;
         let stop = |stage: Stage, cause: Interrupt, charged: bool| {
             if charged {
@@ -292,7 +293,10 @@ impl Scheduler {
                 // The semaphore is never closed, so `acquire` cannot fail; treat it as a cancel.
                 // Waits are boxed: kept out of the call's own future, which stays small to move.
                 Err(_) => match Box::pin(scope.run(true, sem.acquire())).await {
-                    Ok(Ok(p)) => Some(p),
+                    Ok(Ok(p)) => {
+                        now = Instant::now();
+                        Some(p)
+                    }
                     Ok(Err(_)) => return Err(stop(Stage::Queued, Interrupt::Cancelled, false)),
                     Err(cause) => return Err(stop(Stage::Queued, cause, false)),
                 },
@@ -317,9 +321,10 @@ impl Scheduler {
                 return Err(stop(waited, cause, unsent));
             }
             if let Some(limiter) = &self.inner.limiter {
-                self.emit(id, EventKind::LimiterWaitStart);
-                let mut reservation = limiter.reserve(spec.tokens);
+                let mut reservation = limiter.reserve_at(tokens, now);
+                // A reservation the buckets hold already goes at once: no wait to report.
                 if !reservation.is_ready() {
+                    self.emit_at(id, EventKind::LimiterWaitStart, now);
                     let ready = Box::pin(scope.run(true, reservation.ready())).await;
                     // Ready at the very instant the scope stopped: stopped wins, and the
                     // reservation (not yet taken) is refunded when dropped.
@@ -327,11 +332,12 @@ impl Scheduler {
                         drop(reservation);
                         return Err(stop(Stage::Limiter, cause, unsent));
                     }
+                    now = Instant::now();
+                    self.emit_at(id, EventKind::LimiterWaitEnd, now);
                 }
                 reservation.admit();
-                self.emit(id, EventKind::LimiterWaitEnd);
             }
-            self.emit(id, EventKind::Sent { attempt: number });
+            self.emit_at(id, EventKind::Sent { attempt: number }, now);
             let work = attempt(Attempt { call: id, number });
             let outcome = if scope.watches(false) {
                 match Box::pin(scope.run(false, work)).await {
@@ -341,22 +347,23 @@ impl Scheduler {
             } else {
                 work.await
             };
+            now = Instant::now();
             let error = match outcome {
                 Ok(value) => {
-                    self.emit(id, EventKind::Completed { attempts: number });
+                    self.emit_at(id, EventKind::Completed { attempts: number }, now);
                     return Ok(value);
                 }
                 Err(error) => error,
             };
             let kind = error.classify();
-            let now = Instant::now();
             if let FailureKind::RateLimited { retry_after } = kind {
-                self.emit(
+                self.emit_at(
                     id,
                     EventKind::RateLimited {
                         attempt: number,
                         retry_after,
                     },
+                    now,
                 );
             }
             let policy = &self.inner.retry;
@@ -373,12 +380,13 @@ impl Scheduler {
             };
             match decision {
                 Decision::GiveUp(reason) => {
-                    self.emit(
+                    self.emit_at(
                         id,
                         EventKind::Failed {
                             attempts: number,
                             reason,
                         },
+                        now,
                     );
                     return Err(CallError::Failed {
                         error,
@@ -388,19 +396,21 @@ impl Scheduler {
                 }
                 Decision::Retry { delay } => {
                     let cause = retry_cause(&kind);
-                    self.emit(
+                    self.emit_at(
                         id,
                         EventKind::RetryScheduled {
                             attempt: number,
                             delay,
                             cause,
                         },
+                        now,
                     );
                     if let Err(cause) =
                         Box::pin(scope.run(true, tokio::time::sleep_until(now + delay))).await
                     {
                         return Err(stop(Stage::Backoff, cause, false));
                     }
+                    now = Instant::now();
                 }
             }
             number += 1;

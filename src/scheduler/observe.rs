@@ -45,7 +45,8 @@ pub enum EventKind {
         /// Its token cost.
         tokens: u64,
     },
-    /// The call holds a permit and starts waiting for the rate limiter.
+    /// The call holds a permit and must wait for the rate limiter (not emitted when the
+    /// buckets let it go at once).
     LimiterWaitStart,
     /// The rate limiter let it go.
     LimiterWaitEnd,

@@ -146,7 +146,11 @@ impl RateLimiter {
     /// Reserves one request and `tokens` tokens now. The reservation is already paid for if
     /// [`Reservation::is_ready`]; otherwise await [`Reservation::wait`].
     pub fn reserve(&self, tokens: u64) -> Reservation<'_> {
-        let now = Instant::now();
+        self.reserve_at(tokens, Instant::now())
+    }
+
+    /// As [`RateLimiter::reserve`], with a reading of the clock the caller already has.
+    pub fn reserve_at(&self, tokens: u64, now: Instant) -> Reservation<'_> {
         let mut state = self.lock();
         let seq = state.next_seq;
         state.next_seq += 1;
