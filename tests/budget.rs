@@ -2,37 +2,18 @@
 //! means zero), exhaustion that stops pending calls but not in-flight ones, iteration caps that
 //! reach a parent's children, and refunds for calls cancelled before they were sent.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use capsize::scheduler::observe::EventLog;
 use capsize::scheduler::{
     Budget, BudgetExhausted, CallError, CallSpec, EventKind, FanOut, Interrupt, Limit,
     LimiterConfig, ProviderError, Scheduler, SchedulerConfig, Scope, Stage,
 };
 use tokio::time::{sleep, Instant};
 
+mod common;
+use common::{bounded, logged as scheduler, ms};
+
 type Res = Result<u64, CallError<ProviderError>>;
-
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
-
-fn scheduler(config: SchedulerConfig) -> (Scheduler, Arc<EventLog>) {
-    let log = Arc::new(EventLog::new());
-    let sched = Scheduler::builder(config)
-        .observer(log.clone())
-        .build()
-        .unwrap();
-    (sched, log)
-}
-
-fn bounded(max_concurrency: usize) -> SchedulerConfig {
-    SchedulerConfig {
-        max_concurrency,
-        ..SchedulerConfig::default()
-    }
-}
 
 /// A call of `tokens` in `scope` whose attempt takes `latency_ms`, answering `Ok(tokens)`.
 /// Returns the result and when (since `t0`) it came back.

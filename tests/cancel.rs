@@ -17,28 +17,11 @@ use capsize::scheduler::{
 use futures_util::future::join_all;
 use tokio::time::{sleep, Instant};
 
+mod common;
+use common::{bounded, logged as scheduler, ms};
+
 type Res = Result<usize, CallError<ProviderError>>;
 type BoxRes = Pin<Box<dyn Future<Output = Res>>>;
-
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
-
-fn scheduler(config: SchedulerConfig) -> (Scheduler, Arc<EventLog>) {
-    let log = Arc::new(EventLog::new());
-    let sched = Scheduler::builder(config)
-        .observer(log.clone())
-        .build()
-        .unwrap();
-    (sched, log)
-}
-
-fn bounded(max_concurrency: usize) -> SchedulerConfig {
-    SchedulerConfig {
-        max_concurrency,
-        ..SchedulerConfig::default()
-    }
-}
 
 /// 60 requests a minute with a burst of one: one token now, the next at 1 s, 2 s, ...
 fn one_rps() -> SchedulerConfig {

@@ -12,19 +12,13 @@ use capsize::scheduler::{
 };
 use tokio::time::{sleep, Instant};
 
+mod common;
+use common::{logged, ms};
+
 type Res = Result<usize, CallError<ProviderError>>;
 
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
-
 fn scheduler() -> (Scheduler, Arc<EventLog>) {
-    let log = Arc::new(EventLog::new());
-    let sched = Scheduler::builder(SchedulerConfig::default())
-        .observer(log.clone())
-        .build()
-        .unwrap();
-    (sched, log)
+    logged(SchedulerConfig::default())
 }
 
 /// When each tool call ran, in the order they finished.

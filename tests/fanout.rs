@@ -11,30 +11,20 @@ use capsize::scheduler::fanout::Failures;
 use capsize::scheduler::observe::EventLog;
 use capsize::scheduler::{
     CallError, CallSpec, EventKind, FailureKind, FanOut, GiveUp, Interrupt, ProviderError,
-    Scheduler, SchedulerConfig, Scope, Stage,
+    Scheduler, Scope, Stage,
 };
 use futures_util::StreamExt;
 use rand::rngs::Xoshiro256PlusPlus;
 use rand::{RngExt, SeedableRng};
 use tokio::time::{sleep, Instant};
 
+mod common;
+use common::{bounded, logged, ms};
+
 type Res = Result<usize, CallError<ProviderError>>;
 
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
-
 fn scheduler(max_concurrency: usize) -> (Scheduler, Arc<EventLog>) {
-    let log = Arc::new(EventLog::new());
-    let config = SchedulerConfig {
-        max_concurrency,
-        ..SchedulerConfig::default()
-    };
-    let sched = Scheduler::builder(config)
-        .observer(log.clone())
-        .build()
-        .unwrap();
-    (sched, log)
+    logged(bounded(max_concurrency))
 }
 
 /// Watches attempt futures: how many are alive now, the most at once, and when each started.

@@ -18,9 +18,8 @@ use capsize::scheduler::{
 use futures_util::future::join_all;
 use tokio::time::{sleep_until, timeout, Instant};
 
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
+mod common;
+use common::{logged, ms};
 
 fn limits(requests: Option<Limit>, tokens: Option<Limit>) -> LimiterConfig {
     LimiterConfig {
@@ -40,16 +39,10 @@ fn tpm(per_minute: f64, burst: f64) -> LimiterConfig {
 
 /// A scheduler enforcing only `limits` (unbounded concurrency), and its event log.
 fn scheduler(limits: LimiterConfig) -> (Scheduler, Arc<EventLog>) {
-    let log = Arc::new(EventLog::new());
-    let config = SchedulerConfig {
+    logged(SchedulerConfig {
         limits: Some(limits),
         ..Default::default()
-    };
-    let s = Scheduler::builder(config)
-        .observer(log.clone())
-        .build()
-        .expect("valid config");
-    (s, log)
+    })
 }
 
 /// Submits one always-succeeding call per entry of `tokens`, all at once, and returns the sorted

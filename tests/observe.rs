@@ -2,7 +2,6 @@
 //! and `Breakdown` splits a call's latency into queue, limiter, backoff and service time.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use capsize::scheduler::observe::{Breakdown, EventLog, RetryCause};
 use capsize::scheduler::{
@@ -11,9 +10,8 @@ use capsize::scheduler::{
 };
 use tokio::time::{sleep, Instant};
 
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
+mod common;
+use common::ms;
 
 /// One permit, one request a second (burst 1), a fixed 500 ms backoff, Retry-After ignored.
 fn scheduler(log: Arc<EventLog>) -> Scheduler {

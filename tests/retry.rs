@@ -17,11 +17,10 @@ use rand::rngs::Xoshiro256PlusPlus;
 use rand::SeedableRng;
 use tokio::time::{sleep, sleep_until, Instant};
 
-type Outcome = Result<(), CallError<ProviderError>>;
+mod common;
+use common::ms;
 
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
+type Outcome = Result<(), CallError<ProviderError>>;
 
 fn secs(n: u64) -> Duration {
     Duration::from_secs(n)
