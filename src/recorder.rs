@@ -170,7 +170,6 @@ pub struct Recording {
 }
 
 struct State {
-    t0: Instant,
     scale: u32,
     /// Calls not yet ended, by id − `first_live` (ids count up, so this stays short).
     live: VecDeque<Option<(Instant, Breakdown)>>,
@@ -190,13 +189,11 @@ fn micros(d: Duration) -> u64 {
 }
 
 impl Recorder {
-    /// A recorder for a run that started at `t0`, whose virtual time runs `scale` times slower
-    /// than model time.
-    pub fn new(t0: Instant, scale: u32) -> Self {
+    /// A recorder for a run whose virtual time runs `scale` times slower than model time.
+    pub fn new(scale: u32) -> Self {
         let h = histogram();
         Recorder {
             state: Mutex::new(State {
-                t0,
                 scale,
                 live: VecDeque::new(),
                 first_live: 0,
@@ -228,12 +225,6 @@ impl Recorder {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Model time elapsed at virtual instant `at`.
-    pub fn model_time(&self, at: Instant) -> Duration {
-        let s = self.lock();
-        at.saturating_duration_since(s.t0) / s.scale
     }
 
     /// A query finished `latency` (virtual) after its intended start. Only queries whose calls

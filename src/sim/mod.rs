@@ -221,61 +221,38 @@ async fn run_query(ctx: Rc<Ctx>, plan: QueryPlan, scope: Scope, abandoned: Rc<Ce
 async fn one_query(ctx: Rc<Ctx>, intended: Instant) {
     let plan = ctx.planner.borrow_mut().query();
     let abandoned = Rc::new(Cell::new(false));
-    let deadline = ctx.parent_timeout.map(|t| intended + t);
+    // What ends the caller's wait: the user's stop (on the root scope, if any) and the parent
+    // timeout. A query is never cancelled on its own, so it needs no token of its own.
+    let mut scope = ctx.root.clone();
+    if let Some(t) = ctx.parent_timeout {
+        scope = scope.with_deadline(intended + t);
+    }
     let failed = if ctx.transport_cancel {
-        // The root scope carries the user's stop (if any); the query adds its deadline. A query
-        // is never cancelled on its own, so it needs no token of its own.
-        let mut scope = ctx.root.clone();
-        if let Some(d) = deadline {
-            scope = scope.with_deadline(d);
-        }
-        let failed = run_query(ctx.clone(), plan, scope.clone(), abandoned.clone()).await;
-        if scope.interrupted(false).is_some() {
-            abandoned.set(true);
-            ctx.recorder.query_abandoned();
-            return;
-        }
-        failed
+        // The scope stops the work itself: queued calls are never sent, in-flight ones dropped.
+        run_query(ctx.clone(), plan, scope.clone(), abandoned.clone()).await
     } else {
         // Nothing stops the work: the caller may stop waiting, and the work runs on, detached.
-        let work = tokio::task::spawn_local(run_query(
-            ctx.clone(),
-            plan,
-            Scope::new(),
-            abandoned.clone(),
-        ));
         ctx.detached.set(ctx.detached.get() + 1);
-        let watcher = {
-            let ctx = ctx.clone();
+        let work = tokio::task::spawn_local({
+            let (ctx, abandoned) = (ctx.clone(), abandoned.clone());
             async move {
-                let r = work.await;
+                let failed = run_query(ctx.clone(), plan, Scope::new(), abandoned).await;
                 ctx.detached.set(ctx.detached.get() - 1);
                 ctx.detached_done.notify_waiters();
-                r.unwrap_or(true)
+                failed
             }
-        };
-        let give_up = async {
-            let stopped = async {
-                match ctx.root.token() {
-                    Some(t) => t.cancelled().await,
-                    None => std::future::pending::<()>().await,
-                }
-            };
-            match deadline {
-                Some(d) => tokio::select! { _ = sleep_until(d) => {}, _ = stopped => {} },
-                None => stopped.await,
-            }
-        };
-        let watcher = tokio::task::spawn_local(watcher);
-        tokio::select! {
-            r = watcher => r.unwrap_or(true),
-            _ = give_up => {
-                abandoned.set(true);
-                ctx.recorder.query_abandoned();
-                return;
-            }
+        });
+        // Dropping the handle when the scope stops the wait leaves the task running.
+        match scope.run(false, work).await {
+            Ok(failed) => failed.unwrap_or(true),
+            Err(_) => true,
         }
     };
+    if scope.interrupted(false).is_some() {
+        abandoned.set(true);
+        ctx.recorder.query_abandoned();
+        return;
+    }
     let now = Instant::now();
     ctx.last_end.set(ctx.last_end.get().max(now));
     ctx.recorder.query_done(now - intended, failed);
@@ -314,7 +291,7 @@ async fn open_arrivals(ctx: Rc<Ctx>) {
 
 async fn simulate(s: &Scenario) -> Result<SimOutcome, SimError> {
     let t0 = Instant::now();
-    let recorder = Arc::new(Recorder::new(t0, SCALE));
+    let recorder = Arc::new(Recorder::new(SCALE));
     let jitter = Xoshiro256PlusPlus::seed_from_u64(stream_seed(s.seed, streams::JITTER));
     let scheduler = Scheduler::builder(scheduler_config(s, SCALE))
         .rng(jitter)
