@@ -26,16 +26,20 @@ pub struct Row {
     pub measured: String,
 }
 
-fn scheduler(max_concurrency: usize, limits: Option<LimiterConfig>) -> Scheduler {
+/// A scheduler for the demo, its events kept in a log.
+fn scheduler(max_concurrency: usize, limits: Option<LimiterConfig>) -> (Scheduler, Arc<EventLog>) {
     let config = SchedulerConfig {
         max_concurrency,
         limits,
         ..SchedulerConfig::default()
     };
+    let log = Arc::new(EventLog::new());
     // The demo's configurations are fixed and valid; a failure here is a bug worth a loud stop.
-    Scheduler::builder(config)
+    let s = Scheduler::builder(config)
+        .observer(log.clone())
         .build()
-        .expect("demo scheduler config is valid")
+        .expect("demo scheduler config is valid");
+    (s, log)
 }
 
 /// A tool call that takes `ms` milliseconds and succeeds.
@@ -45,7 +49,7 @@ async fn tool(ms: u64) -> Result<(), ProviderError> {
 }
 
 async fn quotes(max_concurrency: usize) -> Duration {
-    let s = scheduler(max_concurrency, None);
+    let (s, _) = scheduler(max_concurrency, None);
     let t0 = Instant::now();
     let fan = FanOut::new(&Scope::new());
     let jobs = (0..10).map(|_| {
@@ -64,15 +68,7 @@ async fn tpm_burst() -> (Duration, Duration) {
         tokens: Some(Limit::per_minute(10_000_000.0).with_burst(200_000.0)),
         ..LimiterConfig::default()
     };
-    let log = Arc::new(EventLog::new());
-    let config = SchedulerConfig {
-        limits: Some(limits),
-        ..SchedulerConfig::default()
-    };
-    let s = Scheduler::builder(config)
-        .observer(log.clone())
-        .build()
-        .expect("demo scheduler config is valid");
+    let (s, log) = scheduler(0, Some(limits));
     let t0 = Instant::now();
     let jobs = (0..200).map(|_| {
         let s = &s;
@@ -97,7 +93,7 @@ async fn tpm_burst() -> (Duration, Duration) {
 }
 
 async fn capped_turn(over_cap: CapPolicy) -> (usize, usize, Duration) {
-    let s = scheduler(0, None);
+    let (s, _) = scheduler(0, None);
     let calls: Vec<Tool> = (0..30).map(|i| Tool::read(format!("search_{i}"))).collect();
     let policy = TurnPolicy {
         max_parallel: 8,
