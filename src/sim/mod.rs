@@ -11,16 +11,18 @@
 mod provider;
 
 use std::cell::{Cell, RefCell};
+use std::future::Future;
 use std::rc::Rc;
 use std::sync::Arc;
+use std::task::{Poll, Waker};
 use std::time::Duration;
 
 use capsize_mock::ProviderModel;
-use futures_util::stream::{FuturesUnordered, StreamExt};
 use rand::rngs::Xoshiro256PlusPlus;
 use rand::SeedableRng;
 use thiserror::Error;
 use tokio::sync::Notify;
+use tokio::task::JoinSet;
 use tokio::time::{sleep_until, Instant};
 use tokio_util::sync::CancellationToken;
 
@@ -269,24 +271,68 @@ async fn session(ctx: Rc<Ctx>) {
 }
 
 async fn open_arrivals(ctx: Rc<Ctx>) {
-    let mut inflight = FuturesUnordered::new();
+    // One task per query in flight (bounded by the queries in flight, not by the calls).
+    let mut inflight = JoinSet::new();
     let mut next = Some(ctx.t0);
     loop {
         tokio::select! {
             _ = sleep_until(next.unwrap_or(ctx.t0)), if next.is_some() => {
                 let at = next.unwrap_or(ctx.t0);
                 if ctx.take_ticket() {
-                    inflight.push(one_query(ctx.clone(), at));
+                    inflight.spawn_local(one_query(ctx.clone(), at));
                     let gap = ctx.planner.borrow_mut().gap().unwrap_or(Duration::ZERO);
                     next = Some(at + gap * SCALE);
                 } else {
                     next = None;
                 }
             }
-            Some(()) = inflight.next(), if !inflight.is_empty() => {}
+            Some(done) = inflight.join_next(), if !inflight.is_empty() => reraise(done),
             else => break,
         }
     }
+}
+
+/// Re-raises a task's panic in the caller (a task is never aborted here).
+fn reraise(done: Result<(), tokio::task::JoinError>) {
+    if let Err(e) = done {
+        if e.is_panic() {
+            std::panic::resume_unwind(e.into_panic());
+        }
+    }
+}
+
+/// Runs `work` until it finishes, or returns `None` once virtual time reaches `deadline`. The
+/// deadline's timer waits in a task of its own, so the work's many wakes never poll it.
+async fn within<F: Future>(deadline: Instant, work: F) -> Option<F::Output> {
+    let fired = Rc::new(Cell::new(false));
+    let waker = Rc::new(RefCell::new(None::<Waker>));
+    let dog = tokio::task::spawn_local({
+        let (fired, waker) = (fired.clone(), waker.clone());
+        async move {
+            sleep_until(deadline).await;
+            fired.set(true);
+            if let Some(w) = waker.borrow_mut().take() {
+                w.wake();
+            }
+        }
+    });
+    let mut work = std::pin::pin!(work);
+    let out = std::future::poll_fn(|cx| {
+        if let Poll::Ready(v) = work.as_mut().poll(cx) {
+            return Poll::Ready(Some(v));
+        }
+        if fired.get() {
+            return Poll::Ready(None);
+        }
+        let mut w = waker.borrow_mut();
+        if !w.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+            *w = Some(cx.waker().clone());
+        }
+        Poll::Pending
+    })
+    .await;
+    dog.abort();
+    out
 }
 
 async fn simulate(s: &Scenario) -> Result<SimOutcome, SimError> {
@@ -325,9 +371,15 @@ async fn simulate(s: &Scenario) -> Result<SimOutcome, SimError> {
     let traffic = async {
         match s.workload.arrivals {
             Arrivals::Closed { sessions } => {
-                let all: FuturesUnordered<_> =
-                    (0..sessions).map(|_| session(ctx.clone())).collect();
-                all.collect::<Vec<()>>().await;
+                // One task per session (a bounded number, not one per call): a wake reaches
+                // only the session it is for.
+                let mut all = JoinSet::new();
+                for _ in 0..sessions {
+                    all.spawn_local(session(ctx.clone()));
+                }
+                while let Some(done) = all.join_next().await {
+                    reraise(done);
+                }
             }
             Arrivals::Open { .. } => open_arrivals(ctx.clone()).await,
         }
@@ -359,9 +411,9 @@ async fn simulate(s: &Scenario) -> Result<SimOutcome, SimError> {
     };
     let local = tokio::task::LocalSet::new();
     local
-        .run_until(tokio::time::timeout(HORIZON * SCALE, run))
+        .run_until(within(t0 + HORIZON * SCALE, run))
         .await
-        .map_err(|_| SimError::Watchdog(HORIZON))?;
+        .ok_or(SimError::Watchdog(HORIZON))?;
     let elapsed = ctx.last_end.get() - t0;
     Ok(SimOutcome {
         recording: recorder.finish(),
@@ -377,5 +429,7 @@ pub fn run(scenario: &Scenario) -> Result<SimOutcome, SimError> {
         .enable_time()
         .start_paused(true)
         .build()?;
-    rt.block_on(simulate(scenario))
+    // Boxed: the runtime moves the top future's output on every poll, so keep it small.
+    let out = rt.block_on(async { simulate(scenario).await.map(Box::new) })?;
+    Ok(*out)
 }
