@@ -8,9 +8,11 @@
 
 pub mod cli;
 pub mod demo;
+pub mod provider;
 pub mod recorder;
 pub mod report;
 pub mod scenario;
 pub mod scheduler;
 pub mod sim;
+pub mod timescale;
 pub mod workload;

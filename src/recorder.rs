@@ -11,6 +11,7 @@ use tokio::time::Instant;
 
 use crate::scheduler::observe::{Breakdown, CallId, Event, EventKind, Observer};
 use crate::scheduler::Interrupt;
+use crate::timescale::TimeScale;
 
 /// Histogram values are microseconds of model time, up to a day, 3 significant digits.
 fn histogram() -> Histogram<u64> {
@@ -170,7 +171,7 @@ pub struct Recording {
 }
 
 struct State {
-    scale: u32,
+    scale: TimeScale,
     /// Calls not yet ended, by id − `first_live` (ids count up, so this stays short).
     live: VecDeque<Option<(Instant, Breakdown)>>,
     first_live: CallId,
@@ -189,8 +190,8 @@ fn micros(d: Duration) -> u64 {
 }
 
 impl Recorder {
-    /// A recorder for a run whose virtual time runs `scale` times slower than model time.
-    pub fn new(scale: u32) -> Self {
+    /// A recorder for a run whose runtime clock relates to model time by `scale`.
+    pub fn new(scale: TimeScale) -> Self {
         let h = histogram();
         Recorder {
             state: Mutex::new(State {
@@ -234,7 +235,7 @@ impl Recorder {
         if failed {
             s.rec.queries_failed += 1;
         } else {
-            let v = micros(latency / s.scale);
+            let v = micros(s.scale.to_model(latency));
             s.rec.query.saturating_record(v);
         }
         s.rec.queries_completed += 1;
@@ -325,11 +326,15 @@ impl Observer for Recorder {
             let scale = s.scale;
             let r = &mut s.rec;
             r.call
-                .saturating_record(micros((event.at - queued) / scale));
-            r.queue.saturating_record(micros(split.queue / scale));
-            r.limiter.saturating_record(micros(split.limiter / scale));
-            r.backoff.saturating_record(micros(split.backoff / scale));
-            r.service.saturating_record(micros(split.service / scale));
+                .saturating_record(micros(scale.to_model(event.at - queued)));
+            r.queue
+                .saturating_record(micros(scale.to_model(split.queue)));
+            r.limiter
+                .saturating_record(micros(scale.to_model(split.limiter)));
+            r.backoff
+                .saturating_record(micros(scale.to_model(split.backoff)));
+            r.service
+                .saturating_record(micros(scale.to_model(split.service)));
         }
     }
 }

@@ -183,7 +183,7 @@ impl Summary {
             schema_version: SCHEMA_VERSION,
             scenario: scenario.name.clone(),
             seed: scenario.seed,
-            mode: "virtual".into(),
+            mode: out.mode.name().into(),
             queries: r.queries_completed,
             queries_started: out.queries_started,
             queries_failed: r.queries_failed,

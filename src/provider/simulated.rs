@@ -1,7 +1,6 @@
-//! The virtual provider: the clockless [`ProviderModel`] fed tokio's (paused) time, turning each
-//! decision into a wait until the answer's absolute instant and a result the scheduler can
-//! classify. It also books orphaned quota: requests the provider charged whose answer nobody
-//! will use (the query was abandoned, or the request was dropped in flight).
+//! The virtual provider: the clockless [`ProviderModel`] fed the runtime's (paused) time,
+//! turning each decision into a wait until the answer's absolute instant and a result the
+//! scheduler can classify.
 
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
@@ -10,51 +9,41 @@ use std::time::Duration;
 use capsize_mock::{Decision, Latency, Outcome, ProviderModel};
 use tokio::time::Instant;
 
+use super::{OrphanWatch, Provider, RequestKind};
 use crate::recorder::Recorder;
 use crate::scheduler::{FailureKind, ProviderError};
+use crate::timescale::TimeScale;
 
-/// The provider model on a virtual clock running `scale` times slower than model time.
+/// The provider model in-process, on the runtime's clock at `scale`.
 pub struct VirtualProvider {
     model: RefCell<ProviderModel>,
     recorder: Arc<Recorder>,
     t0: Instant,
-    scale: u32,
-    /// The client's timeout per attempt, in virtual time.
+    scale: TimeScale,
+    /// The client's timeout per attempt, on the runtime's clock.
     timeout: Duration,
-}
-
-/// Counts a charged request as orphaned if it is dropped unanswered, or answered after its
-/// query was abandoned.
-struct OrphanWatch<'a> {
-    charged: bool,
-    answered: bool,
-    abandoned: &'a Cell<bool>,
-    recorder: &'a Recorder,
-}
-
-impl Drop for OrphanWatch<'_> {
-    fn drop(&mut self) {
-        if self.charged && (!self.answered || self.abandoned.get()) {
-            self.recorder.orphaned();
-        }
-    }
+    /// The latency of a model turn, if the workload gives it one.
+    model_turn: Option<Latency>,
 }
 
 impl VirtualProvider {
-    /// A provider for `model`, recording into `recorder`; the run started at `t0`.
+    /// A provider for `model`, recording into `recorder`; the run started at `t0`; the client
+    /// gives up on an attempt after `timeout` (model time).
     pub fn new(
         model: ProviderModel,
         recorder: Arc<Recorder>,
         t0: Instant,
-        scale: u32,
+        scale: TimeScale,
         timeout: Duration,
+        model_turn: Option<Latency>,
     ) -> Self {
         VirtualProvider {
             model: RefCell::new(model),
             recorder,
             t0,
             scale,
-            timeout: timeout * scale,
+            timeout: scale.to_runtime(timeout),
+            model_turn,
         }
     }
 
@@ -64,7 +53,7 @@ impl VirtualProvider {
     }
 
     fn error(&self, d: &Decision) -> ProviderError {
-        let scaled = d.retry_after.map(|r| r * self.scale);
+        let scaled = d.retry_after.map(|r| self.scale.to_runtime(r));
         match d.outcome {
             Outcome::RateLimited => ProviderError::rate_limited(scaled),
             Outcome::Error(code) => ProviderError {
@@ -78,17 +67,21 @@ impl VirtualProvider {
             Outcome::Served => ProviderError::other("served is not an error"),
         }
     }
+}
 
-    /// One attempt: `tokens` to the provider, service time from `latency` if given (else the
-    /// provider's). Resolves when the answer arrives, or at the client's timeout.
-    pub async fn request(
+impl Provider for VirtualProvider {
+    async fn request(
         &self,
         tokens: u64,
-        latency: Option<&Latency>,
+        kind: RequestKind,
         abandoned: &Cell<bool>,
     ) -> Result<(), ProviderError> {
         let arrived = Instant::now();
-        let now = (arrived - self.t0) / self.scale;
+        let now = self.scale.to_model(arrived - self.t0);
+        let latency = match kind {
+            RequestKind::ModelTurn => self.model_turn.as_ref(),
+            RequestKind::Tool => None,
+        };
         let decision = self
             .model
             .borrow_mut()
@@ -105,7 +98,7 @@ impl VirtualProvider {
             abandoned,
             recorder: &self.recorder,
         };
-        let answer_in = decision.latency.map(|l| l * self.scale);
+        let answer_in = decision.latency.map(|l| self.scale.to_runtime(l));
         let (wait, result) = match answer_in {
             Some(w) if w <= self.timeout => {
                 let r = if decision.outcome == Outcome::Served {
