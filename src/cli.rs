@@ -1,8 +1,9 @@
 //! The command line: parses arguments and hands each subcommand to the library.
 //!
 //! Exit codes: 0 success; 1 a check failed (the CI gate); 2 bad input (flags, scenario files);
-//! 3 the subcommand is not built yet; 4 the simulation could not finish (watchdog); 5 the
-//! outputs could not be written.
+//! 3 the subcommand is not built yet; 4 the run could not finish (watchdog, or a provider that
+//! cannot be started or reached); 5 the outputs could not be written. A provider that answers
+//! something unreadable (a malformed rate-limit header) is bad input: 2.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -10,6 +11,7 @@ use std::process::ExitCode;
 use clap::{Args as ClapArgs, Parser, Subcommand};
 
 use crate::report::summary::Summary;
+use crate::sim::{RealtimeOptions, SimError};
 
 /// Exit code for bad input.
 pub const EXIT_BAD_INPUT: u8 = 2;
@@ -37,9 +39,10 @@ pub struct Args {
 enum Command {
     /// Run the article's scheduler examples in virtual time and print what was measured.
     Demo,
-    /// Simulate a scenario file in virtual time and report latency, throughput and 429s.
+    /// Run a scenario file and report latency, throughput and 429s.
     ///
-    /// Writes summary.json, query_latency.hgrm and call_latency.hgrm into --out (default
+    /// In virtual time by default (fast, deterministic); --mode realtime runs it over HTTP
+    /// against the mock provider. Writes summary.json, query_latency.hgrm and call_latency.hgrm into --out (default
     /// reports/<name>/) and prints a summary table (or, with --json, summary.json).
     Run(RunArgs),
     /// Sweep max_concurrency x headroom over a scenario and write a capacity report (not built yet).
@@ -78,10 +81,18 @@ struct RunArgs {
     /// Print summary.json to stdout instead of the table.
     #[arg(long)]
     json: bool,
-    /// virtual: tokio's paused clock against the in-process provider model (fast, exact);
-    /// realtime: over HTTP against the mock server (not built yet).
+    /// virtual: tokio's paused clock against the in-process provider model (fast, exact,
+    /// deterministic); realtime: the real clock, over HTTP to the mock provider.
     #[arg(long, value_enum, default_value_t = Mode::Virtual)]
     mode: Mode,
+    /// Real time only: run F times faster than model time (every duration / F, every rate
+    /// x F); every figure reported is converted back to model time.
+    #[arg(long, value_name = "F")]
+    time_scale: Option<f64>,
+    /// Real time only: send to this running capsize-mock (e.g. http://127.0.0.1:8080) instead
+    /// of starting one in-process. It must serve GET /stats and GET /healthz.
+    #[arg(long, value_name = "URL")]
+    target: Option<String>,
 }
 
 /// How a scenario is run.
@@ -98,10 +109,39 @@ fn fail(code: u8, message: impl std::fmt::Display) -> ExitCode {
     ExitCode::from(code)
 }
 
-fn run(args: RunArgs) -> ExitCode {
-    if args.mode == Mode::Realtime {
-        return not_built("run --mode realtime", 4);
+/// The real-time options, if the flags ask for real time; flags that only real time takes
+/// are an error in virtual mode.
+fn realtime_options(args: &RunArgs) -> Result<Option<RealtimeOptions>, String> {
+    if args.mode == Mode::Virtual {
+        if args.time_scale.is_some() || args.target.is_some() {
+            return Err("--time-scale and --target apply to --mode realtime only".into());
+        }
+        return Ok(None);
     }
+    let time_scale = args.time_scale.unwrap_or(1.0);
+    if !(time_scale.is_finite() && (0.001..=1e6).contains(&time_scale)) {
+        return Err(format!(
+            "--time-scale {time_scale}: must be a number from 0.001 to 1000000"
+        ));
+    }
+    if let Some(url) = &args.target {
+        if !url.starts_with("http://") || url.len() <= "http://".len() {
+            return Err(format!(
+                "--target {url:?}: must be an http:// URL, e.g. http://127.0.0.1:8080"
+            ));
+        }
+    }
+    Ok(Some(RealtimeOptions {
+        time_scale,
+        target: args.target.clone(),
+    }))
+}
+
+fn run(args: RunArgs) -> ExitCode {
+    let realtime = match realtime_options(&args) {
+        Ok(r) => r,
+        Err(e) => return fail(EXIT_BAD_INPUT, e),
+    };
     let mut scenario = match crate::scenario::load(&args.scenario, &args.sets) {
         Ok(s) => s,
         Err(e) => return fail(EXIT_BAD_INPUT, e),
@@ -109,8 +149,13 @@ fn run(args: RunArgs) -> ExitCode {
     if let Some(seed) = args.seed {
         scenario.seed = seed;
     }
-    let outcome = match crate::sim::run(&scenario) {
+    let result = match &realtime {
+        None => crate::sim::run(&scenario),
+        Some(opts) => crate::sim::run_realtime(&scenario, opts),
+    };
+    let outcome = match result {
         Ok(o) => o,
+        Err(e @ SimError::BadProvider(_)) => return fail(EXIT_BAD_INPUT, e),
         Err(e) => return fail(EXIT_RUN_FAILED, e),
     };
     let summary = Summary::new(&scenario, &outcome);

@@ -6,6 +6,7 @@
 //! compatible server). Both book the provider-side facts the recorder needs: arrivals over time
 //! and orphaned quota (requests charged whose answers nobody used).
 
+pub mod http;
 pub mod simulated;
 
 use std::cell::Cell;

@@ -6,10 +6,15 @@
 //! absolute instant; a virtual-time watchdog turns a run that cannot finish into an error; tasks
 //! are bounded; every random stream is seeded from the scenario's seed.
 //!
-//! Both modes share the workload driver ([`drive`]); they differ only in the runtime's clock
+//! Real time (`run_realtime`): the same, over HTTP to the mock provider on the real clock.
+//!
+//! Both modes share the workload driver (`drive`); they differ only in the runtime's clock
 //! and the [`Provider`](crate::provider::Provider) behind the scheduler.
 
 mod drive;
+mod realtime;
+
+pub use realtime::{run_realtime, RealtimeOptions, MODEL_TURN};
 
 use std::rc::Rc;
 use std::sync::Arc;
@@ -49,6 +54,13 @@ pub enum SimError {
     /// The runtime could not be built.
     #[error("cannot start the runtime: {0}")]
     Runtime(#[from] std::io::Error),
+    /// The provider could not be started or reached (real time).
+    #[error("{0}")]
+    Unreachable(String),
+    /// The provider answered something that cannot be read: a malformed rate-limit header or
+    /// statistics (real time).
+    #[error("the provider sent something unreadable: {0}")]
+    BadProvider(String),
 }
 
 /// Which clock a run used.

@@ -1,0 +1,181 @@
+//! Real time against virtual time: one test body, two arms (turmoil style). Each test runs a
+//! scenario on the paused clock with the in-process provider model, and on the real clock over
+//! HTTP to the mock provider, time-scaled so the real arm takes seconds, and checks both arms
+//! against the same expectations.
+
+use std::path::Path;
+
+use capsize::report::summary::Summary;
+use capsize::scenario::{parse, Scenario};
+use capsize::sim::{self, RealtimeOptions, SimOutcome};
+
+/// Where a test body runs.
+#[derive(Debug, Clone, Copy)]
+enum Arm {
+    /// The paused clock and the in-process model.
+    Virtual,
+    /// The real clock over HTTP, this many times faster than model time.
+    Realtime(f64),
+}
+
+fn scenario(toml: &str, sets: &[&str]) -> Scenario {
+    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+    parse(toml, Path::new("test.toml"), &sets).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn run(arm: Arm, s: &Scenario) -> SimOutcome {
+    let out = match arm {
+        Arm::Virtual => sim::run(s),
+        Arm::Realtime(f) => sim::run_realtime(
+            s,
+            &RealtimeOptions {
+                time_scale: f,
+                target: None,
+            },
+        ),
+    };
+    out.unwrap_or_else(|e| panic!("{arm:?}: {e}"))
+}
+
+fn summary(arm: Arm, s: &Scenario) -> Summary {
+    Summary::new(s, &run(arm, s))
+}
+
+/// `a` and `b` agree within `tol` (a fraction of the larger), or are both zero.
+fn agree(what: &str, a: f64, b: f64, tol: f64) {
+    let scale = a.abs().max(b.abs());
+    assert!(
+        (a - b).abs() <= tol * scale,
+        "{what}: virtual {a} vs real time {b} differ by more than {} %",
+        tol * 100.0
+    );
+}
+
+/// The two arms of one scenario agree on what a user reads off a summary.
+fn conform(v: &Summary, r: &Summary) {
+    assert_eq!(v.mode, "virtual");
+    assert_eq!(r.mode, "realtime");
+    assert_eq!(v.calls, r.calls);
+    agree(
+        "query p50",
+        v.latency_ms.query.p50,
+        r.latency_ms.query.p50,
+        0.05,
+    );
+    agree(
+        "queries/s",
+        v.throughput.queries_per_s,
+        r.throughput.queries_per_s,
+        0.05,
+    );
+    agree(
+        "429s",
+        v.provider.counters.rate_limited as f64,
+        r.provider.counters.rate_limited as f64,
+        0.10,
+    );
+    agree("retries", v.retries as f64, r.retries as f64, 0.10);
+    // Every attempt the client sent reached the mock, and nothing else did.
+    assert_eq!(r.provider.counters.received, r.attempts);
+}
+
+const RESEARCH_AGENT: &str = include_str!("../scenarios/research-agent.toml");
+
+#[test]
+fn research_agent_agrees_in_both_modes() {
+    // 150 queries: about 205 s of model time, about 10 s of real time at 20x.
+    let s = scenario(RESEARCH_AGENT, &["workload.queries=150"]);
+    let v = summary(Arm::Virtual, &s);
+    let r = summary(Arm::Realtime(20.0), &s);
+    assert_eq!(v.provider.counters.rate_limited, 0);
+    conform(&v, &r);
+}
+
+/// No client limiter against 120 RPM: a burst of 429s once the first minute's quota is gone,
+/// retried when the provider's Retry-After says a slot is free.
+const RATE_LIMITED: &str = r#"
+name = "rate-limited"
+seed = 3
+[provider]
+rpm = 120
+window = "sliding"
+retry_after = "auto"
+latency = { dist = "uniform", min_ms = 200, max_ms = 900 }
+[workload]
+sessions = 2
+queries = 40
+calls_per_query = 8
+tokens_per_call = 100
+[scheduler]
+max_concurrency = 4
+rate_limit = false
+retry = { max_retries = 10, base_ms = 1000, cap_ms = 60000, jitter = "full", honor_retry_after = true }
+"#;
+
+#[test]
+fn a_rate_limited_scenario_agrees_in_both_modes() {
+    let s = scenario(RATE_LIMITED, &[]);
+    let v = summary(Arm::Virtual, &s);
+    let r = summary(Arm::Realtime(10.0), &s);
+    assert!(v.provider.counters.rate_limited > 20, "{v:?}");
+    conform(&v, &r);
+}
+
+/// 100 sessions x 8 calls against a 600 RPM provider that answers in 1 s: queries wait far
+/// longer than their 5 s parent timeout, so nearly every query is abandoned.
+const ORPHANS: &str = r#"
+name = "orphans"
+seed = 5
+[provider]
+rpm = 600
+latency = { dist = "constant", ms = 1000 }
+[workload]
+sessions = 100
+queries = 200
+calls_per_query = 8
+tokens_per_call = 100
+parent_timeout_ms = 5000
+[scheduler]
+max_concurrency = 40
+rate_limit = true
+burst_s = 0.1
+"#;
+
+fn parent_timeout_body(arm: Arm) {
+    let cancel = scenario(ORPHANS, &["scheduler.transport_cancel=true"]);
+    let out = run(arm, &cancel);
+    let c = Summary::new(&cancel, &out);
+    // With transport cancellation nothing is sent after the queries' last deadline: the
+    // second round of queries starts at 5 s and gives up at 10 s.
+    let after: u64 = out
+        .recording
+        .series
+        .bins
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| (*i as u64) * out.recording.series.bin_s >= 11)
+        .map(|(_, b)| b.requests)
+        .sum();
+    assert_eq!(after, 0, "{arm:?}: requests after the last deadline");
+    assert_eq!(c.provider.counters.received, c.attempts, "{arm:?}");
+    assert!(c.orphaned_requests > 0, "{arm:?}");
+    assert!(c.cancelled > 1_000, "{arm:?}: {c:?}");
+    // Without it every call of every query still runs and is charged, and each one whose
+    // query was abandoned is orphaned.
+    let leave = scenario(ORPHANS, &["scheduler.transport_cancel=false"]);
+    let l = summary(arm, &leave);
+    assert_eq!(l.provider.counters.received, 1_600, "{arm:?}");
+    assert_eq!(l.orphaned_requests, 1_600 - 8 * l.queries, "{arm:?}");
+    assert!(l.queries_abandoned >= 190, "{arm:?}: {l:?}");
+    assert_eq!(l.cancelled, 0, "{arm:?}");
+}
+
+#[test]
+fn transport_cancellation_in_virtual_time() {
+    parent_timeout_body(Arm::Virtual);
+}
+
+#[test]
+fn transport_cancellation_in_real_time() {
+    parent_timeout_body(Arm::Realtime(50.0));
+}
