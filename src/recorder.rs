@@ -150,6 +150,8 @@ pub struct Recording {
     pub service: Histogram<u64>,
     /// Per charged request: time queued at the provider for a free server (µs).
     pub provider_queue: Histogram<u64>,
+    /// Per query: how late it started after its intended start (µs; zero in virtual time).
+    pub start_lateness: Histogram<u64>,
     /// Call counters.
     pub calls: CallCounts,
     /// Queries that finished (all calls answered, whatever the answers).
@@ -205,7 +207,8 @@ impl Recorder {
                     limiter: h.clone(),
                     backoff: h.clone(),
                     service: h.clone(),
-                    provider_queue: h,
+                    provider_queue: h.clone(),
+                    start_lateness: h,
                     calls: CallCounts::default(),
                     queries_completed: 0,
                     queries_failed: 0,
@@ -239,6 +242,13 @@ impl Recorder {
             s.rec.query.saturating_record(v);
         }
         s.rec.queries_completed += 1;
+    }
+
+    /// A query started `late` (runtime) after its intended start.
+    pub fn query_started(&self, late: Duration) {
+        let mut s = self.lock();
+        let v = micros(s.scale.to_model(late));
+        s.rec.start_lateness.saturating_record(v);
     }
 
     /// A query was abandoned by its caller.

@@ -78,6 +78,9 @@ pub struct Latencies {
     pub call_service: Percentiles,
     /// Per charged request: queued at the provider for a free server (part of service).
     pub provider_queue: Percentiles,
+    /// Per query: how late it started after its intended start. Zero in virtual time; in real
+    /// time the client's own lag (for a query whose first call does not wait, its send lateness).
+    pub query_start_lateness: Percentiles,
 }
 
 /// Completed work per second of model time.
@@ -198,6 +201,7 @@ impl Summary {
                 call_backoff: Percentiles::of(&r.backoff),
                 call_service: Percentiles::of(&r.service),
                 provider_queue: Percentiles::of(&r.provider_queue),
+                query_start_lateness: Percentiles::of(&r.start_lateness),
             },
             throughput: Throughput {
                 queries_per_s: per_s(r.queries_completed),

@@ -162,6 +162,8 @@ async fn run_query<P: Provider>(
 
 /// Runs one query that should have started at `intended`, and records how it ended.
 async fn one_query<P: Provider + 'static>(ctx: Rc<Ctx<P>>, intended: Instant) {
+    ctx.recorder
+        .query_started(Instant::now().saturating_duration_since(intended));
     let plan = ctx.planner.borrow_mut().query();
     let abandoned = Rc::new(Cell::new(false));
     // What ends the caller's wait: the user's stop (on the root scope, if any) and the parent
