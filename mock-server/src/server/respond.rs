@@ -265,7 +265,15 @@ impl Responder {
     }
 }
 
-/// `d` with every duration divided by `scale`: from model time to real time.
+/// `x` rounded up to a whole millisecond.
+fn ceil_ms(x: Duration) -> Duration {
+    let ms = x.as_nanos().div_ceil(1_000_000);
+    Duration::from_millis(u64::try_from(ms).unwrap_or(u64::MAX))
+}
+
+/// `d` with every duration divided by `scale`: from model time to real time. Retry-After is
+/// rounded up to a whole millisecond, so a client that waits exactly `retry-after-ms` is
+/// never early.
 fn scaled(d: &Decision, scale: f64) -> Decision {
     let real = |x: Duration| x.div_f64(scale);
     let usage = |u: Option<crate::window::Usage>| {
@@ -277,7 +285,7 @@ fn scaled(d: &Decision, scale: f64) -> Decision {
     Decision {
         latency: d.latency.map(real),
         queued: real(d.queued),
-        retry_after: d.retry_after.map(real),
+        retry_after: d.retry_after.map(|r| ceil_ms(real(r))),
         requests: usage(d.requests),
         tokens: usage(d.tokens),
         ..d.clone()
