@@ -86,7 +86,8 @@ fn wall_clock() -> Duration {
 }
 
 impl MockProvider {
-    /// Binds `addr` (port 0 = any free port) and serves until dropped.
+    /// Binds `addr` (port 0 = any free port) and serves until dropped. The provider is mounted
+    /// before this returns; a request that somehow arrives earlier may get wiremock's bare 404.
     pub async fn start(
         config: ServerConfig,
         addr: SocketAddr,

@@ -1,22 +1,27 @@
 //! Keeps wiremock's memory flat: every [`ROTATE_EVERY`] requests, the catch-all mock is reset
 //! and mounted again in one step that no request can observe half done.
 //!
-//! wiremock 0.6 keeps a clone of every request a mock matched (`mounted_mock.rs`:
-//! `matched_requests.push(request.clone())`), even with request recording disabled. Dropping a
-//! scoped mock's guard only marks it out of scope (`mock_set.rs`, `deactivate`): its requests
-//! stay. Only `MockServer::reset` frees them (`mock_set.rs`, `reset`: `self.mocks = vec![]`),
-//! and a request handled between a reset and the next `register` finds no mock and gets a 404.
+//! wiremock 0.6.5 keeps a clone of every request a mock matched (`src/mounted_mock.rs:58`,
+//! `matched_requests.push(request.clone())`), even with request recording disabled (that only
+//! skips the second copy, `src/mock_server/bare_server.rs:46`). Dropping a scoped mock's guard
+//! frees nothing: `MockGuard::drop` calls `deactivate` (`bare_server.rs:324`), which only marks
+//! the mock out of scope (`src/mock_set.rs:115-117`); the mock and its requests stay in the set.
+//! Only a reset frees them (`mock_set.rs:107-108`, `self.mocks = vec![]`), and a request handled
+//! between a reset and the next `register` finds no mock: 404 (`mock_set.rs:84-88`).
 //!
 //! Why the swap here cannot be observed: wiremock serves on one thread, a current-thread tokio
-//! runtime of its own (`bare_server.rs`, `BareMockServer::start`), and a request takes the
-//! server's lock and releases it within a single poll (`hyper.rs`: `write().await` then
-//! `handle_request`, which never awaits). The swap runs as a task spawned onto that same runtime
-//! (our responder runs there), and both its lock acquisitions succeed on their first poll: the
-//! lock is free whenever a task of that thread is polled, since nothing else touches the server
-//! after start, and `unconstrained` keeps tokio's cooperative budget from yielding. So the reset
-//! and the new mount happen inside one poll, and no request is handled in between. Should the
-//! swap ever not finish in its first poll, it is counted (`Rotations::interleaved`) and
-//! completed; the tests check that this count stays 0.
+//! runtime of its own (`bare_server.rs:75-83`), spawning every connection's task there
+//! (`src/mock_server/hyper.rs:74`); a request takes the server's lock and releases it within a
+//! single poll (`hyper.rs:33-38`: `write().await`, then `handle_request`, which never awaits;
+//! the response delay is awaited after the lock is released, `hyper.rs:50`). The swap runs as a
+//! task spawned onto that same runtime (the responder runs there), and both its lock
+//! acquisitions (`bare_server.rs:129-131`, `105-106`) succeed on their first poll: the lock is
+//! free whenever a task of that thread is polled, since nothing else touches the server after
+//! start, and `unconstrained` keeps tokio's cooperative budget from yielding. So the reset and
+//! the new mount happen inside one poll, and no request is handled in between. Both premises are
+//! checked at run time: a responder not on a current-thread runtime never rotates
+//! (`Rotations::unsupported`), and a swap that does not finish in its first poll is counted
+//! (`Rotations::interleaved`) and completed; the tests require both counts to stay 0.
 
 use std::future::{poll_fn, Future};
 use std::pin::pin;
