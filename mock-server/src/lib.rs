@@ -3,16 +3,20 @@
 //! [`ProviderModel`] is a rate-limited LLM API as a pure state machine with no clock: it is told
 //! the time of each request and answers with a [`Decision`] (serve after a latency, 429 with
 //! Retry-After and rate-limit headers, or an error). The virtual-time simulator calls it
-//! in-process; the HTTP face (coming) calls it with real time. One model, two faces.
+//! in-process; [`server::MockProvider`] serves it over HTTP with real time (a wiremock server),
+//! and [`cli`] is the `capsize-mock` command line. One model, two faces.
 
+pub mod cli;
 pub mod config;
 pub mod error;
 pub mod headers;
 pub mod latency;
 pub mod model;
+pub mod server;
 pub mod window;
 
 pub use config::{ProviderConfig, RawProvider};
 pub use error::ConfigError;
 pub use latency::{Latency, RawLatency};
 pub use model::{Counters, Decision, Outcome, ProviderModel};
+pub use server::{MockProvider, ServerConfig, ServerError};

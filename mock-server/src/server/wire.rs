@@ -1,0 +1,301 @@
+//! What goes over the wire: the request bodies the mock reads (and their token estimate), the
+//! response bodies it writes in each provider's own JSON shape, and the Anthropic rate-limit
+//! headers (RFC 3339 reset instants).
+
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::window::Usage;
+
+/// The reply every served chat request gets.
+pub const REPLY: &str = "This is a reply from the capsize mock provider.";
+
+/// Whose API a request came through: it decides the shape of the error bodies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Api {
+    /// OpenAI-compatible (`/v1/chat/completions`, tools, everything else).
+    OpenAi,
+    /// Anthropic-compatible (`/v1/messages`).
+    Anthropic,
+}
+
+/// One message of a chat request; only its text counts.
+#[derive(Debug, Deserialize)]
+struct Message {
+    #[serde(default)]
+    content: Option<Content>,
+}
+
+/// A message's content: a string, or a list of parts whose `text` counts.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum Content {
+    Text(String),
+    Parts(Vec<Part>),
+}
+
+#[derive(Debug, Deserialize)]
+struct Part {
+    #[serde(default)]
+    text: Option<String>,
+}
+
+impl Content {
+    fn chars(&self) -> u64 {
+        match self {
+            Content::Text(t) => t.chars().count() as u64,
+            Content::Parts(parts) => parts
+                .iter()
+                .filter_map(|p| p.text.as_deref())
+                .map(|t| t.chars().count() as u64)
+                .sum(),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct ChatRequest {
+    model: String,
+    messages: Vec<Message>,
+    max_tokens: Option<u64>,
+    max_completion_tokens: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+struct MessagesRequest {
+    model: String,
+    messages: Vec<Message>,
+    max_tokens: u64,
+    #[serde(default)]
+    system: Option<Content>,
+}
+
+/// A chat request as the mock sees it: the model named and the tokens it would use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Prompt {
+    /// The `model` field, echoed back.
+    pub model: String,
+    /// Prompt tokens: the characters of every message (and system prompt) / 4, rounded up.
+    pub prompt_tokens: u64,
+    /// `max_tokens` (or OpenAI's `max_completion_tokens`), 0 if absent.
+    pub max_tokens: u64,
+}
+
+impl Prompt {
+    /// The request's token cost when no `x-capsize-tokens` header says otherwise.
+    pub fn cost(&self) -> u64 {
+        self.prompt_tokens.saturating_add(self.max_tokens)
+    }
+}
+
+/// `n` characters as tokens: a quarter, rounded up.
+pub fn tokens_of(chars: u64) -> u64 {
+    chars.div_ceil(4)
+}
+
+fn sum_chars<'a>(contents: impl Iterator<Item = &'a Content>) -> u64 {
+    contents.map(Content::chars).sum()
+}
+
+/// Reads a request body of `api`; the error is serde's one-line reason.
+pub fn parse_prompt(api: Api, body: &[u8]) -> Result<Prompt, String> {
+    let clean = |e: serde_json::Error| format!("invalid request body: {e}");
+    match api {
+        Api::OpenAi => {
+            let r: ChatRequest = serde_json::from_slice(body).map_err(clean)?;
+            let chars = sum_chars(r.messages.iter().filter_map(|m| m.content.as_ref()));
+            Ok(Prompt {
+                model: r.model,
+                prompt_tokens: tokens_of(chars),
+                max_tokens: r.max_tokens.or(r.max_completion_tokens).unwrap_or(0),
+            })
+        }
+        Api::Anthropic => {
+            let r: MessagesRequest = serde_json::from_slice(body).map_err(clean)?;
+            let contents = r.messages.iter().filter_map(|m| m.content.as_ref());
+            let chars = sum_chars(contents.chain(r.system.as_ref()));
+            Ok(Prompt {
+                model: r.model,
+                prompt_tokens: tokens_of(chars),
+                max_tokens: r.max_tokens,
+            })
+        }
+    }
+}
+
+/// The body of a served chat request. Its usage reports what the quota was charged from the
+/// body: the prompt estimate and `max_tokens`.
+pub fn served(api: Api, id: u64, created_secs: u64, p: &Prompt) -> Value {
+    match api {
+        Api::OpenAi => json!({
+            "id": format!("chatcmpl-mock-{id}"),
+            "object": "chat.completion",
+            "created": created_secs,
+            "model": p.model,
+            "choices": [{
+                "index": 0,
+                "message": { "role": "assistant", "content": REPLY, "refusal": null },
+                "logprobs": null,
+                "finish_reason": "stop",
+            }],
+            "usage": {
+                "prompt_tokens": p.prompt_tokens,
+                "completion_tokens": p.max_tokens,
+                "total_tokens": p.cost(),
+            },
+        }),
+        Api::Anthropic => json!({
+            "id": format!("msg_mock_{id}"),
+            "type": "message",
+            "role": "assistant",
+            "model": p.model,
+            "content": [{ "type": "text", "text": REPLY }],
+            "stop_reason": "end_turn",
+            "stop_sequence": null,
+            "usage": { "input_tokens": p.prompt_tokens, "output_tokens": p.max_tokens },
+        }),
+    }
+}
+
+/// The body of a served tool call.
+pub fn tool_result(name: &str, id: u64) -> Value {
+    json!({ "id": format!("tool-mock-{id}"), "tool": name, "ok": true, "result": "mock tool result" })
+}
+
+/// An error body in `api`'s shape for HTTP `status`.
+pub fn error(api: Api, status: u16, message: &str) -> Value {
+    match api {
+        Api::OpenAi => {
+            let (kind, code) = match status {
+                429 => ("rate_limit_exceeded", json!("rate_limit_exceeded")),
+                404 => ("invalid_request_error", json!("unknown_url")),
+                405 => ("invalid_request_error", json!("method_not_allowed")),
+                400..=499 => ("invalid_request_error", Value::Null),
+                503 => ("service_unavailable", Value::Null),
+                529 => ("overloaded", Value::Null),
+                504 => ("timeout", Value::Null),
+                _ => ("server_error", Value::Null),
+            };
+            json!({ "error": { "message": message, "type": kind, "param": null, "code": code } })
+        }
+        Api::Anthropic => {
+            let kind = match status {
+                429 => "rate_limit_error",
+                529 => "overloaded_error",
+                404 => "not_found_error",
+                400..=499 => "invalid_request_error",
+                504 => "timeout_error",
+                _ => "api_error",
+            };
+            json!({ "type": "error", "error": { "type": kind, "message": message } })
+        }
+    }
+}
+
+/// Anthropic's `anthropic-ratelimit-{requests,tokens}-{limit,remaining,reset}` headers; `now`
+/// is the wall-clock time since the Unix epoch, each reset is `now` plus the (real) reset delay.
+pub fn anthropic_headers(
+    requests: Option<Usage>,
+    tokens: Option<Usage>,
+    now: Duration,
+) -> Vec<(&'static str, String)> {
+    let mut h = Vec::new();
+    let dims = [
+        (
+            requests,
+            [
+                "anthropic-ratelimit-requests-limit",
+                "anthropic-ratelimit-requests-remaining",
+                "anthropic-ratelimit-requests-reset",
+            ],
+        ),
+        (
+            tokens,
+            [
+                "anthropic-ratelimit-tokens-limit",
+                "anthropic-ratelimit-tokens-remaining",
+                "anthropic-ratelimit-tokens-reset",
+            ],
+        ),
+    ];
+    for (usage, [limit, remaining, reset]) in dims {
+        if let Some(u) = usage {
+            h.push((limit, format!("{}", u.limit.floor())));
+            h.push((remaining, format!("{}", u.remaining.max(0.0).floor())));
+            h.push((reset, rfc3339(now + u.reset)));
+        }
+    }
+    h
+}
+
+/// A time since the Unix epoch as RFC 3339 in UTC, whole seconds rounded up: `2025-01-31T12:00:05Z`.
+pub fn rfc3339(since_epoch: Duration) -> String {
+    let secs = since_epoch.as_secs() + u64::from(since_epoch.subsec_nanos() > 0);
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    let (y, m, d) = civil_from_days(days as i64);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
+}
+
+/// Days since 1970-01-01 to a (year, month, day) of the proleptic Gregorian calendar
+/// (Howard Hinnant's `civil_from_days`).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc3339_matches_known_instants() {
+        assert_eq!(rfc3339(Duration::ZERO), "1970-01-01T00:00:00Z");
+        assert_eq!(
+            rfc3339(Duration::from_secs(951_782_400)),
+            "2000-02-29T00:00:00Z"
+        );
+        assert_eq!(
+            rfc3339(Duration::from_millis(1_735_689_599_001)),
+            "2025-01-01T00:00:00Z"
+        );
+        assert_eq!(
+            rfc3339(Duration::from_secs(4_102_444_800)),
+            "2100-01-01T00:00:00Z"
+        );
+    }
+
+    #[test]
+    fn prompt_tokens_round_up_and_count_parts_and_system() {
+        let body = br#"{"model":"m","max_tokens":10,"system":"abcde",
+            "messages":[{"role":"user","content":[{"type":"text","text":"abc"}]}]}"#;
+        let p = parse_prompt(Api::Anthropic, body).unwrap();
+        assert_eq!((p.prompt_tokens, p.max_tokens, p.cost()), (2, 10, 12));
+        let body = br#"{"model":"m","messages":[{"role":"user","content":"abcd"},
+            {"role":"assistant","content":null}],"max_completion_tokens":3}"#;
+        let p = parse_prompt(Api::OpenAi, body).unwrap();
+        assert_eq!((p.prompt_tokens, p.max_tokens), (1, 3));
+    }
+
+    #[test]
+    fn missing_fields_are_named() {
+        let e = parse_prompt(Api::OpenAi, br#"{"model":"m"}"#).unwrap_err();
+        assert!(e.contains("messages"), "{e}");
+        let e = parse_prompt(Api::Anthropic, br#"{"model":"m","messages":[]}"#).unwrap_err();
+        assert!(e.contains("max_tokens"), "{e}");
+    }
+}

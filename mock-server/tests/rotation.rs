@@ -1,0 +1,60 @@
+//! wiremock's memory is bounded by rotating its catch-all mock every `ROTATE_EVERY` requests:
+//! thousands of concurrent requests through several rotation boundaries must all be answered by
+//! the model (no 404 from a server with no mock mounted, none lost), and every rotation must
+//! have finished in one poll.
+
+mod common;
+
+use std::sync::Arc;
+
+use capsize_mock::server::ROTATE_EVERY;
+use common::{chat_body, start};
+use tokio::sync::Mutex;
+
+const WORKERS: u64 = 64;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_through_rotations_all_reach_the_model() {
+    let m = start("").await;
+    let per_worker = (ROTATE_EVERY * 16).div_ceil(WORKERS);
+    let sent = per_worker * WORKERS;
+    let client = reqwest::Client::new();
+    let statuses = Arc::new(Mutex::new(std::collections::BTreeMap::<u16, u64>::new()));
+    let body = chat_body("hello there", 5);
+    let mut tasks = Vec::new();
+    for w in 0..WORKERS {
+        let (client, statuses, body) = (client.clone(), statuses.clone(), body.clone());
+        let base = m.uri();
+        tasks.push(tokio::spawn(async move {
+            for i in 0..per_worker {
+                let r = if (w + i) % 2 == 0 {
+                    client
+                        .post(format!("{base}/v1/chat/completions"))
+                        .json(&body)
+                } else {
+                    client
+                        .post(format!("{base}/tools/lookup"))
+                        .body("{\"q\":1}")
+                }
+                .send()
+                .await
+                .expect("every request is answered");
+                *statuses
+                    .lock()
+                    .await
+                    .entry(r.status().as_u16())
+                    .or_default() += 1;
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let statuses = statuses.lock().await.clone();
+    assert_eq!(statuses.into_iter().collect::<Vec<_>>(), vec![(200, sent)]);
+    let c = m.counters();
+    assert_eq!((c.received, c.served), (sent, sent));
+    let r = m.rotations();
+    assert!(r.done >= 12, "{r:?} after {sent} requests");
+    assert_eq!((r.interleaved, r.unsupported), (0, 0), "{r:?}");
+}
