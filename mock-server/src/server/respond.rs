@@ -94,9 +94,10 @@ fn not_allowed(api: Api, allow: &str, method: &Method, path: &str) -> ResponseTe
     refuse(api, 405, &message).insert_header("allow", allow)
 }
 
-/// A header's value as text, if present and readable.
-fn header<'a>(req: &'a Request, name: &str) -> Option<Result<&'a str, ()>> {
-    req.headers.get(name).map(|v| v.to_str().map_err(|_| ()))
+/// A header's value as (lossy) text, trimmed, if present.
+fn header(req: &Request, name: &str) -> Option<String> {
+    let v = req.headers.get(name)?;
+    Some(String::from_utf8_lossy(v.as_bytes()).trim().to_string())
 }
 
 /// What a model-facing request asks for, once it has been read and found sound.
@@ -152,35 +153,21 @@ impl Responder {
     ) -> Result<Ask<'a>, String> {
         let latency = match header(req, LATENCY_HEADER) {
             None => None,
-            Some(Err(())) => return Err(format!("{LATENCY_HEADER} is not readable text")),
-            Some(Ok(name)) => Some(self.0.latencies.get(name.trim()).ok_or_else(|| {
+            Some(name) => Some(self.0.latencies.get(&name).ok_or_else(|| {
                 let known: Vec<&str> = self.0.latencies.keys().map(String::as_str).collect();
-                format!(
-                    "unknown {LATENCY_HEADER} '{}' (known: {})",
-                    name.trim(),
-                    if known.is_empty() {
-                        "none".to_string()
-                    } else {
-                        known.join(", ")
-                    }
-                )
+                let known = if known.is_empty() {
+                    "none".into()
+                } else {
+                    known.join(", ")
+                };
+                format!("unknown {LATENCY_HEADER} '{name}' (known: {known})")
             })?),
         };
         let from_header = match header(req, TOKENS_HEADER) {
             None => None,
-            Some(v) => Some(
-                v.ok()
-                    .and_then(|s| s.trim().parse::<u64>().ok())
-                    .ok_or_else(|| {
-                        let shown = String::from_utf8_lossy(
-                            req.headers
-                                .get(TOKENS_HEADER)
-                                .map_or(&[][..], |h| h.as_bytes()),
-                        )
-                        .into_owned();
-                        format!("{TOKENS_HEADER} must be a non-negative integer, got '{shown}'")
-                    })?,
-            ),
+            Some(v) => Some(v.parse::<u64>().map_err(|_| {
+                format!("{TOKENS_HEADER} must be a non-negative integer, got '{v}'")
+            })?),
         };
         let (kind, estimate) = match tool {
             Some(name) => (Kind::Tool(name), wire::tokens_of(req.body.len() as u64)),
