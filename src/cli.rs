@@ -60,8 +60,13 @@ enum Command {
         /// The scenario file (TOML).
         scenario: String,
     },
-    /// Serve the mock provider over HTTP (not built yet).
-    Mock,
+    /// Serve the mock provider over HTTP: a rate-limited LLM API for real agents and SDKs.
+    ///
+    /// The same provider model as the simulator, behind OpenAI- and Anthropic-compatible
+    /// endpoints (POST /v1/chat/completions, POST /v1/messages, POST /tools/NAME, GET /stats,
+    /// GET /healthz). Prints its address as the first line on stdout; stops on Ctrl-C or
+    /// SIGTERM. Also installed as the `capsize-mock` binary.
+    Mock(capsize_mock::cli::MockArgs),
 }
 
 /// Flags of `capsize run`.
@@ -218,6 +223,6 @@ pub fn main() -> ExitCode {
         Command::Sweep { .. } => not_built("sweep", 5),
         Command::Plan { .. } => not_built("plan", 5),
         Command::Check { .. } => not_built("check", 6),
-        Command::Mock => not_built("mock", 4),
+        Command::Mock(args) => capsize_mock::cli::run(&args, "capsize mock"),
     }
 }

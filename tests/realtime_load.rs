@@ -32,10 +32,47 @@ fn open_fds() -> usize {
         .count()
 }
 
+/// What the open descriptors are, for a failure message.
+fn fd_targets() -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir("/proc/self/fd")
+        .expect("/proc/self/fd")
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .map(|p| p.display().to_string())
+        .collect();
+    v.sort();
+    v
+}
+
+/// The open descriptors once the mock's server thread has closed its side: it shuts down in
+/// the background after the run drops it, so give it up to 5 s to get back to `target`.
+fn settled_fds(target: usize) -> usize {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("runtime");
+    for _ in 0..500 {
+        let n = open_fds();
+        if n <= target {
+            return n;
+        }
+        rt.block_on(async { tokio::time::sleep(std::time::Duration::from_millis(10)).await });
+    }
+    open_fds()
+}
+
 #[test]
 fn a_thousand_calls_in_flight_are_all_accounted_for_and_leak_nothing() {
     let s = parse(LOAD, Path::new("load.toml"), &[]).unwrap_or_else(|e| panic!("{e}"));
+    // The first runtime with I/O in a process opens tokio's process-wide signal socket pair,
+    // which lives as long as the process: build one before counting.
+    drop(
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime"),
+    );
     let before = open_fds();
+    let before_targets = fd_targets();
     let out = sim::run_realtime(
         &s,
         &RealtimeOptions {
@@ -44,11 +81,15 @@ fn a_thousand_calls_in_flight_are_all_accounted_for_and_leak_nothing() {
         },
     )
     .unwrap_or_else(|e| panic!("{e}"));
-    let after = open_fds();
+    let after = settled_fds(before);
     let sum = Summary::new(&s, &out);
     let c = &out.recording.calls;
     assert_eq!(c.calls, 2_000);
-    assert_eq!(c.completed + c.failed + c.cancelled + c.not_run, c.calls, "{c:?}");
+    assert_eq!(
+        c.completed + c.failed + c.cancelled + c.not_run,
+        c.calls,
+        "{c:?}"
+    );
     assert_eq!(c.completed, 2_000, "{c:?}");
     assert_eq!(sum.provider.counters.received, c.attempts);
     assert_eq!(sum.provider.counters.served, 2_000);
@@ -58,5 +99,10 @@ fn a_thousand_calls_in_flight_are_all_accounted_for_and_leak_nothing() {
         "{:?}",
         sum.latency_ms.query
     );
-    assert_eq!(after, before, "file descriptors open before and after the run");
+    assert_eq!(
+        after,
+        before,
+        "file descriptors open before ({before_targets:?}) and after ({:?}) the run",
+        fd_targets()
+    );
 }

@@ -22,7 +22,7 @@ use std::time::Duration;
 use thiserror::Error;
 use wiremock::MockServer;
 
-pub use respond::{LATENCY_HEADER, NEVER, TOKENS_HEADER};
+pub use respond::{CHARGED_HEADER, LATENCY_HEADER, NEVER, TIMER_LAG, TOKENS_HEADER};
 pub use rotate::{Rotations, ROTATE_EVERY};
 
 use crate::config::ProviderConfig;

@@ -64,7 +64,8 @@ struct Booking<'a> {
 
 impl Booking<'_> {
     fn book(&mut self, charged: bool, limited: bool) {
-        self.recorder.arrival(self.at, self.tokens, charged, limited);
+        self.recorder
+            .arrival(self.at, self.tokens, charged, limited);
         self.booked = true;
     }
 }
@@ -141,7 +142,10 @@ impl HttpProvider {
 /// Whether the provider charged the request: its `x-capsize-charged` header if it sends one,
 /// else everything but a 429.
 fn charged(status: u16, headers: &HeaderMap) -> bool {
-    match headers.get("x-capsize-charged").and_then(|v| v.to_str().ok()) {
+    match headers
+        .get(capsize_mock::server::CHARGED_HEADER)
+        .and_then(|v| v.to_str().ok())
+    {
         Some(v) => v.eq_ignore_ascii_case("true") || v == "1",
         None => status != 429,
     }

@@ -171,7 +171,8 @@ impl Summary {
                 0.0
             }
         };
-        let minutes = secs / 60.0;
+        // Utilization is over the whole time the provider was sent traffic.
+        let minutes = out.span.as_secs_f64() / 60.0;
         let (peak_req, peak_tok) = (r.peak_requests_60s, r.peak_tokens_60s);
         let charged = r.charged_requests;
         let p = &out.provider;

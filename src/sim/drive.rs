@@ -282,6 +282,9 @@ async fn within<F: Future>(deadline: Instant, work: F) -> Option<F::Output> {
 pub(super) struct Driven {
     /// From the start to the last query's end.
     pub elapsed: Duration,
+    /// From the start to the end of the run, work left running after its caller gave up
+    /// included: the time the provider was sent traffic.
+    pub span: Duration,
     /// Queries started.
     pub queries_started: u64,
 }
@@ -368,6 +371,7 @@ pub(super) async fn drive<P: Provider + 'static>(
         .await?;
     Some(Driven {
         elapsed: scale.to_model(ctx.last_end.get() - t0),
+        span: scale.to_model(Instant::now() - t0),
         queries_started: ctx.started.get(),
     })
 }

@@ -93,6 +93,8 @@ pub struct SimOutcome {
     pub provider: capsize_mock::Counters,
     /// Model time from the start to the last query's end.
     pub elapsed: Duration,
+    /// Model time from the start to the end of the run (detached work included).
+    pub span: Duration,
     /// Queries started.
     pub queries_started: u64,
 }
@@ -168,6 +170,7 @@ async fn simulate(s: &Scenario) -> Result<SimOutcome, SimError> {
         recording: recorder.finish(),
         provider: provider.counters(),
         elapsed: driven.elapsed,
+        span: driven.span,
         queries_started: driven.queries_started,
     })
 }

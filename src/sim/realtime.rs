@@ -44,7 +44,11 @@ pub fn run_realtime(scenario: &Scenario, opts: &RealtimeOptions) -> Result<SimOu
 
 async fn realtime(s: &Scenario, opts: &RealtimeOptions) -> Result<SimOutcome, SimError> {
     let scale = TimeScale::faster(opts.time_scale);
-    let model_turn = s.workload.model_turn.as_ref().and_then(|t| t.latency.clone());
+    let model_turn = s
+        .workload
+        .model_turn
+        .as_ref()
+        .and_then(|t| t.latency.clone());
     // Started here, kept alive to the end of the run, stopped when dropped.
     let mut _mock = None;
     let base = match &opts.target {
@@ -61,7 +65,9 @@ async fn realtime(s: &Scenario, opts: &RealtimeOptions) -> Result<SimOutcome, Si
             };
             let mock = MockProvider::start(config, SocketAddr::from(([127, 0, 0, 1], 0)))
                 .await
-                .map_err(|e| SimError::Unreachable(format!("cannot start the mock provider: {e}")))?;
+                .map_err(|e| {
+                    SimError::Unreachable(format!("cannot start the mock provider: {e}"))
+                })?;
             let uri = mock.uri();
             _mock = Some(mock);
             uri
@@ -89,9 +95,16 @@ async fn realtime(s: &Scenario, opts: &RealtimeOptions) -> Result<SimOutcome, Si
         HttpProvider::new(&target, recorder.clone(), Instant::now(), scale)
             .map_err(|e| SimError::Unreachable(format!("cannot build an HTTP client: {e}")))?,
     );
-    let driven = drive::drive(s, scheduler, provider.clone(), recorder.clone(), scale, HORIZON)
-        .await
-        .ok_or(SimError::Watchdog(HORIZON))?;
+    let driven = drive::drive(
+        s,
+        scheduler,
+        provider.clone(),
+        recorder.clone(),
+        scale,
+        HORIZON,
+    )
+    .await
+    .ok_or(SimError::Watchdog(HORIZON))?;
     if let Some(bad) = provider.bad_header() {
         return Err(SimError::BadProvider(format!("{base}: {bad}")));
     }
@@ -101,6 +114,7 @@ async fn realtime(s: &Scenario, opts: &RealtimeOptions) -> Result<SimOutcome, Si
         recording: recorder.finish(),
         provider: provider_counters,
         elapsed: driven.elapsed,
+        span: driven.span,
         queries_started: driven.queries_started,
     })
 }
@@ -120,9 +134,9 @@ async fn stats(client: &reqwest::Client, base: &str) -> Result<Counters, SimErro
     let json: serde_json::Value = serde_json::from_slice(&body)
         .map_err(|e| SimError::BadProvider(format!("{url}: not JSON: {e}")))?;
     let field = |key: &str| {
-        json.get(key).and_then(serde_json::Value::as_u64).ok_or_else(|| {
-            SimError::BadProvider(format!("{url}: no non-negative integer {key:?}"))
-        })
+        json.get(key)
+            .and_then(serde_json::Value::as_u64)
+            .ok_or_else(|| SimError::BadProvider(format!("{url}: no non-negative integer {key:?}")))
     };
     Ok(Counters {
         received: field("received")?,
