@@ -32,6 +32,7 @@ struct Ctx<P> {
     scheduler: Scheduler,
     provider: Rc<P>,
     scale: TimeScale,
+    pace: Pace,
     recorder: Arc<Recorder>,
     planner: RefCell<Planner>,
     turn: TurnPolicy,
@@ -209,7 +210,7 @@ async fn session<P: Provider + 'static>(ctx: Rc<Ctx<P>>) {
         one_query(ctx.clone(), intended).await;
         let think = ctx.planner.borrow_mut().think();
         intended = Instant::now() + ctx.scale.to_runtime(think);
-        sleep_until(intended).await;
+        ctx.pace.until(intended).await;
     }
 }
 
@@ -219,7 +220,7 @@ async fn open_arrivals<P: Provider + 'static>(ctx: Rc<Ctx<P>>) {
     let mut next = Some(ctx.t0);
     loop {
         tokio::select! {
-            _ = sleep_until(next.unwrap_or(ctx.t0)), if next.is_some() => {
+            _ = ctx.pace.until(next.unwrap_or(ctx.t0)), if next.is_some() => {
                 let at = next.unwrap_or(ctx.t0);
                 if ctx.take_ticket() {
                     inflight.spawn_local(one_query(ctx.clone(), at));
@@ -278,6 +279,36 @@ async fn within<F: Future>(deadline: Instant, work: F) -> Option<F::Output> {
     out
 }
 
+/// How the driver waits for a planned instant (a query's arrival, the end of a think time).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Pace {
+    /// Sleep until it: exact on the paused clock.
+    Exact,
+    /// Sleep until `lead` before it, then yield until it. tokio's real-time timers fire on a
+    /// 1 ms tick and wake up to about 2 ms late; a load generator that is late by that much
+    /// delays every query it starts. (On the paused clock yielding would never let time move.)
+    Spin {
+        /// How long before the instant the sleep ends.
+        lead: Duration,
+    },
+}
+
+impl Pace {
+    async fn until(self, at: Instant) {
+        match self {
+            Pace::Exact => sleep_until(at).await,
+            Pace::Spin { lead } => {
+                if let Some(early) = at.checked_sub(lead) {
+                    sleep_until(early).await;
+                }
+                while Instant::now() < at {
+                    tokio::task::yield_now().await;
+                }
+            }
+        }
+    }
+}
+
 /// How a driven workload went, in model time.
 pub(super) struct Driven {
     /// From the start to the last query's end.
@@ -297,6 +328,7 @@ pub(super) async fn drive<P: Provider + 'static>(
     provider: Rc<P>,
     recorder: Arc<Recorder>,
     scale: TimeScale,
+    pace: Pace,
     horizon: Duration,
 ) -> Option<Driven> {
     let t0 = Instant::now();
@@ -305,6 +337,7 @@ pub(super) async fn drive<P: Provider + 'static>(
         scheduler,
         provider,
         scale,
+        pace,
         recorder,
         planner: RefCell::new(Planner::new(&s.workload, s.seed)),
         turn: s.scheduler.turn,
@@ -343,7 +376,7 @@ pub(super) async fn drive<P: Provider + 'static>(
     let user_stop = async {
         match s.workload.stop_at {
             Some(at) => {
-                sleep_until(t0 + scale.to_runtime(at)).await;
+                pace.until(t0 + scale.to_runtime(at)).await;
                 stop.cancel();
             }
             None => std::future::pending::<()>().await,

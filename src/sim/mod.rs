@@ -161,6 +161,7 @@ async fn simulate(s: &Scenario) -> Result<SimOutcome, SimError> {
         provider.clone(),
         recorder.clone(),
         scale,
+        drive::Pace::Exact,
         HORIZON,
     )
     .await

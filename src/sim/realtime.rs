@@ -10,11 +10,13 @@
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
+use std::time::Duration;
 
 use capsize_mock::server::{MockProvider, ServerConfig};
 use capsize_mock::Counters;
 use tokio::time::Instant;
 
+use super::drive::Pace;
 use super::{drive, scheduler, Mode, SimError, SimOutcome, HORIZON};
 use crate::provider::http::{HttpProvider, HttpTarget};
 use crate::recorder::Recorder;
@@ -25,6 +27,11 @@ use crate::workload::{stream_seed, streams};
 /// The mock's name for the workload's model-turn latency (sent as `x-capsize-latency`).
 pub const MODEL_TURN: &str = "model_turn";
 
+/// The driver's pacing in real time: sleep to 2 ms before each planned instant, then yield.
+const REAL_TIME_PACE: Pace = Pace::Spin {
+    lead: Duration::from_millis(2),
+};
+
 /// How a real-time run is set up.
 #[derive(Debug, Clone)]
 pub struct RealtimeOptions {
@@ -34,8 +41,10 @@ pub struct RealtimeOptions {
     pub target: Option<String>,
 }
 
-/// Runs `scenario` in real time over HTTP.
+/// Runs `scenario` in real time over HTTP. Raises the process's soft open-files limit to its
+/// hard limit first: each call in flight holds a socket, and with the in-process mock two.
 pub fn run_realtime(scenario: &Scenario, opts: &RealtimeOptions) -> Result<SimOutcome, SimError> {
+    raise_open_files_limit();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -101,6 +110,7 @@ async fn realtime(s: &Scenario, opts: &RealtimeOptions) -> Result<SimOutcome, Si
         provider.clone(),
         recorder.clone(),
         scale,
+        REAL_TIME_PACE,
         HORIZON,
     )
     .await
@@ -146,4 +156,20 @@ async fn stats(client: &reqwest::Client, base: &str) -> Result<Counters, SimErro
         timed_out: field("timed_out")?,
         tokens_charged: field("tokens_charged")?,
     })
+}
+
+/// Sets the soft limit on open files to the hard limit (best effort: unchanged on failure).
+fn raise_open_files_limit() {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit only read and write the struct passed to them.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max
+        {
+            limit.rlim_cur = limit.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+        }
+    }
 }
