@@ -196,7 +196,18 @@ fn parent_timeout_body(arm: Arm) {
         1_600,
         "{arm:?}"
     );
-    assert_eq!(l.orphaned_requests, 1_600 - 8 * l.queries, "{arm:?}");
+    // Orphaned: every request of an abandoned query, less (in real time, where a call can be
+    // answered a hair before its query's deadline) up to 2 % answered in time.
+    let every = 1_600 - 8 * l.queries;
+    let slack = match arm {
+        Arm::Virtual => 0,
+        Arm::Realtime(_) => every / 50,
+    };
+    assert!(
+        l.orphaned_requests <= every && l.orphaned_requests + slack >= every,
+        "{arm:?}: {} orphaned, {every} expected",
+        l.orphaned_requests
+    );
     assert!(l.queries_abandoned >= 190, "{arm:?}: {l:?}");
     assert_eq!(l.cancelled, 0, "{arm:?}");
 }
