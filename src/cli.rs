@@ -92,7 +92,7 @@ struct RunArgs {
     mode: Mode,
     /// Real time only: run F times faster than model time (every duration / F, every rate
     /// x F); every figure reported is converted back to model time.
-    #[arg(long, value_name = "F")]
+    #[arg(long, value_name = "F", allow_negative_numbers = true)]
     time_scale: Option<f64>,
     /// Real time only: send to this running capsize-mock (e.g. http://127.0.0.1:8080) instead
     /// of starting one in-process. It must serve GET /stats and GET /healthz.

@@ -251,6 +251,12 @@ impl Recorder {
         s.rec.start_lateness.saturating_record(v);
     }
 
+    /// Queries ended so far (finished or abandoned).
+    pub fn queries_ended(&self) -> u64 {
+        let s = self.lock();
+        s.rec.queries_completed + s.rec.queries_abandoned
+    }
+
     /// A query was abandoned by its caller.
     pub fn query_abandoned(&self) {
         self.lock().rec.queries_abandoned += 1;

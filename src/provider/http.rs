@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use reqwest::header::{HeaderMap, CONTENT_TYPE};
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 use super::{OrphanWatch, Provider, RequestKind};
 use crate::recorder::Recorder;
@@ -51,6 +52,8 @@ pub struct HttpProvider {
     /// The first response header that could not be read, if any: a run that saw one reports
     /// it rather than results built on a guess.
     bad_header: RefCell<Option<String>>,
+    /// Cancelled when a bad header arrives: the run stops there.
+    broken: CancellationToken,
 }
 
 /// Books a request's arrival once its fate is known; one dropped in flight counts as charged
@@ -102,12 +105,19 @@ impl HttpProvider {
             scale,
             timeout: scale.to_runtime(target.timeout),
             bad_header: RefCell::new(None),
+            broken: CancellationToken::new(),
         })
     }
 
     /// The first unreadable response header the run saw, as one line.
     pub fn bad_header(&self) -> Option<String> {
         self.bad_header.borrow().clone()
+    }
+
+    /// Resolves when a response header could not be read: results built on a guess at what
+    /// the provider meant are not worth waiting for.
+    pub async fn broken(&self) {
+        self.broken.cancelled().await;
     }
 
     fn retry_after(&self, headers: &HeaderMap) -> Option<Duration> {
@@ -118,6 +128,7 @@ impl HttpProvider {
             Ok(wait) => wait,
             Err(e) => {
                 self.bad_header.borrow_mut().get_or_insert(e.to_string());
+                self.broken.cancel();
                 None
             }
         }

@@ -104,20 +104,24 @@ async fn realtime(s: &Scenario, opts: &RealtimeOptions) -> Result<SimOutcome, Si
         HttpProvider::new(&target, recorder.clone(), Instant::now(), scale)
             .map_err(|e| SimError::Unreachable(format!("cannot build an HTTP client: {e}")))?,
     );
-    let driven = drive::drive(
-        s,
-        scheduler,
-        provider.clone(),
-        recorder.clone(),
-        scale,
-        REAL_TIME_PACE,
-        HORIZON,
-    )
-    .await
-    .ok_or(SimError::Watchdog(HORIZON))?;
+    let driven = tokio::select! {
+        driven = drive::drive(
+            s,
+            scheduler,
+            provider.clone(),
+            recorder.clone(),
+            scale,
+            REAL_TIME_PACE,
+            HORIZON,
+        ) => driven,
+        // A header that cannot be read stops the run there.
+        () = provider.broken() => None,
+        () = progress(&recorder, scale) => None,
+    };
     if let Some(bad) = provider.bad_header() {
         return Err(SimError::BadProvider(format!("{base}: {bad}")));
     }
+    let driven = driven.ok_or(SimError::Watchdog(HORIZON))?;
     let provider_counters = stats(&client, &base).await?;
     Ok(SimOutcome {
         mode: Mode::Realtime,
@@ -127,6 +131,22 @@ async fn realtime(s: &Scenario, opts: &RealtimeOptions) -> Result<SimOutcome, Si
         span: driven.span,
         queries_started: driven.queries_started,
     })
+}
+
+/// Reports progress on stderr every 10 s of real time; never ends.
+async fn progress(recorder: &Recorder, scale: TimeScale) {
+    let start = Instant::now();
+    let every = Duration::from_secs(10);
+    let mut next = start + every;
+    loop {
+        tokio::time::sleep_until(next).await;
+        let model = scale.to_model(next - start).as_secs();
+        eprintln!(
+            "capsize: real time: {} queries ended, {model} s of model time",
+            recorder.queries_ended()
+        );
+        next += every;
+    }
 }
 
 /// The mock's own counters, from `GET /stats`.

@@ -1,0 +1,203 @@
+//! `capsize run --mode realtime` and `capsize mock` from the outside: the flags' bad input, an
+//! unreachable target, a run against a separately started mock, and a provider whose
+//! Retry-After cannot be read.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+use wiremock::matchers::{method, path};
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+const SCENARIO: &str = r#"name = "realtime-cli"
+seed = 1
+[provider]
+rpm = 600
+latency = { dist = "constant", ms = 100 }
+[workload]
+sessions = 2
+queries = 4
+calls_per_query = 2
+tokens_per_call = 10
+[scheduler]
+max_concurrency = 4
+"#;
+
+/// A fresh folder under the system temp dir holding the scenario, removed on drop.
+struct Temp(PathBuf);
+
+impl Temp {
+    fn new(test: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!(
+            "capsize-realtime-cli-{test}-{}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create the temp dir");
+        std::fs::write(dir.join("s.toml"), SCENARIO).expect("write the scenario");
+        Temp(dir)
+    }
+
+    fn scenario(&self) -> PathBuf {
+        self.0.join("s.toml")
+    }
+
+    fn out(&self) -> PathBuf {
+        self.0.join("out")
+    }
+}
+
+impl Drop for Temp {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn run(t: &Temp, extra: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_capsize"))
+        .arg("run")
+        .arg(t.scenario())
+        .args(extra)
+        .arg("--out")
+        .arg(t.out())
+        .output()
+        .expect("the capsize binary runs")
+}
+
+/// Exit `code`, one line on stderr (returned), nothing on stdout, no output folder.
+fn refused(t: &Temp, out: &Output, code: i32) -> String {
+    let stderr = String::from_utf8(out.stderr.clone()).expect("UTF-8");
+    assert_eq!(out.status.code(), Some(code), "stderr: {stderr}");
+    assert_eq!(stderr.matches('\n').count(), 1, "one line: {stderr:?}");
+    assert!(out.stdout.is_empty());
+    assert!(!t.out().exists(), "nothing may be written");
+    stderr
+}
+
+#[test]
+fn real_time_flags_are_checked() {
+    let t = Temp::new("flags");
+    let e = refused(&t, &run(&t, &["--time-scale", "10"]), 2);
+    assert!(e.contains("--mode realtime"), "{e}");
+    let e = refused(&t, &run(&t, &["--target", "http://127.0.0.1:1"]), 2);
+    assert!(e.contains("--mode realtime"), "{e}");
+    for bad in ["0", "-3", "NaN", "inf", "1e9"] {
+        let e = refused(
+            &t,
+            &run(&t, &["--mode", "realtime", "--time-scale", bad]),
+            2,
+        );
+        assert!(e.contains("--time-scale"), "{bad}: {e}");
+    }
+    let e = refused(
+        &t,
+        &run(&t, &["--mode", "realtime", "--target", "ftp://127.0.0.1"]),
+        2,
+    );
+    assert!(e.contains("--target") && e.contains("http://"), "{e}");
+}
+
+#[test]
+fn an_unreachable_target_fails_in_one_line() {
+    let t = Temp::new("unreachable");
+    // Bind a port, then free it: nothing listens there.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let url = format!("http://127.0.0.1:{port}");
+    let e = refused(&t, &run(&t, &["--mode", "realtime", "--target", &url]), 4);
+    assert!(e.contains(&format!("{url}/healthz")), "{e}");
+}
+
+/// Starts `capsize mock` on a free port and returns it with the address it printed.
+fn start_mock(t: &Temp, scale: &str) -> (std::process::Child, String) {
+    let mut mock = Command::new(env!("CARGO_BIN_EXE_capsize"))
+        .arg("mock")
+        .arg("--scenario")
+        .arg(t.scenario())
+        .args(["--time-scale", scale])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("capsize mock starts");
+    let mut first = String::new();
+    BufReader::new(mock.stdout.take().expect("stdout"))
+        .read_line(&mut first)
+        .expect("the address line");
+    (mock, first.trim().to_string())
+}
+
+#[test]
+fn a_run_against_a_separately_started_mock() {
+    let t = Temp::new("target");
+    let (mut mock, url) = start_mock(&t, "20");
+    assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+    let out = run(
+        &t,
+        &[
+            "--mode",
+            "realtime",
+            "--time-scale",
+            "20",
+            "--target",
+            &url,
+            "--json",
+        ],
+    );
+    // SIGTERM stops the mock cleanly.
+    let stopped = Command::new("kill")
+        .arg(mock.id().to_string())
+        .status()
+        .expect("kill runs");
+    assert!(stopped.success());
+    let status = mock.wait().expect("the mock exits");
+    assert_eq!(status.code(), Some(0));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s: Value = serde_json::from_slice(&out.stdout).expect("summary.json on stdout");
+    assert_eq!(s["mode"], "realtime");
+    assert_eq!(s["queries"], 4);
+    assert_eq!(s["calls"], 8);
+    // The mock's own counters: every attempt sent, and nothing else, reached it.
+    assert_eq!(s["provider"]["received"], s["attempts"]);
+    assert_eq!(s["provider"]["served"], 8);
+    // Model time: each query is one 100 ms latency (both calls in parallel), not 5 ms.
+    let p50 = s["latency_ms"]["query"]["p50"].as_f64().expect("p50");
+    assert!((100.0..130.0).contains(&p50), "query p50 {p50} ms");
+    assert!(Path::new(&t.out()).join("summary.json").exists());
+}
+
+#[test]
+fn an_unreadable_retry_after_is_bad_input() {
+    let t = Temp::new("bad-header");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let server = rt.block_on(async {
+        let server = MockServer::start().await;
+        Mock::given(method("GET"))
+            .and(path("/healthz"))
+            .respond_with(ResponseTemplate::new(200))
+            .mount(&server)
+            .await;
+        Mock::given(method("POST"))
+            .respond_with(ResponseTemplate::new(429).insert_header("retry-after", "soon"))
+            .mount(&server)
+            .await;
+        server
+    });
+    let e = refused(
+        &t,
+        &run(&t, &["--mode", "realtime", "--target", &server.uri()]),
+        2,
+    );
+    assert!(e.contains("retry-after") && e.contains("soon"), "{e}");
+    drop(server);
+}
