@@ -8,11 +8,14 @@
 
 pub mod cli;
 pub mod demo;
+pub mod plan;
 pub mod provider;
 pub mod recorder;
 pub mod report;
 pub mod scenario;
 pub mod scheduler;
 pub mod sim;
+pub mod slo;
+pub mod sweep;
 pub mod timescale;
 pub mod workload;

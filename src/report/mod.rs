@@ -1,5 +1,6 @@
 //! Reports: `summary.json`, `.hgrm` histograms, and the summary table printed by `capsize run`.
 
+pub mod charts;
 pub mod hgrm;
 pub mod summary;
 

@@ -4,6 +4,7 @@
 //! [`Scenario`] is the resolved, checked configuration the simulator is built from. Every error
 //! is one line naming the file, the key, and line:column where known.
 
+pub mod grid;
 pub mod raw;
 mod validate;
 
@@ -16,6 +17,8 @@ use rand::{Rng, RngExt};
 use thiserror::Error;
 
 use crate::scheduler::{RetryPolicy, TurnPolicy};
+use crate::slo::Threshold;
+pub use grid::{Axis, AxisValue};
 use raw::RawScenario;
 
 /// A scenario that cannot be used: one line naming the file, where, the key, and what is wrong.
@@ -185,6 +188,12 @@ pub struct Scenario {
     pub workload: Workload,
     /// The scheduler.
     pub scheduler: SchedulerSettings,
+    /// What `capsize sweep` varies (empty: nothing).
+    pub sweep: Vec<Axis>,
+    /// Objectives on summary.json fields.
+    pub slo: Vec<Threshold>,
+    /// Per-metric tolerances for baseline comparisons, in percent.
+    pub slo_tolerance: Vec<(String, f64)>,
 }
 
 /// 1-based line and column of byte `offset` in `text`.

@@ -23,6 +23,12 @@ pub struct RawScenario {
     /// The client-side scheduler.
     #[serde(default)]
     pub scheduler: RawScheduler,
+    /// What `capsize sweep` varies: dotted key path → values.
+    #[serde(default)]
+    pub sweep: Option<toml::Table>,
+    /// Objectives: summary.json field → comparison (and `[slo.tolerance]`).
+    #[serde(default)]
+    pub slo: Option<toml::Table>,
 }
 
 /// An integer that is fixed or drawn: `8` or `{ dist = "uniform_int", min = 1, max = 30 }`.

@@ -4,6 +4,7 @@
 use std::path::Path;
 use std::time::Duration;
 
+use super::grid;
 use super::raw::{
     RawArrival, RawCount, RawCountDist, RawMode, RawRetry, RawScenario, RawScheduler, RawWorkload,
 };
@@ -275,6 +276,12 @@ pub(super) fn validate(raw: RawScenario, base: &Path) -> Result<Scenario, Invali
         ));
     }
     let provider = raw.provider.build(base).map_err(|e| (e.key, e.message))?;
+    let (slo, slo_tolerance) = raw
+        .slo
+        .as_ref()
+        .map(grid::slo)
+        .transpose()?
+        .unwrap_or_default();
     Ok(Scenario {
         name: raw.name,
         description: raw.description,
@@ -282,5 +289,13 @@ pub(super) fn validate(raw: RawScenario, base: &Path) -> Result<Scenario, Invali
         provider,
         workload: workload(&raw.workload, base)?,
         scheduler: scheduler(&raw.scheduler)?,
+        sweep: raw
+            .sweep
+            .as_ref()
+            .map(grid::axes)
+            .transpose()?
+            .unwrap_or_default(),
+        slo,
+        slo_tolerance,
     })
 }

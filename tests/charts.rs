@@ -1,0 +1,260 @@
+//! Charts: both files written, deterministic output, tick labels of the log2 and percentile axes,
+//! legend and axis text in the SVG, no panic on empty data, errors that name the path.
+//!
+//! Set `CAPSIZE_CHART_GALLERY=<dir>` to keep one chart of each axis kind there for viewing.
+
+use std::path::{Path, PathBuf};
+
+use capsize::report::charts::{self, Chart, Reference, Series, XAxis};
+
+const PNG_SIGNATURE: [u8; 8] = [0x89, b'P', b'N', b'G', 0x0d, 0x0a, 0x1a, 0x0a];
+
+/// A directory under the system temp dir, unique to this process and test, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> Self {
+        let dir =
+            std::env::temp_dir().join(format!("capsize-charts-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create temp dir");
+        Self(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The text content of every `<text>` element, trimmed.
+fn svg_texts(svg: &str) -> Vec<String> {
+    svg.split("<text")
+        .skip(1)
+        .filter_map(|rest| {
+            let body = &rest[rest.find('>')? + 1..];
+            Some(body[..body.find("</text>")?].trim().to_string())
+        })
+        .collect()
+}
+
+fn sweep_chart() -> Chart {
+    let xs: [f64; 7] = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0];
+    let mut chart = Chart::new(
+        "Throughput by max concurrency",
+        "max concurrency (calls in flight)",
+        "throughput (calls/s)",
+        XAxis::Log2,
+    );
+    chart.series = vec![
+        Series::new(
+            "queries",
+            xs.iter().map(|&x| (x, 3.0 * x.min(20.0))).collect(),
+        ),
+        Series::new(
+            "calls",
+            xs.iter().map(|&x| (x, 9.5 * x.min(10.0))).collect(),
+        ),
+    ];
+    chart.references = vec![Reference::new("provider ceiling 600 RPM", 10.0)];
+    chart.y_from_zero = true;
+    chart
+}
+
+fn percentile_chart() -> Chart {
+    let qs = [0.0, 0.5, 0.75, 0.9, 0.95, 0.99, 0.995, 0.999, 0.9999];
+    let mut chart = Chart::new(
+        "Call latency by percentile",
+        "percentile",
+        "latency (ms)",
+        XAxis::Percentile,
+    );
+    chart.series = (1..=3)
+        .map(|c| {
+            let points = qs
+                .iter()
+                .map(|&q| (q, 40.0 * c as f64 * (1.0 + 10.0 * q * q * q)))
+                .collect();
+            Series::new(format!("max_concurrency {}", 8 * c), points)
+        })
+        .collect();
+    chart.references = vec![Reference::new("SLO p99 1000 ms", 1000.0)];
+    chart.y_from_zero = true;
+    chart
+}
+
+fn linear_chart() -> Chart {
+    let mut chart = Chart::new(
+        "429 rate by offered load",
+        "offered load (calls/s)",
+        "rate-limited (%)",
+        XAxis::Linear,
+    );
+    chart.series = vec![Series::new(
+        "rate-limited",
+        (0..=12)
+            .map(|i| {
+                let load = 2.5 * i as f64;
+                (load, (load - 10.0).max(0.0) * 1.7)
+            })
+            .collect(),
+    )];
+    chart
+}
+
+#[test]
+fn write_produces_a_png_and_an_svg_with_all_text() {
+    let dir = TempDir::new("write");
+    let chart = sweep_chart();
+    charts::write(&chart, &dir.0, "sweep").unwrap();
+
+    let png = std::fs::read(dir.0.join("sweep.png")).unwrap();
+    assert!(png.len() > 1000, "PNG is {} bytes", png.len());
+    assert_eq!(png[..8], PNG_SIGNATURE);
+
+    let svg = std::fs::read_to_string(dir.0.join("sweep.svg")).unwrap();
+    assert!(svg.trim_start().starts_with("<svg"), "{}", &svg[..80]);
+    assert!(svg.trim_end().ends_with("</svg>"));
+    assert!(svg.contains(r#"width="900""#) && svg.contains(r#"height="560""#));
+    let texts = svg_texts(&svg);
+    for wanted in [
+        "Throughput by max concurrency",
+        "max concurrency (calls in flight)",
+        "throughput (calls/s)",
+        "queries",
+        "calls",
+        "provider ceiling 600 RPM",
+    ] {
+        assert!(
+            texts.iter().any(|t| t == wanted),
+            "no <text> {wanted:?} in {texts:?}"
+        );
+    }
+    // Only the final files remain: no temporary left behind.
+    let mut names: Vec<String> = std::fs::read_dir(&dir.0)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["sweep.png", "sweep.svg"]);
+
+    // svg() gives the same document as the file.
+    assert_eq!(charts::svg(&chart).unwrap(), svg);
+}
+
+#[test]
+fn the_same_chart_twice_gives_identical_files() {
+    let dir = TempDir::new("determinism");
+    for chart in [sweep_chart(), percentile_chart(), linear_chart()] {
+        charts::write(&chart, &dir.0, "a").unwrap();
+        charts::write(&chart, &dir.0, "b").unwrap();
+        for ext in ["svg", "png"] {
+            let a = std::fs::read(dir.0.join(format!("a.{ext}"))).unwrap();
+            let b = std::fs::read(dir.0.join(format!("b.{ext}"))).unwrap();
+            assert!(a == b, "{ext} of {:?} differs between runs", chart.title);
+        }
+    }
+}
+
+#[test]
+fn percentile_axis_is_labelled_in_percent() {
+    let texts = svg_texts(&charts::svg(&percentile_chart()).unwrap());
+    for tick in ["0%", "90%", "99%", "99.9%", "99.99%"] {
+        assert!(
+            texts.iter().any(|t| t == tick),
+            "no tick {tick} in {texts:?}"
+        );
+    }
+    // The axis is transformed, not linear in q: no linear tick such as "0.5".
+    assert!(!texts.iter().any(|t| t == "0.5"), "{texts:?}");
+}
+
+#[test]
+fn percentile_axis_drops_quantiles_of_one_or_more() {
+    let mut chart = percentile_chart();
+    chart.series[0].points.push((1.0, 5.0e6));
+    chart.series[0].points.push((1.5, 5.0e6));
+    // The unplaceable points neither panic nor stretch the y axis to 5e6.
+    let texts = svg_texts(&charts::svg(&chart).unwrap());
+    assert!(!texts.iter().any(|t| t.starts_with("5000000")), "{texts:?}");
+}
+
+#[test]
+fn log2_axis_ticks_are_powers_of_two() {
+    let texts = svg_texts(&charts::svg(&sweep_chart()).unwrap());
+    for tick in ["1", "2", "4", "8", "16", "32", "64"] {
+        assert!(
+            texts.iter().any(|t| t == tick),
+            "no tick {tick} in {texts:?}"
+        );
+    }
+    // Not a linear axis from 1 to 64 (ticks such as 10, 20, ...).
+    assert!(!texts.iter().any(|t| t == "50"), "{texts:?}");
+}
+
+#[test]
+fn empty_data_draws_a_chart_saying_so() {
+    let dir = TempDir::new("empty");
+    let mut chart = sweep_chart();
+    chart.series.push(Series::new("nothing yet", Vec::new()));
+    charts::write(&chart, &dir.0, "one_empty").unwrap();
+    let texts = svg_texts(&charts::svg(&chart).unwrap());
+    assert!(
+        texts.iter().any(|t| t == "nothing yet (no data)"),
+        "{texts:?}"
+    );
+    assert!(!texts.iter().any(|t| t == "no data"), "{texts:?}");
+
+    for axis in [XAxis::Linear, XAxis::Log2, XAxis::Percentile] {
+        let mut empty = Chart::new("Nothing to show", "x (units)", "y (units)", axis);
+        charts::write(&empty, &dir.0, "empty").unwrap();
+        assert!(std::fs::metadata(dir.0.join("empty.png")).unwrap().len() > 0);
+        empty.series = vec![Series::new(
+            "only NaN",
+            vec![(f64::NAN, 1.0), (1.0, f64::INFINITY)],
+        )];
+        let texts = svg_texts(&charts::svg(&empty).unwrap());
+        assert!(texts.iter().any(|t| t == "Nothing to show"), "{texts:?}");
+        assert!(texts.iter().any(|t| t == "no data"), "{texts:?}");
+    }
+}
+
+#[test]
+fn a_single_point_or_flat_line_is_drawn() {
+    let mut chart = linear_chart();
+    chart.series = vec![Series::new("flat", vec![(3.0, 7.0), (3.0, 7.0)])];
+    let texts = svg_texts(&charts::svg(&chart).unwrap());
+    assert!(texts.iter().any(|t| t == "7.0" || t == "7"), "{texts:?}");
+}
+
+#[test]
+fn writing_into_a_missing_directory_is_an_error_naming_the_path() {
+    let dir = TempDir::new("missing");
+    let missing = dir.0.join("does-not-exist");
+    let err = charts::write(&sweep_chart(), &missing, "sweep").unwrap_err();
+    let message = err.to_string();
+    assert!(
+        message.contains(&*missing.to_string_lossy()),
+        "message {message:?} does not name {}",
+        missing.display()
+    );
+    assert!(!missing.exists());
+}
+
+#[test]
+fn gallery() {
+    let temp = TempDir::new("gallery");
+    let dir = std::env::var_os("CAPSIZE_CHART_GALLERY").map_or(temp.0.clone(), PathBuf::from);
+    let dir: &Path = &dir;
+    std::fs::create_dir_all(dir).unwrap();
+    charts::write(&sweep_chart(), dir, "log2").unwrap();
+    charts::write(&percentile_chart(), dir, "percentile").unwrap();
+    charts::write(&linear_chart(), dir, "linear").unwrap();
+    charts::write(
+        &Chart::new("Nothing to show", "x (units)", "y (units)", XAxis::Linear),
+        dir,
+        "empty",
+    )
+    .unwrap();
+}
