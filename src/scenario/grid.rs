@@ -171,7 +171,7 @@ pub fn axis(key: &str, value: &toml::Value) -> Result<Axis, Invalid> {
     })
 }
 
-/// The `[sweep]` table's axes, in key order (TOML tables are sorted by key).
+/// The `[sweep]` table's axes, in the order written.
 pub fn axes(table: &toml::Table) -> Result<Vec<Axis>, Invalid> {
     table.iter().map(|(k, v)| axis(k, v)).collect()
 }
@@ -233,11 +233,9 @@ mod tests {
             "#,
         );
         let a = axes(&t).unwrap();
-        assert_eq!(a[0].key, "scheduler.headroom");
-        let h: Vec<String> = a[0].values.iter().map(|v| v.to_string()).collect();
-        assert_eq!(h, ["0.5", "0.6", "0.7", "0.8", "0.9", "1.0"]);
+        assert_eq!(a[0].key, "scheduler.max_concurrency");
         assert_eq!(
-            a[1].values,
+            a[0].values,
             [
                 AxisValue::Int(1),
                 AxisValue::Int(2),
@@ -245,6 +243,8 @@ mod tests {
                 AxisValue::Int(4)
             ]
         );
+        let h: Vec<String> = a[1].values.iter().map(|v| v.to_string()).collect();
+        assert_eq!(h, ["0.5", "0.6", "0.7", "0.8", "0.9", "1.0"]);
         assert_eq!(a[2].values, [AxisValue::Int(1), AxisValue::Float(2.5)]);
     }
 
@@ -278,8 +278,8 @@ mod tests {
         assert_eq!(
             tol,
             [
-                ("rpm_utilization".to_string(), 2.0),
-                ("throughput.queries_per_s".to_string(), 10.0)
+                ("throughput.queries_per_s".to_string(), 10.0),
+                ("rpm_utilization".to_string(), 2.0)
             ]
         );
         assert!(slo(&parse(r#"x = 3"#)).is_err());

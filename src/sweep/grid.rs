@@ -145,7 +145,16 @@ impl Grid {
             }
             let point = Point { values };
             let all: Vec<String> = sets.iter().cloned().chain(point.sets()).collect();
-            let s = scenario::parse(&text, path, &all)?;
+            let s = scenario::parse(&text, path, &all).map_err(|mut e| {
+                // Name the sweep, not --set, as where a swept value came from.
+                if e.key.as_ref().is_some_and(|k| point.get(k).is_some()) {
+                    e.message = e
+                        .message
+                        .replace("(from --set)", "(a swept value)")
+                        .replace("--set ", "sweep ");
+                }
+                e
+            })?;
             points.push((point, s));
         }
         Ok(Grid { axes, points })

@@ -8,6 +8,8 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+mod sweep;
+
 use clap::{Args as ClapArgs, Parser, Subcommand};
 
 use crate::report::summary::Summary;
@@ -45,16 +47,13 @@ enum Command {
     /// against the mock provider. Writes summary.json, query_latency.hgrm and call_latency.hgrm into --out (default
     /// reports/<name>/) and prints a summary table (or, with --json, summary.json).
     Run(RunArgs),
-    /// Sweep max_concurrency x headroom over a scenario and write a capacity report (not built yet).
-    Sweep {
-        /// The scenario file (TOML).
-        scenario: String,
-    },
-    /// Print the closed-form rate-limit arithmetic, no simulation (not built yet).
-    Plan {
-        /// The scenario file (TOML).
-        scenario: Option<String>,
-    },
+    /// Run a scenario over a grid of settings and write a capacity report.
+    ///
+    /// The grid comes from the scenario's [sweep] table and --sweep flags. Writes sweep.csv,
+    /// charts (SVG and PNG), report.md and report.html into --out (default reports/<name>/).
+    Sweep(sweep::SweepArgs),
+    /// Print the closed-form rate-limit arithmetic, no simulation.
+    Plan(sweep::PlanArgs),
     /// Gate CI on a scenario's SLOs and a baseline (not built yet).
     Check {
         /// The scenario file (TOML).
@@ -86,6 +85,13 @@ struct RunArgs {
     /// Print summary.json to stdout instead of the table.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    clock: ClockArgs,
+}
+
+/// Which clock a run uses (shared by `run` and `sweep`).
+#[derive(Debug, ClapArgs)]
+pub(crate) struct ClockArgs {
     /// virtual: tokio's paused clock against the in-process provider model (fast, exact,
     /// deterministic); realtime: the real clock, over HTTP to the mock provider.
     #[arg(long, value_enum, default_value_t = Mode::Virtual)]
@@ -109,14 +115,14 @@ enum Mode {
     Realtime,
 }
 
-fn fail(code: u8, message: impl std::fmt::Display) -> ExitCode {
+pub(crate) fn fail(code: u8, message: impl std::fmt::Display) -> ExitCode {
     eprintln!("capsize: {message}");
     ExitCode::from(code)
 }
 
 /// The real-time options, if the flags ask for real time; flags that only real time takes
 /// are an error in virtual mode.
-fn realtime_options(args: &RunArgs) -> Result<Option<RealtimeOptions>, String> {
+pub(crate) fn realtime_options(args: &ClockArgs) -> Result<Option<RealtimeOptions>, String> {
     if args.mode == Mode::Virtual {
         if args.time_scale.is_some() || args.target.is_some() {
             return Err("--time-scale and --target apply to --mode realtime only".into());
@@ -143,7 +149,7 @@ fn realtime_options(args: &RunArgs) -> Result<Option<RealtimeOptions>, String> {
 }
 
 fn run(args: RunArgs) -> ExitCode {
-    let realtime = match realtime_options(&args) {
+    let realtime = match realtime_options(&args.clock) {
         Ok(r) => r,
         Err(e) => return fail(EXIT_BAD_INPUT, e),
     };
@@ -184,7 +190,7 @@ fn run(args: RunArgs) -> ExitCode {
 
 /// Prints to stdout. A reader that went away (`capsize run ... | head`) is not an error; any
 /// other failure to write is reported.
-fn out(text: &str) -> ExitCode {
+pub(crate) fn out(text: &str) -> ExitCode {
     use std::io::Write;
     match std::io::stdout().lock().write_all(text.as_bytes()) {
         Ok(()) => ExitCode::SUCCESS,
@@ -220,8 +226,8 @@ pub fn main() -> ExitCode {
     match args.command {
         Command::Demo => out(&crate::demo::render(&crate::demo::rows())),
         Command::Run(args) => run(args),
-        Command::Sweep { .. } => not_built("sweep", 5),
-        Command::Plan { .. } => not_built("plan", 5),
+        Command::Sweep(args) => sweep::sweep(args),
+        Command::Plan(args) => sweep::plan(args),
         Command::Check { .. } => not_built("check", 6),
         Command::Mock(args) => capsize_mock::cli::run(&args, "capsize mock"),
     }

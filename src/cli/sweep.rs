@@ -1,0 +1,245 @@
+//! `capsize sweep` and `capsize plan`.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::Args as ClapArgs;
+
+use super::{fail, out, realtime_options, ClockArgs};
+use super::{EXIT_BAD_INPUT, EXIT_RUN_FAILED, EXIT_WRITE_FAILED};
+use crate::plan::{self, PlanInput};
+use crate::report::{capacity, sweep as table};
+use crate::sim;
+use crate::sweep::{self, Grid, GridError, SweepOptions};
+
+/// Flags of `capsize sweep`.
+#[derive(Debug, ClapArgs)]
+pub struct SweepArgs {
+    /// The scenario file (TOML) with a [sweep] table (or give --sweep).
+    scenario: PathBuf,
+    /// Sweep a key over values (repeatable; replaces the [sweep] entry of the same key):
+    /// --sweep scheduler.max_concurrency=1,2,4,8 or =1..=64 or ='{ from = 0.5, to = 1, step = 0.1 }'.
+    #[arg(long = "sweep", value_name = "KEY.PATH=VALUES")]
+    sweeps: Vec<String>,
+    /// Override any scalar key at every point (repeatable).
+    #[arg(long = "set", value_name = "KEY.PATH=VALUE")]
+    sets: Vec<String>,
+    /// Override the scenario's seed (each point's seeds derive from it).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Runs per point, each with its own seed: means with 95 % confidence intervals.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    repeats: u32,
+    /// Points run at once (default: the number of cores). Real time runs one at a time.
+    #[arg(long)]
+    jobs: Option<usize>,
+    /// Run a grid of more than 10,000 points.
+    #[arg(long)]
+    force: bool,
+    /// Output folder (default: reports/<scenario name>/).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    #[command(flatten)]
+    clock: ClockArgs,
+}
+
+/// Flags of `capsize plan`.
+#[derive(Debug, ClapArgs)]
+pub struct PlanArgs {
+    /// A scenario file to take the numbers from (flags override them).
+    scenario: Option<PathBuf>,
+    /// Provider requests per minute.
+    #[arg(long)]
+    rpm: Option<f64>,
+    /// Provider tokens per minute.
+    #[arg(long)]
+    tpm: Option<f64>,
+    /// Tool calls per query (in parallel).
+    #[arg(long)]
+    calls_per_query: Option<f64>,
+    /// Mean latency of a call, ms.
+    #[arg(long)]
+    latency_ms: Option<f64>,
+    /// Tokens per call.
+    #[arg(long)]
+    tokens_per_call: Option<f64>,
+    /// Share of the limits the client allows itself, in (0, 1].
+    #[arg(long)]
+    headroom: Option<f64>,
+    /// Calls in flight at once (0: unbounded).
+    #[arg(long)]
+    max_concurrency: Option<u32>,
+    /// A burst arrival rate, calls/s (for the TPM-exhaustion rows).
+    #[arg(long)]
+    burst_calls_per_s: Option<f64>,
+    /// Print the rows as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+fn positive(name: &str, v: Option<f64>) -> Result<Option<f64>, String> {
+    match v {
+        Some(x) if !(x.is_finite() && x > 0.0) => {
+            Err(format!("--{name} {x}: must be a positive number"))
+        }
+        other => Ok(other),
+    }
+}
+
+/// `capsize plan`.
+pub fn plan(args: PlanArgs) -> ExitCode {
+    let mut input = match &args.scenario {
+        Some(path) => match crate::scenario::load(path, &[]) {
+            Ok(s) => PlanInput::from_scenario(&s),
+            Err(e) => return fail(EXIT_BAD_INPUT, e),
+        },
+        None => PlanInput::default(),
+    };
+    let checked = (|| -> Result<(), String> {
+        if let Some(v) = positive("rpm", args.rpm)? {
+            input.rpm = Some(v);
+        }
+        if let Some(v) = positive("tpm", args.tpm)? {
+            input.tpm = Some(v);
+        }
+        if let Some(v) = positive("calls-per-query", args.calls_per_query)? {
+            input.calls_per_query = v;
+        }
+        if let Some(v) = positive("tokens-per-call", args.tokens_per_call)? {
+            input.tokens_per_call = v;
+        }
+        if let Some(v) = positive("latency-ms", args.latency_ms)? {
+            // A flag gives a mean only: the distribution's shape is no longer known.
+            input.latency_mean_ms = v;
+            input.latency_uniform_ms = None;
+            input.latency = None;
+        }
+        if let Some(h) = args.headroom {
+            if !(h > 0.0 && h <= 1.0) {
+                return Err(format!("--headroom {h}: must be in (0, 1]"));
+            }
+            input.headroom = h;
+        }
+        if let Some(c) = args.max_concurrency {
+            input.max_concurrency = (c > 0).then_some(c);
+        }
+        if let Some(v) = positive("burst-calls-per-s", args.burst_calls_per_s)? {
+            input.burst_calls_per_s = Some(v);
+        }
+        Ok(())
+    })();
+    if let Err(e) = checked {
+        return fail(EXIT_BAD_INPUT, e);
+    }
+    let rows = plan::plan(&input);
+    if args.json {
+        match serde_json::to_string_pretty(&rows) {
+            Ok(j) => out(&format!("{j}\n")),
+            Err(e) => fail(EXIT_WRITE_FAILED, e),
+        }
+    } else if rows.is_empty() {
+        fail(EXIT_BAD_INPUT, "nothing to compute: give a scenario or numbers (--rpm, --tpm, --calls-per-query, --latency-ms, ...)")
+    } else {
+        out(&plan::render(&rows))
+    }
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> std::io::Result<()> {
+    let tmp = dir.join(format!(".{name}.tmp"));
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, dir.join(name))
+}
+
+/// `capsize sweep`.
+pub fn sweep(args: SweepArgs) -> ExitCode {
+    let realtime = match realtime_options(&args.clock) {
+        Ok(r) => r,
+        Err(e) => return fail(EXIT_BAD_INPUT, e),
+    };
+    let mut sets = args.sets.clone();
+    if let Some(seed) = args.seed {
+        sets.push(format!("seed={seed}"));
+    }
+    let grid = match Grid::build(&args.scenario, &sets, &args.sweeps, args.force) {
+        Ok(g) => g,
+        Err(GridError::Scenario(e)) => return fail(EXIT_BAD_INPUT, e),
+        Err(GridError::Flag(e)) => return fail(EXIT_BAD_INPUT, e),
+    };
+    let jobs = args
+        .jobs
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    if jobs == 0 {
+        return fail(EXIT_BAD_INPUT, "--jobs 0: at least one");
+    }
+    let opts = SweepOptions {
+        repeats: args.repeats,
+        jobs,
+        realtime: realtime.clone(),
+    };
+    let points = match sweep::run(&grid, &opts) {
+        Ok(p) => p,
+        Err(e) => return fail(EXIT_RUN_FAILED, e),
+    };
+    let base = &grid.points[0].1;
+    let slo = &base.slo;
+    let csv = match table::csv(&points, slo) {
+        Ok(c) => c,
+        Err(e) => return fail(EXIT_WRITE_FAILED, e),
+    };
+    let rec = table::recommend(&points, slo);
+    let rpm = base.provider.rpm;
+    let mut charts = capacity::sweep_charts(&points, rpm);
+    if let Some(r) = &rec {
+        // The recommended point again, for its histograms and time series (same seed: same run).
+        let s = &points[r.index].scenario;
+        let outcome = match &realtime {
+            None => sim::run(s),
+            Some(o) => sim::run_realtime(s, o),
+        };
+        match outcome {
+            Ok(o) => charts.extend(capacity::point_charts(
+                &o.recording,
+                rpm,
+                s.scheduler.headroom,
+            )),
+            Err(e) => return fail(EXIT_RUN_FAILED, e),
+        }
+    }
+    let mut svgs = Vec::new();
+    for (stem, chart) in &charts {
+        match crate::report::charts::svg(chart) {
+            Ok(svg) => svgs.push((*stem, svg)),
+            Err(e) => return fail(EXIT_WRITE_FAILED, e),
+        }
+    }
+    let (md, html) = capacity::render(&points, slo, rec.as_ref(), &svgs);
+    let dir = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("reports").join(&base.name));
+    let written = std::fs::create_dir_all(&dir)
+        .and_then(|()| write(&dir, "sweep.csv", &csv))
+        .and_then(|()| write(&dir, "report.md", &md))
+        .and_then(|()| write(&dir, "report.html", &html));
+    if let Err(e) = written {
+        return fail(
+            EXIT_WRITE_FAILED,
+            format!("cannot write {}: {e}", dir.display()),
+        );
+    }
+    if let Err(e) = capacity::write_charts(&dir, &charts) {
+        return fail(EXIT_WRITE_FAILED, e);
+    }
+    let headline = md
+        .lines()
+        .find(|l| l.starts_with("**") || l.starts_with("No point"))
+        .unwrap_or("")
+        .replace("**", "");
+    out(&format!(
+        "{} points x {} runs of {}\n{headline}\n  wrote {}/{{sweep.csv, report.md, report.html, *.svg, *.png}}\n",
+        points.len(),
+        args.repeats,
+        base.name,
+        dir.display()
+    ))
+}

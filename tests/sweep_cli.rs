@@ -1,0 +1,246 @@
+//! `capsize sweep` and `capsize plan` from the outside: deterministic outputs whatever the
+//! number of jobs, repeats with confidence intervals, the research-agent recommendation, and
+//! bad input refused in one line with exit 2 and nothing written.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// A fresh folder under the system temp dir, removed on drop.
+struct Temp(PathBuf);
+
+impl Temp {
+    fn new(test: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("capsize-sweep-{test}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create the temp dir");
+        Temp(dir)
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for Temp {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn capsize(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_capsize"))
+        .args(args)
+        .output()
+        .expect("the capsize binary runs")
+}
+
+const AGENT: &str = "scenarios/research-agent.toml";
+
+fn sweep(out: &Path, extra: &[&str]) -> Output {
+    let mut args = vec!["sweep", AGENT, "--out", out.to_str().expect("UTF-8 path")];
+    args.extend_from_slice(extra);
+    let o = capsize(&args);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    o
+}
+
+fn read(path: PathBuf) -> String {
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+#[test]
+fn outputs_do_not_depend_on_jobs_and_recommend_the_articles_point() {
+    let t = Temp::new("jobs");
+    let (one, two) = (t.path("one"), t.path("two"));
+    let q = ["--set", "workload.queries=300"];
+    let out = sweep(&one, &[&q[..], &["--jobs", "1"]].concat());
+    sweep(&two, &[&q[..], &["--jobs", "2"]].concat());
+    for file in [
+        "sweep.csv",
+        "report.md",
+        "report.html",
+        "throughput.svg",
+        "latency.png",
+    ] {
+        let bytes =
+            |d: &PathBuf| std::fs::read(d.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+        assert!(
+            bytes(&one) == bytes(&two),
+            "{file} differs between --jobs 1 and 2"
+        );
+    }
+    let csv = read(one.join("sweep.csv"));
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines.len(), 1 + 5 * 4, "a header and 20 points");
+    assert!(
+        lines[0].starts_with("scheduler.max_concurrency,scheduler.headroom,seed,queries_per_s,")
+    );
+    assert!(lines[1].starts_with("1,0.5,"), "{}", lines[1]);
+    // Every point has its own seed.
+    let seeds: std::collections::BTreeSet<&str> = lines[1..]
+        .iter()
+        .map(|l| l.split(',').nth(2).unwrap_or(""))
+        .collect();
+    assert_eq!(seeds.len(), 20);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("max_concurrency = 4 at headroom = 0.7"),
+        "{stdout}"
+    );
+    let report = read(one.join("report.md"));
+    assert!(
+        report.contains("| Queries at 70 % headroom | 420 / 8 | 52.5 queries/min |"),
+        "{report}"
+    );
+    for chart in [
+        "latency",
+        "throughput",
+        "rate_limited",
+        "latency_distribution",
+        "rpm_over_time",
+    ] {
+        for ext in ["svg", "png"] {
+            assert!(one.join(format!("{chart}.{ext}")).exists(), "{chart}.{ext}");
+        }
+    }
+    assert!(
+        read(one.join("report.html")).contains("<svg"),
+        "charts are inlined"
+    );
+}
+
+#[test]
+fn repeats_report_means_with_intervals() {
+    let t = Temp::new("repeats");
+    let out = t.path("out");
+    sweep(
+        &out,
+        &[
+            "--set",
+            "workload.queries=50",
+            "--sweep",
+            "scheduler.max_concurrency=2,4",
+            "--sweep",
+            "scheduler.headroom=0.7",
+            "--repeats",
+            "3",
+        ],
+    );
+    let csv = read(out.join("sweep.csv"));
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().unwrap_or("").split(',').collect();
+    assert!(
+        header.contains(&"seeds") && header.contains(&"query_p95_ms_ci95"),
+        "{header:?}"
+    );
+    let ci = header
+        .iter()
+        .position(|h| *h == "query_p95_ms_ci95")
+        .unwrap_or(0);
+    for line in lines {
+        let cells: Vec<&str> = line.split(',').collect();
+        assert_eq!(cells[2].split(' ').count(), 3, "three seeds: {line}");
+        let half: f64 = cells[ci].parse().unwrap_or(0.0);
+        assert!(half > 0.0, "three different seeds give an interval: {line}");
+    }
+}
+
+#[test]
+fn bad_grids_are_refused_in_one_line() {
+    let t = Temp::new("bad");
+    let out = t.path("out");
+    let o = out.to_str().expect("UTF-8");
+    for (args, says) in [
+        (
+            vec!["--sweep", "scheduler.max_concurency=1,2"],
+            "max_concurency",
+        ),
+        (
+            vec!["--sweep", "scheduler.max_concurrency=a,b"],
+            "scheduler.max_concurrency",
+        ),
+        (vec!["--sweep", "scheduler.max_concurrency=[]"], "no values"),
+        (
+            vec!["--sweep", "scheduler.max_concurrency"],
+            "key.path=values",
+        ),
+        (vec!["--sweep", "workload.queries=1..=20000"], "--force"),
+        (vec!["--sweep", "scheduler.headroom=0.5,1.5"], "headroom"),
+    ] {
+        let mut all = vec!["sweep", AGENT, "--out", o];
+        all.extend(args.iter().copied());
+        let r = capsize(&all);
+        let stderr = String::from_utf8_lossy(&r.stderr);
+        assert_eq!(r.status.code(), Some(2), "{args:?}: {stderr}");
+        assert_eq!(stderr.matches('\n').count(), 1, "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+        assert!(!out.exists(), "{args:?} wrote output");
+    }
+    // A scenario with nothing to sweep.
+    let r = capsize(&["sweep", "scenarios/stock-quotes.toml", "--out", o]);
+    assert_eq!(r.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&r.stderr).contains("nothing to sweep"));
+}
+
+#[test]
+fn plan_prints_the_arithmetic() {
+    let r = capsize(&[
+        "plan",
+        "--rpm",
+        "600",
+        "--calls-per-query",
+        "8",
+        "--headroom",
+        "0.7",
+        "--latency-ms",
+        "550",
+    ]);
+    assert_eq!(r.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&r.stdout);
+    assert!(
+        text.contains("52.5") && text.contains("420 / 8") && text.contains("180"),
+        "{text}"
+    );
+    let r = capsize(&["plan", AGENT, "--json"]);
+    let rows: serde_json::Value = serde_json::from_slice(&r.stdout).expect("JSON");
+    let max = rows
+        .as_array()
+        .and_then(|a| a.iter().find(|r| r["key"] == "fanout_expected_max_ms"))
+        .and_then(|r| r["value"].as_f64())
+        .unwrap_or(0.0);
+    assert!((max - 822.222).abs() < 0.001, "{max}");
+    for bad in [
+        &["plan", "--rpm", "0"][..],
+        &["plan", "--headroom", "1.5"],
+        &["plan"],
+    ] {
+        let r = capsize(bad);
+        assert_eq!(r.status.code(), Some(2), "{bad:?}");
+        assert_eq!(String::from_utf8_lossy(&r.stderr).matches('\n').count(), 1);
+    }
+}
+
+#[test]
+fn the_committed_research_agent_report_is_what_the_command_writes() {
+    let t = Temp::new("committed");
+    let out = t.path("out");
+    sweep(&out, &[]);
+    let committed = Path::new("reports/research-agent");
+    for file in [
+        "sweep.csv",
+        "report.md",
+        "report.html",
+        "throughput.svg",
+        "latency.png",
+        "rpm_over_time.svg",
+    ] {
+        let a = std::fs::read(out.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+        let b = std::fs::read(committed.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+        assert!(a == b, "reports/research-agent/{file} is stale: run `capsize sweep scenarios/research-agent.toml`");
+    }
+}
