@@ -8,9 +8,8 @@ use clap::Args as ClapArgs;
 use super::{fail, out, realtime_options, ClockArgs};
 use super::{EXIT_BAD_INPUT, EXIT_RUN_FAILED, EXIT_WRITE_FAILED};
 use crate::plan::{self, PlanInput};
-use crate::report::{capacity, sweep as table};
 use crate::sim;
-use crate::sweep::{self, Grid, GridError, SweepOptions};
+use crate::sweep::{self, report as capacity, table, Grid, GridError, SweepOptions};
 
 /// Flags of `capsize sweep`.
 #[derive(Debug, ClapArgs)]

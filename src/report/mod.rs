@@ -1,10 +1,8 @@
 //! Reports: `summary.json`, `.hgrm` histograms, and the summary table printed by `capsize run`.
 
-pub mod capacity;
 pub mod charts;
 pub mod hgrm;
 pub mod summary;
-pub mod sweep;
 
 use std::fmt::Write as _;
 use std::io;

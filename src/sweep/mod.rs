@@ -6,7 +6,9 @@
 //! by index, so what is written does not depend on `jobs` or on which run finished first.
 
 pub mod grid;
+pub mod report;
 mod stats;
+pub mod table;
 
 use std::io::IsTerminal;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -4,12 +4,12 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use super::charts::{self, Chart, ChartError, Reference, Series, XAxis};
-use super::sweep::{passes, Recommendation};
+use super::table::{passes, Recommendation};
+use super::PointResult;
 use crate::plan::{self, fmt_num, PlanInput};
 use crate::recorder::Recording;
+use crate::report::charts::{self, Chart, ChartError, Reference, Series, XAxis};
 use crate::slo::{lookup, Threshold};
-use crate::sweep::PointResult;
 
 const MAX_CONCURRENCY: &str = "scheduler.max_concurrency";
 const HEADROOM: &str = "scheduler.headroom";

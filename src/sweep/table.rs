@@ -2,8 +2,8 @@
 
 use serde_json::Value;
 
+use super::{mean_ci, PointResult};
 use crate::slo::{lookup, Threshold};
-use crate::sweep::{mean_ci, PointResult};
 
 /// A metric of a sweep row: its CSV column and how to read it off one summary.json.
 struct Metric {
