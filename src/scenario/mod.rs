@@ -309,15 +309,19 @@ fn apply_override(
     Ok(())
 }
 
-/// Reads and validates a scenario file, with `sets` (`key.path=value`) applied first.
-pub fn load(path: &Path, sets: &[String]) -> Result<Scenario, ScenarioError> {
-    let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
+/// A scenario file's text (an error names the file).
+pub fn read(path: &Path) -> Result<String, ScenarioError> {
+    std::fs::read_to_string(path).map_err(|e| ScenarioError {
         file: path.to_path_buf(),
         at: None,
         key: None,
         message: format!("cannot read: {e}"),
-    })?;
-    parse(&text, path, sets)
+    })
+}
+
+/// Reads and validates a scenario file, with `sets` (`key.path=value`) applied first.
+pub fn load(path: &Path, sets: &[String]) -> Result<Scenario, ScenarioError> {
+    parse(&read(path)?, path, sets)
 }
 
 /// Validates scenario `text` as if read from `path` (named in errors; relative files are read

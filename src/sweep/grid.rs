@@ -104,12 +104,7 @@ impl Grid {
         flags: &[String],
         force: bool,
     ) -> Result<Grid, GridError> {
-        let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
-            file: path.to_path_buf(),
-            at: None,
-            key: None,
-            message: format!("cannot read: {e}"),
-        })?;
+        let text = scenario::read(path)?;
         let base = scenario::parse(&text, path, sets)?;
         let mut axes = base.sweep.clone();
         for f in flags {
