@@ -6,6 +6,7 @@
 //! subagent budgets. It reads time only through `tokio::time`, so the same code runs in virtual
 //! time (tokio's paused clock) and in real time. The command-line tool ([`cli`]) drives it.
 
+pub mod article;
 pub mod cli;
 pub mod demo;
 pub mod plan;

@@ -54,6 +54,17 @@ enum Command {
     Sweep(sweep::SweepArgs),
     /// Print the closed-form rate-limit arithmetic, no simulation.
     Plan(sweep::PlanArgs),
+    /// Reproduce the article: run scenarios/article/ and write its claims table.
+    ///
+    /// Writes reports/article/README.md (or --out) and each scenario's summary.json.
+    Article {
+        /// The folder of the article's scenarios.
+        #[arg(long, default_value = "scenarios/article")]
+        scenarios: PathBuf,
+        /// Output folder.
+        #[arg(long, default_value = "reports/article")]
+        out: PathBuf,
+    },
     /// Gate CI on a scenario's SLOs and a baseline (not built yet).
     Check {
         /// The scenario file (TOML).
@@ -228,6 +239,13 @@ pub fn main() -> ExitCode {
         Command::Run(args) => run(args),
         Command::Sweep(args) => sweep::sweep(args),
         Command::Plan(args) => sweep::plan(args),
+        Command::Article {
+            scenarios,
+            out: dir,
+        } => match crate::article::reproduce(&scenarios, &dir) {
+            Ok(md) => out(&md),
+            Err(e) => fail(EXIT_RUN_FAILED, format!("{e:#}")),
+        },
         Command::Check { .. } => not_built("check", 6),
         Command::Mock(args) => capsize_mock::cli::run(&args, "capsize mock"),
     }
