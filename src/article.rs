@@ -12,7 +12,7 @@ use serde_json::Value;
 use crate::plan::{expected_max_ms, fmt_num};
 use crate::report::summary::Summary;
 use crate::scenario::Scenario;
-use crate::slo::lookup;
+use crate::slo::number as at;
 
 /// One claim of the article.
 struct Claim {
@@ -32,10 +32,6 @@ struct Claim {
     tolerance: f64,
     /// What to say when the article's own figure differs from the closed form.
     note: &'static str,
-}
-
-fn at(v: &Value, path: &str) -> Option<f64> {
-    lookup(v, path)?.as_f64()
 }
 
 const CLAIMS: &[Claim] = &[

@@ -97,7 +97,7 @@ impl Threshold {
     /// The metric's value in `summary` (summary.json as JSON): `None` if the field is absent,
     /// not a number, or `null` (e.g. RPM utilization without an RPM limit).
     pub fn value(&self, summary: &Value) -> Option<f64> {
-        lookup(summary, &self.metric)?.as_f64()
+        number(summary, &self.metric)
     }
 
     /// Whether `summary` meets this objective (a missing or null value does not).
@@ -110,6 +110,11 @@ impl Threshold {
 /// The field at dotted `path` in `json`.
 pub fn lookup<'a>(json: &'a Value, path: &str) -> Option<&'a Value> {
     path.split('.').try_fold(json, |v, key| v.get(key))
+}
+
+/// The number at dotted `path` in `json` (`None` if absent, `null` or not a number).
+pub fn number(json: &Value, path: &str) -> Option<f64> {
+    lookup(json, path)?.as_f64()
 }
 
 /// Every dotted path to a number (or `null`) in `json`, in key order: the metrics a

@@ -49,6 +49,15 @@ fn sweep(out: &Path, extra: &[&str]) -> Output {
     o
 }
 
+/// Asserts that each of `files` has the same bytes in folders `a` and `b`.
+fn same_files(a: &Path, b: &Path, files: &[&str], why: &str) {
+    for file in files {
+        let bytes =
+            |d: &Path| std::fs::read(d.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+        assert!(bytes(a) == bytes(b), "{file}: {why}");
+    }
+}
+
 fn read(path: PathBuf) -> String {
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
@@ -60,20 +69,18 @@ fn outputs_do_not_depend_on_jobs_and_recommend_the_articles_point() {
     let q = ["--set", "workload.queries=300"];
     let out = sweep(&one, &[&q[..], &["--jobs", "1"]].concat());
     sweep(&two, &[&q[..], &["--jobs", "2"]].concat());
-    for file in [
-        "sweep.csv",
-        "report.md",
-        "report.html",
-        "throughput.svg",
-        "latency.png",
-    ] {
-        let bytes =
-            |d: &PathBuf| std::fs::read(d.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
-        assert!(
-            bytes(&one) == bytes(&two),
-            "{file} differs between --jobs 1 and 2"
-        );
-    }
+    same_files(
+        &one,
+        &two,
+        &[
+            "sweep.csv",
+            "report.md",
+            "report.html",
+            "throughput.svg",
+            "latency.png",
+        ],
+        "differs between --jobs 1 and 2",
+    );
     let csv = read(one.join("sweep.csv"));
     let lines: Vec<&str> = csv.lines().collect();
     assert_eq!(lines.len(), 1 + 5 * 4, "a header and 20 points");
@@ -231,16 +238,17 @@ fn the_committed_research_agent_report_is_what_the_command_writes() {
     let out = t.path("out");
     sweep(&out, &[]);
     let committed = Path::new("reports/research-agent");
-    for file in [
-        "sweep.csv",
-        "report.md",
-        "report.html",
-        "throughput.svg",
-        "latency.png",
-        "rpm_over_time.svg",
-    ] {
-        let a = std::fs::read(out.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
-        let b = std::fs::read(committed.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
-        assert!(a == b, "reports/research-agent/{file} is stale: run `capsize sweep scenarios/research-agent.toml`");
-    }
+    same_files(
+        &out,
+        committed,
+        &[
+            "sweep.csv",
+            "report.md",
+            "report.html",
+            "throughput.svg",
+            "latency.png",
+            "rpm_over_time.svg",
+        ],
+        "reports/research-agent is stale: run `capsize sweep scenarios/research-agent.toml`",
+    );
 }

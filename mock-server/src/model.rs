@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use rand::rngs::Xoshiro256PlusPlus;
 use rand::{RngExt, SeedableRng};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::config::{Overload, ProviderConfig, RetryAfter};
 use crate::headers::go_duration;
@@ -100,7 +100,7 @@ impl Decision {
 }
 
 /// What the model has seen.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Counters {
     /// Requests received.
     pub received: u64,

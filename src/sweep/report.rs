@@ -9,13 +9,13 @@ use super::PointResult;
 use crate::plan::{self, fmt_num, PlanInput};
 use crate::recorder::Recording;
 use crate::report::charts::{self, Chart, ChartError, Reference, Series, XAxis};
-use crate::slo::{lookup, Threshold};
+use crate::slo::{number, Threshold};
 
 const MAX_CONCURRENCY: &str = "scheduler.max_concurrency";
 const HEADROOM: &str = "scheduler.headroom";
 
 fn mean_at(p: &PointResult, path: &str) -> Option<f64> {
-    lookup(&p.mean, path)?.as_f64()
+    number(&p.mean, path)
 }
 
 /// The x key of the sweep charts (max_concurrency if swept, else the first key) and the key
@@ -343,11 +343,11 @@ pub fn render(
             }
             let _ = writeln!(md, "\n## Arithmetic beside the simulation\n");
             let _ = writeln!(md, "| closed form | formula | value | simulated | difference |\n|---|---|---:|---:|---:|");
-            for row in plan::plan(&PlanInput::from_scenario(&p.scenario)) {
-                // E[max of n] describes a fully parallel fan-out only.
-                let mc = p.scenario.scheduler.max_concurrency as f64;
-                let n = PlanInput::from_scenario(&p.scenario).calls_per_query;
-                let parallel = mc == 0.0 || mc >= n;
+            let input = PlanInput::from_scenario(&p.scenario);
+            // E[max of n] describes a fully parallel fan-out only.
+            let mc = p.scenario.scheduler.max_concurrency as f64;
+            let parallel = mc == 0.0 || mc >= input.calls_per_query;
+            for row in plan::plan(&input) {
                 let measured = MEASURED
                     .iter()
                     .find(|(k, _, _)| *k == row.key)

@@ -3,16 +3,12 @@
 use serde_json::Value;
 
 use super::{mean_ci, PointResult};
-use crate::slo::{lookup, Threshold};
+use crate::slo::{number as at, Threshold};
 
 /// A metric of a sweep row: its CSV column and how to read it off one summary.json.
 struct Metric {
     column: &'static str,
     read: fn(&Value) -> Option<f64>,
-}
-
-fn at(v: &Value, path: &str) -> Option<f64> {
-    lookup(v, path)?.as_f64()
 }
 
 /// The per-point metrics, in CSV order.
