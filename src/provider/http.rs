@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 use super::{OrphanWatch, Provider, RequestKind};
 use crate::recorder::Recorder;
 use crate::scheduler::retry::retry_after_from_headers;
-use crate::scheduler::{FailureKind, ProviderError};
+use crate::scheduler::ProviderError;
 use crate::timescale::TimeScale;
 
 /// The body of a model turn: a minimal OpenAI-style chat request.
@@ -138,13 +138,9 @@ impl HttpProvider {
         match status {
             200..=299 => Ok(()),
             429 => Err(ProviderError::rate_limited(self.retry_after(headers))),
-            500..=599 => Err(ProviderError {
-                kind: FailureKind::Status {
-                    code: status,
-                    retry_after: self.retry_after(headers),
-                },
-                message: format!("HTTP {status}"),
-            }),
+            500..=599 => {
+                Err(ProviderError::status(status).with_retry_after(self.retry_after(headers)))
+            }
             _ => Err(ProviderError::other(format!("HTTP {status}"))),
         }
     }

@@ -11,7 +11,7 @@ use tokio::time::Instant;
 
 use super::{OrphanWatch, Provider, RequestKind};
 use crate::recorder::Recorder;
-use crate::scheduler::{FailureKind, ProviderError};
+use crate::scheduler::ProviderError;
 use crate::timescale::TimeScale;
 
 /// The provider model in-process, on the runtime's clock at `scale`.
@@ -56,13 +56,7 @@ impl VirtualProvider {
         let scaled = d.retry_after.map(|r| self.scale.to_runtime(r));
         match d.outcome {
             Outcome::RateLimited => ProviderError::rate_limited(scaled),
-            Outcome::Error(code) => ProviderError {
-                kind: FailureKind::Status {
-                    code,
-                    retry_after: scaled,
-                },
-                message: format!("HTTP {code}"),
-            },
+            Outcome::Error(code) => ProviderError::status(code).with_retry_after(scaled),
             Outcome::Timeout => ProviderError::timeout(),
             Outcome::Served => ProviderError::other("served is not an error"),
         }

@@ -97,6 +97,16 @@ impl ProviderError {
         }
     }
 
+    /// The same failure asking for `wait` before a retry (a status's or a 429's Retry-After).
+    pub fn with_retry_after(mut self, wait: Option<Duration>) -> Self {
+        if let FailureKind::Status { retry_after, .. } | FailureKind::RateLimited { retry_after } =
+            &mut self.kind
+        {
+            *retry_after = wait;
+        }
+        self
+    }
+
     /// A timeout.
     pub fn timeout() -> Self {
         ProviderError {
