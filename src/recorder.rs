@@ -18,6 +18,19 @@ fn histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 86_400_000_000, 3).expect("static histogram bounds are valid")
 }
 
+/// What an orchestrator had left for its synthesis turn, over the queries that reached it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Syntheses {
+    /// Synthesis turns attempted (the subagents done, the query not abandoned).
+    pub attempted: u64,
+    /// Of those, refused by the query's budget.
+    pub refused: u64,
+    /// Sum of the tokens left in the query's budget when each synthesis started.
+    pub left_sum: u64,
+    /// The fewest tokens left when a synthesis started (`u64::MAX` before the first).
+    pub left_min: u64,
+}
+
 /// Counts of what happened to calls.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CallCounts {
@@ -162,6 +175,8 @@ pub struct Recording {
     pub queries_abandoned: u64,
     /// Requests the provider charged whose answer was thrown away.
     pub orphaned_requests: u64,
+    /// Orchestrators' synthesis turns and the budget left for them.
+    pub syntheses: Syntheses,
     /// Provider arrivals over time.
     pub series: Series,
     /// Requests the provider charged.
@@ -214,6 +229,10 @@ impl Recorder {
                     queries_failed: 0,
                     queries_abandoned: 0,
                     orphaned_requests: 0,
+                    syntheses: Syntheses {
+                        left_min: u64::MAX,
+                        ..Syntheses::default()
+                    },
                     series: Series {
                         bin_s: 1,
                         bins: Vec::new(),
@@ -265,6 +284,16 @@ impl Recorder {
     /// The provider charged a request whose answer was thrown away.
     pub fn orphaned(&self) {
         self.lock().rec.orphaned_requests += 1;
+    }
+
+    /// An orchestrator started its synthesis turn with `left` tokens in its budget; `refused`
+    /// if the budget turned it down.
+    pub fn synthesis(&self, left: u64, refused: bool) {
+        let s = &mut self.lock().rec.syntheses;
+        s.attempted += 1;
+        s.refused += u64::from(refused);
+        s.left_sum += left;
+        s.left_min = s.left_min.min(left);
     }
 
     /// The provider received a request at model time `at`.

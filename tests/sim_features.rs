@@ -81,6 +81,36 @@ fn subagents_spend_at_most_their_budgets() {
     assert_eq!(sum.provider.counters.received, 10 * (3 * 10 + 1));
     assert!(sum.budget_exhausted >= 10 * 3, "{}", sum.budget_exhausted);
     assert_eq!(sum.queries_failed, 10);
+    // The grants were reserved: each synthesis found exactly 50k - 3 x 15k left, and ran.
+    let synth = sum.synthesis.expect("a synthesis summary");
+    assert_eq!((synth.attempted, synth.refused), (10, 0));
+    assert_eq!((synth.left_tokens_mean, synth.left_tokens_min), (5000.0, 5000));
+}
+
+#[test]
+fn a_synthesis_larger_than_what_is_left_is_refused() {
+    // 2 subagents of 20k from 40k leave nothing for a 1k synthesis once they spend it all.
+    let s = scenario(
+        r#"
+        name = "refused"
+        [provider]
+        latency = { dist = "constant", ms = 100 }
+        [workload]
+        queries = 4
+        calls_per_query = 1
+        tokens_per_call = 10000
+        rounds = 2
+        [workload.subagents]
+        count = 2
+        budget_tokens = 20000
+        orchestrator_budget = 40000
+        synthesis_tokens = 1000
+        "#,
+        &[],
+    );
+    let synth = summary(&s).synthesis.expect("a synthesis summary");
+    assert_eq!((synth.attempted, synth.refused), (4, 4));
+    assert_eq!((synth.left_tokens_mean, synth.left_tokens_min), (0.0, 0));
 }
 
 #[test]

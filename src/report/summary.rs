@@ -5,6 +5,7 @@ use capsize_mock::Counters;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
+use crate::recorder::Syntheses;
 use crate::scenario::Scenario;
 use crate::sim::SimOutcome;
 
@@ -147,12 +148,39 @@ pub struct Summary {
     pub budget_exhausted: u64,
     /// Requests the provider charged whose answer was thrown away.
     pub orphaned_requests: u64,
+    /// The orchestrators' synthesis turns (only for workloads with a synthesis turn).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub synthesis: Option<SynthesisSummary>,
     /// Charged requests per minute over the provider's RPM (`null` if unlimited).
     pub rpm_utilization: Option<f64>,
     /// Charged tokens per minute over the provider's TPM (`null` if unlimited).
     pub tpm_utilization: Option<f64>,
     /// The busiest 60 s window's requests over the provider's RPM.
     pub peak_rpm_utilization: Option<f64>,
+}
+
+/// What the orchestrators had left for their synthesis turns.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SynthesisSummary {
+    /// Synthesis turns attempted.
+    pub attempted: u64,
+    /// Of those, refused because the query's budget had too little left.
+    pub refused: u64,
+    /// Mean tokens left in the query's budget when a synthesis started.
+    pub left_tokens_mean: f64,
+    /// The fewest tokens left when a synthesis started.
+    pub left_tokens_min: u64,
+}
+
+impl SynthesisSummary {
+    fn of(s: &Syntheses) -> Option<Self> {
+        (s.attempted > 0).then(|| SynthesisSummary {
+            attempted: s.attempted,
+            refused: s.refused,
+            left_tokens_mean: round3(s.left_sum as f64 / s.attempted as f64),
+            left_tokens_min: s.left_min,
+        })
+    }
 }
 
 fn ratio(v: f64, limit: Option<f64>) -> Option<f64> {
@@ -220,6 +248,7 @@ impl Summary {
             not_run: r.calls.not_run,
             budget_exhausted: r.calls.budget_exhausted,
             orphaned_requests: r.orphaned_requests,
+            synthesis: SynthesisSummary::of(&r.syntheses),
             rpm_utilization: ratio(per_min(charged), scenario.provider.rpm),
             tpm_utilization: ratio(per_min(p.tokens_charged), scenario.provider.tpm),
             peak_rpm_utilization: ratio(peak_req as f64, scenario.provider.rpm),

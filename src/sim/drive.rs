@@ -23,7 +23,7 @@ use crate::provider::{Provider, RequestKind};
 use crate::recorder::Recorder;
 use crate::scenario::{Arrivals, ModelTurn, Scenario, Stop, Subagents};
 use crate::scheduler::{
-    Budget, CallError, CallSpec, FanOut, ProviderError, Scheduler, Scope, TurnPolicy,
+    Budget, CallError, CallSpec, FanOut, Interrupt, ProviderError, Scheduler, Scope, TurnPolicy,
 };
 use crate::timescale::TimeScale;
 use crate::workload::{PlannedCall, Planner, QueryPlan};
@@ -147,16 +147,25 @@ async fn run_query<P: Provider>(
     });
     let mut failed = fan.gather(jobs).await.into_iter().any(|f| f);
     if sub.synthesis_tokens > 0 && scope.interrupted(false).is_none() {
+        let left = budget.remaining();
         let synth = scope.clone().with_budget(budget);
-        failed |= ctx
+        let result = ctx
             .call(
                 sub.synthesis_tokens,
                 RequestKind::ModelTurn,
                 &synth,
                 &abandoned,
             )
-            .await
-            .is_err();
+            .await;
+        let refused = matches!(
+            result,
+            Err(CallError::Interrupted {
+                cause: Interrupt::BudgetExhausted(_),
+                ..
+            })
+        );
+        ctx.recorder.synthesis(left, refused);
+        failed |= result.is_err();
     }
     failed
 }
