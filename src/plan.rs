@@ -38,6 +38,19 @@ pub struct PlanInput {
     pub max_concurrency: Option<u32>,
     /// An arrival rate of calls per second, for the TPM-exhaustion rows.
     pub burst_calls_per_s: Option<f64>,
+    /// Requests and tokens one whole query sends when it is more than one turn of tool calls
+    /// (rounds, model turns, subagents, a synthesis); `None`: one turn, `calls_per_query`
+    /// requests of `tokens_per_call` each.
+    pub per_query: Option<PerQuery>,
+}
+
+/// What one whole query asks of the provider.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PerQuery {
+    /// Requests (tool calls and model turns) per query.
+    pub requests: f64,
+    /// Tokens per query.
+    pub tokens: f64,
 }
 
 impl Default for PlanInput {
@@ -54,6 +67,7 @@ impl Default for PlanInput {
             latency: None,
             max_concurrency: None,
             burst_calls_per_s: None,
+            per_query: None,
         }
     }
 }
@@ -79,8 +93,9 @@ impl PlanInput {
     /// The inputs a validated scenario implies.
     ///
     /// `calls_per_query` is the mean fan-out of one turn (tool calls per round), after a
-    /// `max_parallel_tools` cap with `over_cap = "truncate"`; rounds, model turns and subagents
-    /// are not folded in. An open-loop scenario's burst is its offered tool-call rate
+    /// `max_parallel_tools` cap with `over_cap = "truncate"`: the fan-out rows use it. The
+    /// query ceilings use the whole query: every round of every agent, the model turns between
+    /// rounds and the synthesis. An open-loop scenario's burst is its offered tool-call rate
     /// (arrival rate × calls per round × rounds × agents); a closed one has none.
     pub fn from_scenario(s: &Scenario) -> PlanInput {
         let w = &s.workload;
@@ -89,6 +104,19 @@ impl PlanInput {
             .then_some(turn.max_parallel as u64);
         let calls = capped_mean(w.calls_per_query, cap);
         let agents = w.subagents.map_or(1, |a| a.count) as f64;
+        let k = w.tokens_per_call.mean();
+        let rounds = f64::from(w.rounds);
+        let (mut requests, mut tokens) = (calls * rounds * agents, calls * k * rounds * agents);
+        if let Some(m) = &w.model_turn {
+            requests += agents * (rounds - 1.0);
+            tokens += agents * (rounds - 1.0) * m.tokens as f64;
+        }
+        if let Some(sub) = w.subagents.filter(|s| s.synthesis_tokens > 0) {
+            requests += 1.0;
+            tokens += sub.synthesis_tokens as f64;
+        }
+        let per_query =
+            (requests != calls || tokens != calls * k).then_some(PerQuery { requests, tokens });
         let burst = match w.arrivals {
             Arrivals::Open { rate, .. } => Some(rate * calls * f64::from(w.rounds) * agents),
             Arrivals::Closed { .. } => None,
@@ -99,7 +127,7 @@ impl PlanInput {
             tpm: s.provider.tpm,
             headroom: s.scheduler.headroom,
             calls_per_query: calls,
-            tokens_per_call: w.tokens_per_call.mean(),
+            tokens_per_call: k,
             latency_mean_ms: latency.mean(),
             latency_uniform_ms: match *latency {
                 Latency::Uniform(a, b) => Some((a, b)),
@@ -111,6 +139,7 @@ impl PlanInput {
                 c => Some(u32::try_from(c).unwrap_or(u32::MAX)),
             },
             burst_calls_per_s: burst,
+            per_query,
         }
     }
 }
@@ -188,11 +217,48 @@ pub fn plan(input: &PlanInput) -> Vec<Row> {
         row!(rows; "call_ceiling_per_s" => *c, "calls/s"; "Call ceiling ({} binds)", binds; "{}", formula);
     }
     let ceiling = ceiling.map(|(c, _, _)| c);
-    if let (Some(c), Some(n)) = (ceiling, n) {
-        row!(rows; "queries_per_s_ceiling" => c / n, "queries/s";
-            "Query ceiling at {} calls/query", f(n); "{} / {}", f(c), f(n));
-        row!(rows; "queries_per_min_ceiling" => c / n * 60.0, "queries/min";
-            "Query ceiling at {} calls/query, per minute", f(n); "{} × 60", f(c / n));
+    // Queries: one turn's calls, or the whole query's requests and tokens.
+    let per_query = match (input.per_query, n) {
+        (Some(q), _) => Some(q),
+        (None, Some(n)) => Some(PerQuery {
+            requests: n,
+            tokens: n * input.tokens_per_call,
+        }),
+        (None, None) => None,
+    };
+    let what = |q: &PerQuery| match input.per_query {
+        Some(_) => format!("{} requests/query", f(q.requests)),
+        None => format!("{} calls/query", f(q.requests)),
+    };
+    if let (Some(c), Some(q)) = (ceiling, per_query.filter(|q| q.requests > 0.0)) {
+        let (qps, formula) = match (rps, tpm.filter(|_| q.tokens > 0.0)) {
+            (_, _) if input.per_query.is_none() => {
+                (c / q.requests, format!("{} / {}", f(c), f(q.requests)))
+            }
+            (Some(r), Some(t)) => {
+                let (by_r, by_t) = (r / q.requests, t / 60.0 / q.tokens);
+                (
+                    by_r.min(by_t),
+                    format!(
+                        "min({} / {}, {} / 60 / {})",
+                        f(r),
+                        f(q.requests),
+                        f(t),
+                        f(q.tokens)
+                    ),
+                )
+            }
+            (Some(r), None) => (r / q.requests, format!("{} / {}", f(r), f(q.requests))),
+            (None, Some(t)) => (
+                t / 60.0 / q.tokens,
+                format!("{} / 60 / {}", f(t), f(q.tokens)),
+            ),
+            (None, None) => (c / q.requests, format!("{} / {}", f(c), f(q.requests))),
+        };
+        row!(rows; "queries_per_s_ceiling" => qps, "queries/s";
+            "Query ceiling at {}", what(&q); "{}", formula);
+        row!(rows; "queries_per_min_ceiling" => qps * 60.0, "queries/min";
+            "Query ceiling at {}, per minute", what(&q); "{} × 60", f(qps));
     }
 
     // Headroom: the share of the RPM the client allows itself, and what is left over.
@@ -202,9 +268,9 @@ pub fn plan(input: &PlanInput) -> Vec<Row> {
             "Request slots at {} % headroom", pct; "{} × {}", f(h), f(r));
         row!(rows; "spare_rpm" => r - slots, "requests/min";
             "Spare RPM (retries, other traffic)"; "{} − {}", f(r), f(slots));
-        if let Some(n) = n {
-            row!(rows; "queries_per_min_at_headroom" => slots / n, "queries/min";
-                "Queries at {} % headroom", pct; "{} / {}", f(slots), f(n));
+        if let Some(q) = per_query.filter(|q| q.requests > 0.0) {
+            row!(rows; "queries_per_min_at_headroom" => slots / q.requests, "queries/min";
+                "Queries at {} % headroom", pct; "{} / {}", f(slots), f(q.requests));
         }
     }
 

@@ -531,3 +531,32 @@ fn numbers_are_rounded_for_people() {
         assert_eq!(fmt_num(v), want);
     }
 }
+
+#[test]
+fn a_query_of_several_rounds_counts_every_request_and_token_against_the_ceilings() {
+    // stock-quotes: 3 rounds of 10 calls and a model turn between rounds: 32 requests a query.
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/stock-quotes.toml");
+    let s = scenario::load(&path, &[]).unwrap_or_else(|e| panic!("{e}"));
+    let input = PlanInput::from_scenario(&s);
+    close(input.calls_per_query, 10.0);
+    let rows = plan(&input);
+    close(value(&rows, "queries_per_min_ceiling"), 10_000.0 / 32.0);
+    close(value(&rows, "fanout_expected_max_ms"), 350.0);
+    // With a TPM: 30 calls x 100 tokens + 2 model turns x 1,500 = 6,000 tokens a query, so
+    // 600,000 TPM allows 100 queries a minute, below the RPM's 312.5.
+    let tpm = [
+        "provider.tpm=600000".to_string(),
+        "workload.tokens_per_call=100".to_string(),
+    ];
+    let s = scenario::load(&path, &tpm).unwrap_or_else(|e| panic!("{e}"));
+    let rows = plan(&PlanInput::from_scenario(&s));
+    close(value(&rows, "queries_per_min_ceiling"), 100.0);
+    // Subagents: 3 agents x 3 rounds x 10 calls, 3 x 2 model turns, 1 synthesis = 97.
+    let sub = [
+        "workload.subagents={ count = 3, budget_tokens = 100000, orchestrator_budget = 1000000, synthesis_tokens = 500 }"
+            .to_string(),
+    ];
+    let s = scenario::load(&path, &sub).unwrap_or_else(|e| panic!("{e}"));
+    let rows = plan(&PlanInput::from_scenario(&s));
+    close(value(&rows, "queries_per_min_ceiling"), 10_000.0 / 97.0);
+}
