@@ -9,6 +9,7 @@
 pub mod article;
 pub mod cli;
 pub mod demo;
+pub mod gate;
 pub mod plan;
 pub mod provider;
 pub mod recorder;

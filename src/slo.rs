@@ -94,6 +94,11 @@ impl Threshold {
         })
     }
 
+    /// The comparison alone: `< 2000`.
+    pub fn condition(&self) -> String {
+        format!("{} {}", self.op.symbol(), self.limit)
+    }
+
     /// The metric's value in `summary` (summary.json as JSON): `None` if the field is absent,
     /// not a number, or `null` (e.g. RPM utilization without an RPM limit).
     pub fn value(&self, summary: &Value) -> Option<f64> {

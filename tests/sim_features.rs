@@ -84,7 +84,10 @@ fn subagents_spend_at_most_their_budgets() {
     // The grants were reserved: each synthesis found exactly 50k - 3 x 15k left, and ran.
     let synth = sum.synthesis.expect("a synthesis summary");
     assert_eq!((synth.attempted, synth.refused), (10, 0));
-    assert_eq!((synth.left_tokens_mean, synth.left_tokens_min), (5000.0, 5000));
+    assert_eq!(
+        (synth.left_tokens_mean, synth.left_tokens_min),
+        (5000.0, 5000)
+    );
 }
 
 #[test]

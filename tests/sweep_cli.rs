@@ -192,6 +192,22 @@ fn bad_grids_are_refused_in_one_line() {
     let r = capsize(&["sweep", "scenarios/stock-quotes.toml", "--out", o]);
     assert_eq!(r.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&r.stderr).contains("nothing to sweep"));
+    // An objective on a metric summary.json does not have (a typo) is refused before any run.
+    let agent = std::fs::read_to_string(AGENT).expect("the research agent");
+    let typo = t.path("typo.toml");
+    std::fs::write(
+        &typo,
+        agent.replace("latency_ms.query.p95", "latency_ms.query.p59"),
+    )
+    .expect("write");
+    let r = capsize(&["sweep", typo.to_str().expect("UTF-8"), "--out", o]);
+    assert_eq!(r.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&r.stderr);
+    assert!(
+        stderr.contains("\"latency_ms.query.p59\" is not a summary.json metric"),
+        "{stderr}"
+    );
+    assert!(!out.exists(), "wrote output");
 }
 
 #[test]

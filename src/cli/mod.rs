@@ -1,24 +1,25 @@
 //! The command line: parses arguments and hands each subcommand to the library.
 //!
 //! Exit codes: 0 success; 1 a check failed (the CI gate); 2 bad input (flags, scenario files);
-//! 3 the subcommand is not built yet; 4 the run could not finish (watchdog, or a provider that
-//! cannot be started or reached); 5 the outputs could not be written. A provider that answers
-//! something unreadable (a malformed rate-limit header) is bad input: 2.
+//! 4 the run could not finish (watchdog, or a provider that cannot be started or reached); 5
+//! the outputs could not be written. A provider that answers something unreadable (a malformed
+//! rate-limit header) is bad input: 2. `capsize check` also exits 2 when its run cannot be
+//! done, so a CI gate has three outcomes: 0 pass, 1 fail, 2 could not check.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+mod check;
 mod sweep;
 
 use clap::{Args as ClapArgs, Parser, Subcommand};
 
 use crate::report::summary::Summary;
-use crate::sim::{RealtimeOptions, SimError};
+use crate::scenario::Scenario;
+use crate::sim::{RealtimeOptions, SimError, SimOutcome};
 
 /// Exit code for bad input.
 pub const EXIT_BAD_INPUT: u8 = 2;
-/// Exit code for a subcommand that is not built yet.
-pub const EXIT_NOT_BUILT: u8 = 3;
 /// Exit code for a simulation that could not finish.
 pub const EXIT_RUN_FAILED: u8 = 4;
 /// Exit code for outputs that could not be written.
@@ -65,11 +66,16 @@ enum Command {
         #[arg(long, default_value = "reports/article")]
         out: PathBuf,
     },
-    /// Gate CI on a scenario's SLOs and a baseline (not built yet).
-    Check {
-        /// The scenario file (TOML).
-        scenario: String,
-    },
+    /// Gate CI: run a scenario and check its [slo] objectives and, with --baseline, every
+    /// metric against a baseline run.
+    ///
+    /// Virtual time by default, so the gate is deterministic. Prints a table of every check.
+    /// Exit 0 when all pass, 1 when an objective or a baseline comparison fails, 2 on bad input
+    /// (scenario, flags, an unknown metric, a missing or mismatched baseline) or a run that
+    /// could not be done, 5 when an output cannot be written.
+    Check(check::CheckArgs),
+    /// Write a baseline for `capsize check --baseline`: the summary.json of a clean run.
+    Baseline(check::BaselineArgs),
     /// Serve the mock provider over HTTP: a rate-limited LLM API for real agents and SDKs.
     ///
     /// The same provider model as the simulator, behind OpenAI- and Anthropic-compatible
@@ -82,6 +88,19 @@ enum Command {
 /// Flags of `capsize run`.
 #[derive(Debug, ClapArgs)]
 struct RunArgs {
+    #[command(flatten)]
+    input: ScenarioArgs,
+    /// Output folder (default: reports/<scenario name>/).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Print summary.json to stdout instead of the table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// The scenario to run and how (shared by `run`, `check` and `baseline`).
+#[derive(Debug, ClapArgs)]
+pub(crate) struct ScenarioArgs {
     /// The scenario file (TOML).
     scenario: PathBuf,
     /// Override the scenario's seed.
@@ -90,12 +109,6 @@ struct RunArgs {
     /// Override any scalar key, e.g. --set scheduler.max_concurrency=8 (repeatable).
     #[arg(long = "set", value_name = "KEY.PATH=VALUE")]
     sets: Vec<String>,
-    /// Output folder (default: reports/<scenario name>/).
-    #[arg(long)]
-    out: Option<PathBuf>,
-    /// Print summary.json to stdout instead of the table.
-    #[arg(long)]
-    json: bool,
     #[command(flatten)]
     clock: ClockArgs,
 }
@@ -159,26 +172,43 @@ pub(crate) fn realtime_options(args: &ClockArgs) -> Result<Option<RealtimeOption
     }))
 }
 
-fn run(args: RunArgs) -> ExitCode {
-    let realtime = match realtime_options(&args.clock) {
-        Ok(r) => r,
-        Err(e) => return fail(EXIT_BAD_INPUT, e),
-    };
-    let mut scenario = match crate::scenario::load(&args.scenario, &args.sets) {
-        Ok(s) => s,
-        Err(e) => return fail(EXIT_BAD_INPUT, e),
-    };
+/// Why a scenario could not be loaded or run: the exit code and one line.
+pub(crate) type Failure = (u8, String);
+
+/// Loads the scenario with its overrides (and seed).
+pub(crate) fn load(args: &ScenarioArgs) -> Result<Scenario, Failure> {
+    let mut scenario = crate::scenario::load(&args.scenario, &args.sets)
+        .map_err(|e| (EXIT_BAD_INPUT, e.to_string()))?;
     if let Some(seed) = args.seed {
         scenario.seed = seed;
     }
+    Ok(scenario)
+}
+
+/// Runs a loaded scenario in the clock the flags ask for.
+pub(crate) fn run_in(scenario: &Scenario, clock: &ClockArgs) -> Result<SimOutcome, Failure> {
+    let realtime = realtime_options(clock).map_err(|e| (EXIT_BAD_INPUT, e))?;
     let result = match &realtime {
-        None => crate::sim::run(&scenario),
-        Some(opts) => crate::sim::run_realtime(&scenario, opts),
+        None => crate::sim::run(scenario),
+        Some(opts) => crate::sim::run_realtime(scenario, opts),
     };
-    let outcome = match result {
-        Ok(o) => o,
-        Err(e @ SimError::BadProvider(_)) => return fail(EXIT_BAD_INPUT, e),
-        Err(e) => return fail(EXIT_RUN_FAILED, e),
+    result.map_err(|e| match e {
+        SimError::BadProvider(_) => (EXIT_BAD_INPUT, e.to_string()),
+        e => (EXIT_RUN_FAILED, e.to_string()),
+    })
+}
+
+/// Loads the scenario and runs it.
+pub(crate) fn load_and_run(args: &ScenarioArgs) -> Result<(Scenario, SimOutcome), Failure> {
+    let scenario = load(args)?;
+    let outcome = run_in(&scenario, &args.clock)?;
+    Ok((scenario, outcome))
+}
+
+fn run(args: RunArgs) -> ExitCode {
+    let (scenario, outcome) = match load_and_run(&args.input) {
+        Ok(r) => r,
+        Err((code, e)) => return fail(code, e),
     };
     let summary = Summary::new(&scenario, &outcome);
     let dir = args
@@ -210,13 +240,6 @@ pub(crate) fn out(text: &str) -> ExitCode {
     }
 }
 
-fn not_built(what: &str, issue: u32) -> ExitCode {
-    eprintln!(
-        "capsize {what}: not built yet (issue #{issue}); `capsize run SCENARIO` simulates in virtual time today"
-    );
-    ExitCode::from(EXIT_NOT_BUILT)
-}
-
 /// Runs the command line and returns the process exit code.
 pub fn main() -> ExitCode {
     let args = match Args::try_parse() {
@@ -246,7 +269,8 @@ pub fn main() -> ExitCode {
             Ok(md) => out(&md),
             Err(e) => fail(EXIT_RUN_FAILED, format!("{e:#}")),
         },
-        Command::Check { .. } => not_built("check", 6),
+        Command::Check(args) => check::check(args),
+        Command::Baseline(args) => check::baseline(args),
         Command::Mock(args) => capsize_mock::cli::run(&args, "capsize mock"),
     }
 }

@@ -164,6 +164,10 @@ pub fn sweep(args: SweepArgs) -> ExitCode {
         Err(GridError::Scenario(e)) => return fail(EXIT_BAD_INPUT, e),
         Err(GridError::Flag(e)) => return fail(EXIT_BAD_INPUT, e),
     };
+    let first = &grid.points[0].1;
+    if let Err(e) = crate::gate::validate(&first.slo, &first.slo_tolerance) {
+        return fail(EXIT_BAD_INPUT, format!("{}: {e}", args.scenario.display()));
+    }
     let jobs = args
         .jobs
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));

@@ -13,7 +13,7 @@ use crate::sim::SimOutcome;
 pub const SCHEMA_VERSION: u32 = 1;
 
 /// Percentiles of one latency histogram, in milliseconds.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct Percentiles {
     /// Samples.
     pub count: u64,
@@ -63,7 +63,7 @@ impl Percentiles {
 }
 
 /// Latency of queries and calls, and the calls' phases.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Latencies {
     /// End to end per query whose calls all succeeded, from its intended start.
     pub query: Percentiles,
@@ -85,7 +85,7 @@ pub struct Latencies {
 }
 
 /// Completed work per second of model time.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct Throughput {
     /// Queries finished per second.
     pub queries_per_s: f64,
@@ -94,7 +94,7 @@ pub struct Throughput {
 }
 
 /// The provider's own counters, and its busiest minute.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct ProviderCounts {
     /// received, served, rate_limited, errored, timed_out, tokens_charged.
     #[serde(flatten)]
@@ -106,7 +106,7 @@ pub struct ProviderCounts {
 }
 
 /// `summary.json`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Summary {
     /// Schema version.
     pub schema_version: u32,
@@ -160,7 +160,7 @@ pub struct Summary {
 }
 
 /// What the orchestrators had left for their synthesis turns.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct SynthesisSummary {
     /// Synthesis turns attempted.
     pub attempted: u64,
@@ -253,6 +253,18 @@ impl Summary {
             tpm_utilization: ratio(per_min(p.tokens_charged), scenario.provider.tpm),
             peak_rpm_utilization: ratio(peak_req as f64, scenario.provider.rpm),
         }
+    }
+
+    /// Every metric summary.json can hold, as dotted paths in the file's order: what an
+    /// objective or a tolerance may name. (The `synthesis` fields appear only in runs of
+    /// workloads with a synthesis turn.)
+    pub fn metric_paths() -> Vec<String> {
+        let template = Summary {
+            synthesis: Some(SynthesisSummary::default()),
+            ..Summary::default()
+        };
+        let json = serde_json::to_value(template).expect("a summary always serialises");
+        crate::slo::metric_paths(&json)
     }
 
     /// The summary as pretty JSON, with a final newline.

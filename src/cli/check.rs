@@ -1,0 +1,180 @@
+//! `capsize check` (the CI gate) and `capsize baseline`.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::Args as ClapArgs;
+
+use super::{fail, load, load_and_run, out, realtime_options, run_in, ScenarioArgs};
+use super::{EXIT_BAD_INPUT, EXIT_WRITE_FAILED};
+use crate::gate;
+use crate::report::summary::Summary;
+
+/// Exit code of a check that failed.
+const EXIT_CHECK_FAILED: u8 = 1;
+
+/// Flags of `capsize check`.
+#[derive(Debug, ClapArgs)]
+pub struct CheckArgs {
+    #[command(flatten)]
+    input: ScenarioArgs,
+    /// A baseline (a summary.json from `capsize baseline`): every metric is compared with it.
+    #[arg(long, value_name = "FILE")]
+    baseline: Option<PathBuf>,
+    /// How much worse than the baseline a metric may get, in percent of its baseline value
+    /// ("5%" or "5"); [slo.tolerance] in the scenario overrides it per metric.
+    #[arg(long, default_value = "5%", value_parser = percent, value_name = "PCT")]
+    tolerance: f64,
+    /// Write JUnit XML here: one testcase per check.
+    #[arg(long, value_name = "FILE")]
+    junit: Option<PathBuf>,
+    /// Write a Markdown summary here (e.g. "$GITHUB_STEP_SUMMARY").
+    #[arg(long = "summary-md", value_name = "FILE")]
+    summary_md: Option<PathBuf>,
+    /// Where the run's summary.json and .hgrm files go (default: reports/<scenario name>/).
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+/// Flags of `capsize baseline`.
+#[derive(Debug, ClapArgs)]
+pub struct BaselineArgs {
+    #[command(flatten)]
+    input: ScenarioArgs,
+    /// The baseline file to write (its folder is created).
+    #[arg(long, value_name = "FILE")]
+    out: PathBuf,
+}
+
+/// A tolerance flag: `5%` or `5`, a percentage from 0 up.
+fn percent(s: &str) -> Result<f64, String> {
+    s.trim()
+        .trim_end_matches('%')
+        .trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|p| p.is_finite() && *p >= 0.0)
+        .ok_or_else(|| format!("{s:?} is not a percentage such as 5%"))
+}
+
+/// Writes `text` to `path`, creating its folder.
+fn write(path: &Path, text: &str) -> Result<(), String> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| format!("cannot write {}: {e}", dir.display()))?;
+    }
+    std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+/// Runs the scenario and checks it; the exit code says how it went.
+pub fn check(args: CheckArgs) -> ExitCode {
+    // Everything that can be refused is refused before the run.
+    let scenario = match load(&args.input) {
+        Ok(s) => s,
+        Err((code, e)) => return fail(code, e),
+    };
+    if let Err(e) = realtime_options(&args.input.clock) {
+        return fail(EXIT_BAD_INPUT, e);
+    }
+    if let Err(e) = gate::validate(&scenario.slo, &scenario.slo_tolerance) {
+        return fail(
+            EXIT_BAD_INPUT,
+            format!("{}: {e}", args.input.scenario.display()),
+        );
+    }
+    let mode = match args.input.clock.mode {
+        super::Mode::Virtual => "virtual",
+        super::Mode::Realtime => "realtime",
+    };
+    let baseline = match &args.baseline {
+        Some(path) => match gate::read_baseline(path, &scenario.name, mode) {
+            Ok(b) => Some(b),
+            Err(e) => return fail(EXIT_BAD_INPUT, e),
+        },
+        None => None,
+    };
+    if scenario.slo.is_empty() && baseline.is_none() {
+        return fail(
+            EXIT_BAD_INPUT,
+            format!(
+                "{}: nothing to check: the scenario has no [slo] objectives and no --baseline was given",
+                args.input.scenario.display()
+            ),
+        );
+    }
+    // The contract: a run that cannot be done is exit 2, like bad input.
+    let outcome = match run_in(&scenario, &args.input.clock) {
+        Ok(o) => o,
+        Err((_, e)) => return fail(EXIT_BAD_INPUT, format!("the run could not be done: {e}")),
+    };
+    let summary = Summary::new(&scenario, &outcome);
+    let dir = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("reports").join(&scenario.name));
+    if let Err(e) = crate::report::write_run(&dir, &summary, &outcome.recording) {
+        return fail(
+            EXIT_WRITE_FAILED,
+            format!("cannot write {}: {e}", dir.display()),
+        );
+    }
+    let run = serde_json::to_value(&summary).expect("a summary always serialises");
+    let mut checks = gate::objectives(&scenario.slo, &run);
+    if let Some(b) = &baseline {
+        checks.extend(gate::against_baseline(
+            b,
+            &run,
+            args.tolerance,
+            &scenario.slo_tolerance,
+        ));
+    }
+    let title = format!(
+        "{} (seed {}, {mode}){}",
+        scenario.name,
+        scenario.seed,
+        args.baseline.as_ref().map_or(String::new(), |b| format!(
+            " against baseline {} at {} % tolerance",
+            b.display(),
+            crate::plan::fmt_num(args.tolerance)
+        ))
+    );
+    let files = [
+        (&args.junit, gate::junit(&scenario.name, &checks)),
+        (&args.summary_md, gate::markdown(&title, &checks)),
+    ];
+    for (path, text) in files {
+        if let Some(path) = path {
+            if let Err(e) = write(path, &text) {
+                return fail(EXIT_WRITE_FAILED, e);
+            }
+        }
+    }
+    let printed = out(&format!(
+        "capsize check: {title}\n\n{}",
+        gate::table(&checks)
+    ));
+    if checks.iter().all(|c| c.pass) {
+        printed
+    } else {
+        ExitCode::from(EXIT_CHECK_FAILED)
+    }
+}
+
+/// Runs the scenario and writes its summary.json as a baseline.
+pub fn baseline(args: BaselineArgs) -> ExitCode {
+    let (scenario, outcome) = match load_and_run(&args.input) {
+        Ok(r) => r,
+        Err((code, e)) => return fail(code, e),
+    };
+    let summary = Summary::new(&scenario, &outcome);
+    if let Err(e) = write(&args.out, &summary.to_json()) {
+        return fail(EXIT_WRITE_FAILED, e);
+    }
+    out(&format!(
+        "capsize baseline: wrote {} ({} seed {}, {} queries, p95 {} ms)\n",
+        args.out.display(),
+        scenario.name,
+        scenario.seed,
+        summary.queries,
+        crate::plan::fmt_num(summary.latency_ms.query.p95)
+    ))
+}

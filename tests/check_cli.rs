@@ -1,0 +1,335 @@
+//! `capsize check` and `capsize baseline` from the outside: exit 0 when every check passes, 1
+//! when an objective or a baseline comparison fails, 2 on bad input with nothing written;
+//! JUnit XML that parses, and a Markdown summary.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// A fresh folder under the system temp dir, removed on drop.
+struct Temp(PathBuf);
+
+impl Temp {
+    fn new(test: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("capsize-check-{test}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create the temp dir");
+        Temp(dir)
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+
+    /// Writes a file into the folder and returns its path as a string.
+    fn file(&self, name: &str, text: &str) -> String {
+        let p = self.path(name);
+        std::fs::write(&p, text).expect("write a temp file");
+        p.to_str().expect("UTF-8 path").to_string()
+    }
+}
+
+impl Drop for Temp {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn capsize(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_capsize"))
+        .args(args)
+        .output()
+        .expect("the capsize binary runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().expect("UTF-8 path")
+}
+
+/// The table row of `kind` (objective or baseline) for `metric`, if printed.
+fn row(text: &str, kind: &str, metric: &str) -> Option<String> {
+    text.lines()
+        .find(|l| {
+            let mut cells = l.split_whitespace();
+            cells.next() == Some(kind) && cells.next() == Some(metric)
+        })
+        .map(str::to_string)
+}
+
+const AGENT: &str = "scenarios/research-agent.toml";
+
+/// A small research agent with no objectives, for baseline comparisons alone.
+const SMALL: &str = r#"
+name = "small-agent"
+seed = 7
+[provider]
+rpm = 600
+latency = { dist = "uniform", min_ms = 200, max_ms = 900 }
+[workload]
+sessions = 4
+queries = 200
+calls_per_query = 8
+tokens_per_call = 2000
+[scheduler]
+max_concurrency = 8
+"#;
+
+#[test]
+fn the_research_agent_meets_its_objectives_and_a_worse_setting_fails_them() {
+    let t = Temp::new("objectives");
+    let out = t.path("out");
+    let ok = capsize(&["check", AGENT, "--out", s(&out)]);
+    assert_eq!(ok.status.code(), Some(0), "{}{}", stdout(&ok), stderr(&ok));
+    let text = stdout(&ok);
+    assert!(text.contains("2 checks, all passed"), "{text}");
+    assert!(
+        out.join("summary.json").exists(),
+        "the run's reports are written"
+    );
+    // One call at a time: every query takes 8 calls in sequence, p95 far over 2 s.
+    let bad = capsize(&[
+        "check",
+        AGENT,
+        "--out",
+        s(&out),
+        "--set",
+        "scheduler.max_concurrency=1",
+    ]);
+    assert_eq!(bad.status.code(), Some(1), "{}", stderr(&bad));
+    let text = stdout(&bad);
+    let row = row(&text, "objective", "latency_ms.query.p95").unwrap_or_else(|| panic!("{text}"));
+    assert!(row.ends_with("FAIL"), "{row}");
+    assert!(
+        text.contains("2 checks, 1 failed: objective latency_ms.query.p95"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_baseline_passes_against_itself_and_catches_a_regression() {
+    let t = Temp::new("baseline");
+    let scenario = t.file("small.toml", SMALL);
+    let base = t.path("baselines/small.json");
+    let wrote = capsize(&["baseline", &scenario, "--out", s(&base)]);
+    assert_eq!(wrote.status.code(), Some(0), "{}", stderr(&wrote));
+    let out = t.path("out");
+    let same = capsize(&["check", &scenario, "--baseline", s(&base), "--out", s(&out)]);
+    assert_eq!(same.status.code(), Some(0), "{}", stdout(&same));
+    // The run is deterministic: the summary it wrote is the baseline, byte for byte.
+    assert_eq!(
+        std::fs::read(&base).unwrap(),
+        std::fs::read(out.join("summary.json")).unwrap()
+    );
+    // Two calls in flight instead of 8: queries take longer, throughput falls.
+    let worse = capsize(&[
+        "check",
+        &scenario,
+        "--baseline",
+        s(&base),
+        "--out",
+        s(&out),
+        "--set",
+        "scheduler.max_concurrency=2",
+    ]);
+    assert_eq!(worse.status.code(), Some(1), "{}", stderr(&worse));
+    let text = stdout(&worse);
+    for metric in ["latency_ms.query.p95", "throughput.queries_per_s"] {
+        let row = row(&text, "baseline", metric).unwrap_or_else(|| panic!("no {metric}: {text}"));
+        assert!(row.contains("FAIL: ") && row.contains("% worse"), "{row}");
+    }
+    // More concurrency is better on both: it passes, whatever the tolerance.
+    let better = capsize(&[
+        "check",
+        &scenario,
+        "--baseline",
+        s(&base),
+        "--out",
+        s(&out),
+        "--tolerance",
+        "0%",
+        "--set",
+        "scheduler.max_concurrency=0",
+    ]);
+    let text = stdout(&better);
+    for metric in ["latency_ms.query.p95", "throughput.queries_per_s"] {
+        let row = row(&text, "baseline", metric).unwrap_or_else(|| panic!("no {metric}: {text}"));
+        assert!(row.ends_with("pass"), "{row}");
+    }
+}
+
+#[test]
+fn a_tolerance_in_the_scenario_overrides_the_flag_for_its_metric() {
+    let t = Temp::new("tolerance");
+    let scenario = t.file("small.toml", SMALL);
+    let base = t.path("small.json");
+    assert_eq!(
+        capsize(&["baseline", &scenario, "--out", s(&base)])
+            .status
+            .code(),
+        Some(0)
+    );
+    // 6 in flight instead of 8 is a few % slower: the p95 row fails at 0 %, passes at 50 %.
+    let loose = t.file(
+        "loose.toml",
+        &format!("{SMALL}[slo.tolerance]\n\"latency_ms.query.p95\" = \"50%\"\n"),
+    );
+    let args = |file: &str| {
+        let out = t.path("out");
+        capsize(&[
+            "check",
+            file,
+            "--baseline",
+            s(&base),
+            "--out",
+            s(&out),
+            "--tolerance",
+            "0",
+            "--set",
+            "scheduler.max_concurrency=6",
+        ])
+    };
+    let p95 = |o: &Output| row(&stdout(o), "baseline", "latency_ms.query.p95").unwrap_or_default();
+    let strict = args(&scenario);
+    assert!(p95(&strict).contains("FAIL"), "{}", stdout(&strict));
+    let relaxed = args(&loose);
+    assert!(p95(&relaxed).ends_with("pass"), "{}", p95(&relaxed));
+    assert!(p95(&relaxed).contains("50 %"), "{}", p95(&relaxed));
+}
+
+#[test]
+fn junit_and_markdown_describe_every_check() {
+    let t = Temp::new("junit");
+    let (junit, md) = (t.path("ci/junit.xml"), t.path("ci/summary.md"));
+    let o = capsize(&[
+        "check",
+        AGENT,
+        "--out",
+        s(&t.path("out")),
+        "--set",
+        "scheduler.max_concurrency=1",
+        "--junit",
+        s(&junit),
+        "--summary-md",
+        s(&md),
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let xml = std::fs::read_to_string(&junit).expect("junit written");
+    let doc = roxmltree::Document::parse(&xml).expect("well-formed JUnit XML");
+    let suite = doc
+        .descendants()
+        .find(|n| n.has_tag_name("testsuite"))
+        .expect("a testsuite");
+    assert_eq!(suite.attribute("name"), Some("research-agent"));
+    assert_eq!(suite.attribute("tests"), Some("2"));
+    assert_eq!(suite.attribute("failures"), Some("1"));
+    let cases: Vec<_> = suite
+        .children()
+        .filter(|n| n.has_tag_name("testcase"))
+        .collect();
+    assert_eq!(cases.len(), 2);
+    let failed: Vec<_> = cases
+        .iter()
+        .filter(|c| c.children().any(|n| n.has_tag_name("failure")))
+        .collect();
+    assert_eq!(failed.len(), 1);
+    assert_eq!(
+        failed[0].attribute("name"),
+        Some("latency_ms.query.p95 < 2000")
+    );
+    assert_eq!(failed[0].attribute("classname"), Some("capsize.objective"));
+    let md = std::fs::read_to_string(&md).expect("summary written");
+    assert!(md.starts_with("## capsize check FAILED"), "{md}");
+    assert!(
+        md.contains("| ❌ | objective | `latency_ms.query.p95` |"),
+        "{md}"
+    );
+}
+
+#[test]
+fn bad_input_exits_2_in_one_line_and_writes_nothing() {
+    let t = Temp::new("bad");
+    let out = t.path("out");
+    let base = t.path("small.json");
+    let scenario = t.file("small.toml", SMALL);
+    assert_eq!(
+        capsize(&["baseline", &scenario, "--out", s(&base)])
+            .status
+            .code(),
+        Some(0)
+    );
+    let unknown = t.file(
+        "unknown.toml",
+        &format!("{SMALL}[slo]\n\"latency_ms.querry.p95\" = \"< 2000\"\n"),
+    );
+    let malformed = t.file(
+        "malformed.toml",
+        &format!("{SMALL}[slo]\n\"latency_ms.query.p95\" = \"about 2 s\"\n"),
+    );
+    let bad_tol = t.file(
+        "tolerance.toml",
+        &format!("{SMALL}[slo.tolerance]\n\"throughput.qps\" = 5\n"),
+    );
+    let other = t.file("other.toml", &SMALL.replace("small-agent", "other-agent"));
+    let missing = t.path("no-such.json");
+    let o = s(&out);
+    let absent = unknown.replace("unknown", "absent");
+    let new_base = t.path("b.json");
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec!["check", &unknown, "--out", o],
+            "\"latency_ms.querry.p95\" is not a summary.json metric",
+        ),
+        (vec!["check", &malformed, "--out", o], "is not a comparison"),
+        (
+            vec!["check", &bad_tol, "--out", o],
+            "[slo.tolerance]: \"throughput.qps\" is not a summary.json metric",
+        ),
+        (
+            vec!["check", &scenario, "--out", o, "--baseline", s(&missing)],
+            "cannot read",
+        ),
+        (
+            vec!["check", &other, "--out", o, "--baseline", s(&base)],
+            "is a run of scenario \"small-agent\", not \"other-agent\"",
+        ),
+        (vec!["check", &scenario, "--out", o], "nothing to check"),
+        (
+            vec![
+                "check",
+                &scenario,
+                "--out",
+                o,
+                "--baseline",
+                s(&base),
+                "--tolerance",
+                "five",
+            ],
+            "is not a percentage",
+        ),
+        (
+            vec!["check", &scenario, "--out", o, "--baseline", &scenario],
+            "not JSON",
+        ),
+        (
+            vec!["baseline", &absent, "--out", s(&new_base)],
+            "absent.toml",
+        ),
+    ];
+    for (args, says) in cases {
+        let r = capsize(&args);
+        assert_eq!(r.status.code(), Some(2), "{args:?}: {}", stderr(&r));
+        let err = stderr(&r);
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(r.stdout.is_empty(), "{args:?} printed to stdout");
+        assert!(!out.exists(), "{args:?} wrote {}", out.display());
+        assert!(!t.path("b.json").exists(), "{args:?} wrote a baseline");
+    }
+}
