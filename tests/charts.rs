@@ -7,26 +7,10 @@ use std::path::{Path, PathBuf};
 
 use capsize::report::charts::{self, Chart, Reference, Series, XAxis};
 
+mod common;
+use common::temp::Temp;
+
 const PNG_SIGNATURE: [u8; 8] = [0x89, b'P', b'N', b'G', 0x0d, 0x0a, 0x1a, 0x0a];
-
-/// A directory under the system temp dir, unique to this process and test, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> Self {
-        let dir =
-            std::env::temp_dir().join(format!("capsize-charts-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("create temp dir");
-        Self(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// The text content of every `<text>` element, trimmed.
 fn svg_texts(svg: &str) -> Vec<String> {
@@ -105,15 +89,15 @@ fn linear_chart() -> Chart {
 
 #[test]
 fn write_produces_a_png_and_an_svg_with_all_text() {
-    let dir = TempDir::new("write");
+    let dir = Temp::new("charts", "write");
     let chart = sweep_chart();
-    charts::write(&chart, &dir.0, "sweep").unwrap();
+    charts::write(&chart, &dir.dir(), "sweep").unwrap();
 
-    let png = std::fs::read(dir.0.join("sweep.png")).unwrap();
+    let png = std::fs::read(dir.dir().join("sweep.png")).unwrap();
     assert!(png.len() > 1000, "PNG is {} bytes", png.len());
     assert_eq!(png[..8], PNG_SIGNATURE);
 
-    let svg = std::fs::read_to_string(dir.0.join("sweep.svg")).unwrap();
+    let svg = std::fs::read_to_string(dir.dir().join("sweep.svg")).unwrap();
     assert!(svg.trim_start().starts_with("<svg"), "{}", &svg[..80]);
     assert!(svg.trim_end().ends_with("</svg>"));
     assert!(svg.contains(r#"width="900""#) && svg.contains(r#"height="560""#));
@@ -132,7 +116,7 @@ fn write_produces_a_png_and_an_svg_with_all_text() {
         );
     }
     // Only the final files remain: no temporary left behind.
-    let mut names: Vec<String> = std::fs::read_dir(&dir.0)
+    let mut names: Vec<String> = std::fs::read_dir(&dir.dir())
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
@@ -145,13 +129,13 @@ fn write_produces_a_png_and_an_svg_with_all_text() {
 
 #[test]
 fn the_same_chart_twice_gives_identical_files() {
-    let dir = TempDir::new("determinism");
+    let dir = Temp::new("charts", "determinism");
     for chart in [sweep_chart(), percentile_chart(), linear_chart()] {
-        charts::write(&chart, &dir.0, "a").unwrap();
-        charts::write(&chart, &dir.0, "b").unwrap();
+        charts::write(&chart, &dir.dir(), "a").unwrap();
+        charts::write(&chart, &dir.dir(), "b").unwrap();
         for ext in ["svg", "png"] {
-            let a = std::fs::read(dir.0.join(format!("a.{ext}"))).unwrap();
-            let b = std::fs::read(dir.0.join(format!("b.{ext}"))).unwrap();
+            let a = std::fs::read(dir.dir().join(format!("a.{ext}"))).unwrap();
+            let b = std::fs::read(dir.dir().join(format!("b.{ext}"))).unwrap();
             assert!(a == b, "{ext} of {:?} differs between runs", chart.title);
         }
     }
@@ -195,10 +179,10 @@ fn log2_axis_ticks_are_powers_of_two() {
 
 #[test]
 fn empty_data_draws_a_chart_saying_so() {
-    let dir = TempDir::new("empty");
+    let dir = Temp::new("charts", "empty");
     let mut chart = sweep_chart();
     chart.series.push(Series::new("nothing yet", Vec::new()));
-    charts::write(&chart, &dir.0, "one_empty").unwrap();
+    charts::write(&chart, &dir.dir(), "one_empty").unwrap();
     let texts = svg_texts(&charts::svg(&chart).unwrap());
     assert!(
         texts.iter().any(|t| t == "nothing yet (no data)"),
@@ -208,8 +192,13 @@ fn empty_data_draws_a_chart_saying_so() {
 
     for axis in [XAxis::Linear, XAxis::Log2, XAxis::Percentile] {
         let mut empty = Chart::new("Nothing to show", "x (units)", "y (units)", axis);
-        charts::write(&empty, &dir.0, "empty").unwrap();
-        assert!(std::fs::metadata(dir.0.join("empty.png")).unwrap().len() > 0);
+        charts::write(&empty, &dir.dir(), "empty").unwrap();
+        assert!(
+            std::fs::metadata(dir.dir().join("empty.png"))
+                .unwrap()
+                .len()
+                > 0
+        );
         empty.series = vec![Series::new(
             "only NaN",
             vec![(f64::NAN, 1.0), (1.0, f64::INFINITY)],
@@ -230,8 +219,8 @@ fn a_single_point_or_flat_line_is_drawn() {
 
 #[test]
 fn writing_into_a_missing_directory_is_an_error_naming_the_path() {
-    let dir = TempDir::new("missing");
-    let missing = dir.0.join("does-not-exist");
+    let dir = Temp::new("charts", "missing");
+    let missing = dir.dir().join("does-not-exist");
     let err = charts::write(&sweep_chart(), &missing, "sweep").unwrap_err();
     let message = err.to_string();
     assert!(
@@ -244,8 +233,9 @@ fn writing_into_a_missing_directory_is_an_error_naming_the_path() {
 
 #[test]
 fn gallery() {
-    let temp = TempDir::new("gallery");
-    let dir = std::env::var_os("CAPSIZE_CHART_GALLERY").map_or(temp.0.clone(), PathBuf::from);
+    let temp = Temp::new("charts", "gallery");
+    let dir =
+        std::env::var_os("CAPSIZE_CHART_GALLERY").map_or(temp.dir().to_path_buf(), PathBuf::from);
     let dir: &Path = &dir;
     std::fs::create_dir_all(dir).unwrap();
     charts::write(&sweep_chart(), dir, "log2").unwrap();

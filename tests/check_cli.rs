@@ -2,36 +2,18 @@
 //! when an objective or a baseline comparison fails, 2 on bad input with nothing written;
 //! JUnit XML that parses, and a Markdown summary.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
-/// A fresh folder under the system temp dir, removed on drop.
-struct Temp(PathBuf);
+mod common;
+use common::temp::Temp;
 
-impl Temp {
-    fn new(test: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!("capsize-check-{test}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("create the temp dir");
-        Temp(dir)
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-
-    /// Writes a file into the folder and returns its path as a string.
-    fn file(&self, name: &str, text: &str) -> String {
-        let p = self.path(name);
-        std::fs::write(&p, text).expect("write a temp file");
-        p.to_str().expect("UTF-8 path").to_string()
-    }
-}
-
-impl Drop for Temp {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+/// Writes `text` to `name` in `t` and returns its path as a string.
+fn file(t: &Temp, name: &str, text: &str) -> String {
+    t.write(name, text)
+        .to_str()
+        .expect("UTF-8 path")
+        .to_string()
 }
 
 fn capsize(args: &[&str]) -> Output {
@@ -83,7 +65,7 @@ max_concurrency = 8
 
 #[test]
 fn the_research_agent_meets_its_objectives_and_a_worse_setting_fails_them() {
-    let t = Temp::new("objectives");
+    let t = Temp::new("check", "objectives");
     let out = t.path("out");
     let ok = capsize(&["check", AGENT, "--out", s(&out)]);
     assert_eq!(ok.status.code(), Some(0), "{}{}", stdout(&ok), stderr(&ok));
@@ -114,8 +96,8 @@ fn the_research_agent_meets_its_objectives_and_a_worse_setting_fails_them() {
 
 #[test]
 fn a_baseline_passes_against_itself_and_catches_a_regression() {
-    let t = Temp::new("baseline");
-    let scenario = t.file("small.toml", SMALL);
+    let t = Temp::new("check", "baseline");
+    let scenario = file(&t, "small.toml", SMALL);
     let base = t.path("baselines/small.json");
     let wrote = capsize(&["baseline", &scenario, "--out", s(&base)]);
     assert_eq!(wrote.status.code(), Some(0), "{}", stderr(&wrote));
@@ -166,8 +148,8 @@ fn a_baseline_passes_against_itself_and_catches_a_regression() {
 
 #[test]
 fn a_tolerance_in_the_scenario_overrides_the_flag_for_its_metric() {
-    let t = Temp::new("tolerance");
-    let scenario = t.file("small.toml", SMALL);
+    let t = Temp::new("check", "tolerance");
+    let scenario = file(&t, "small.toml", SMALL);
     let base = t.path("small.json");
     assert_eq!(
         capsize(&["baseline", &scenario, "--out", s(&base)])
@@ -176,7 +158,8 @@ fn a_tolerance_in_the_scenario_overrides_the_flag_for_its_metric() {
         Some(0)
     );
     // 6 in flight instead of 8 is a few % slower: the p95 row fails at 0 %, passes at 50 %.
-    let loose = t.file(
+    let loose = file(
+        &t,
         "loose.toml",
         &format!("{SMALL}[slo.tolerance]\n\"latency_ms.query.p95\" = \"50%\"\n"),
     );
@@ -205,7 +188,7 @@ fn a_tolerance_in_the_scenario_overrides_the_flag_for_its_metric() {
 
 #[test]
 fn junit_and_markdown_describe_every_check() {
-    let t = Temp::new("junit");
+    let t = Temp::new("check", "junit");
     let (junit, md) = (t.path("ci/junit.xml"), t.path("ci/summary.md"));
     let o = capsize(&[
         "check",
@@ -254,29 +237,36 @@ fn junit_and_markdown_describe_every_check() {
 
 #[test]
 fn bad_input_exits_2_in_one_line_and_writes_nothing() {
-    let t = Temp::new("bad");
+    let t = Temp::new("check", "bad");
     let out = t.path("out");
     let base = t.path("small.json");
-    let scenario = t.file("small.toml", SMALL);
+    let scenario = file(&t, "small.toml", SMALL);
     assert_eq!(
         capsize(&["baseline", &scenario, "--out", s(&base)])
             .status
             .code(),
         Some(0)
     );
-    let unknown = t.file(
+    let unknown = file(
+        &t,
         "unknown.toml",
         &format!("{SMALL}[slo]\n\"latency_ms.querry.p95\" = \"< 2000\"\n"),
     );
-    let malformed = t.file(
+    let malformed = file(
+        &t,
         "malformed.toml",
         &format!("{SMALL}[slo]\n\"latency_ms.query.p95\" = \"about 2 s\"\n"),
     );
-    let bad_tol = t.file(
+    let bad_tol = file(
+        &t,
         "tolerance.toml",
         &format!("{SMALL}[slo.tolerance]\n\"throughput.qps\" = 5\n"),
     );
-    let other = t.file("other.toml", &SMALL.replace("small-agent", "other-agent"));
+    let other = file(
+        &t,
+        "other.toml",
+        &SMALL.replace("small-agent", "other-agent"),
+    );
     let missing = t.path("no-such.json");
     let o = s(&out);
     let absent = unknown.replace("unknown", "absent");

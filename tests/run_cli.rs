@@ -10,6 +10,9 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
+mod common;
+use common::temp::Temp;
+
 /// A small valid scenario; the line numbers below (5 rpm, 6 tpm, 7 latency, 10 sessions,
 /// 11 queries, 17 headroom) are what the error tests expect to be pointed at.
 const BASE: &str = r#"name = "cli-test"
@@ -30,36 +33,6 @@ tokens_per_call = 10
 max_concurrency = 4
 headroom = 0.7
 "#;
-
-/// A fresh folder under the system temp dir, removed on drop.
-struct Temp(PathBuf);
-
-impl Temp {
-    fn new(test: &str) -> Self {
-        let dir =
-            std::env::temp_dir().join(format!("capsize-run-cli-{test}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("create the temp dir");
-        Temp(dir)
-    }
-
-    /// Writes `name` in the folder and returns its path.
-    fn write(&self, name: &str, text: &str) -> PathBuf {
-        let path = self.0.join(name);
-        std::fs::write(&path, text).expect("write a test file");
-        path
-    }
-
-    fn out(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for Temp {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// BASE with the one line `from` replaced by `to`.
 fn edit(from: &str, to: &str) -> String {
@@ -104,7 +77,7 @@ fn assert_refused(out: &Output, out_dir: &Path) -> String {
 /// Runs `scenario` (with `extra` flags), asserts a one-line bad-input error naming the file and
 /// returns what follows `capsize: <file>` (e.g. `:5:1: provider.rpm: must be ...`).
 fn refused(t: &Temp, scenario: &Path, extra: &[&str]) -> String {
-    let out_dir = t.out("out");
+    let out_dir = t.path("out");
     let stderr = assert_refused(&run(scenario, extra, &out_dir), &out_dir);
     assert!(
         stderr.ends_with('\n') && stderr.matches('\n').count() == 1 && !stderr.contains('\r'),
@@ -118,7 +91,7 @@ fn refused(t: &Temp, scenario: &Path, extra: &[&str]) -> String {
 
 /// Writes `text` as the scenario and returns [`refused`]'s rest.
 fn refused_text(test: &str, text: &str) -> String {
-    let t = Temp::new(test);
+    let t = Temp::new("run-cli", test);
     let scenario = t.write("scenario.toml", text);
     refused(&t, &scenario, &[])
 }
@@ -235,7 +208,7 @@ fn empirical_file_that_does_not_exist_is_refused() {
 
 #[test]
 fn empirical_file_with_a_non_numeric_row_names_file_and_row() {
-    let t = Temp::new("empirical-bad-row");
+    let t = Temp::new("run-cli", "empirical-bad-row");
     t.write("latency.csv", "ms\n100\n200\nabc\n");
     let scenario = t.write("scenario.toml", &empirical("latency.csv"));
     let rest = refused(&t, &scenario, &[]);
@@ -249,14 +222,14 @@ fn empirical_file_with_a_non_numeric_row_names_file_and_row() {
 
 #[test]
 fn missing_scenario_file_is_refused() {
-    let t = Temp::new("no-file");
-    let rest = refused(&t, &t.out("nope.toml"), &[]);
+    let t = Temp::new("run-cli", "no-file");
+    let rest = refused(&t, &t.path("nope.toml"), &[]);
     assert_starts(&rest, ": ");
 }
 
 #[test]
 fn set_without_equals_is_refused() {
-    let t = Temp::new("set-no-eq");
+    let t = Temp::new("run-cli", "set-no-eq");
     let scenario = t.write("scenario.toml", BASE);
     let rest = refused(&t, &scenario, &["--set", "workload.queries"]);
     assert!(
@@ -267,7 +240,7 @@ fn set_without_equals_is_refused() {
 
 #[test]
 fn set_of_an_unknown_key_is_refused() {
-    let t = Temp::new("set-unknown");
+    let t = Temp::new("run-cli", "set-unknown");
     let scenario = t.write("scenario.toml", BASE);
     let rest = refused(&t, &scenario, &["--set", "workload.bogus=3"]);
     assert!(rest.contains("--set") && rest.contains("bogus"), "{rest}");
@@ -275,9 +248,9 @@ fn set_of_an_unknown_key_is_refused() {
 
 #[test]
 fn seed_that_is_not_a_number_is_a_usage_error() {
-    let t = Temp::new("seed-nan");
+    let t = Temp::new("run-cli", "seed-nan");
     let scenario = t.write("scenario.toml", BASE);
-    let out_dir = t.out("out");
+    let out_dir = t.path("out");
     let stderr = assert_refused(
         &run(&scenario, &["--seed", "notanumber"], &out_dir),
         &out_dir,
@@ -352,8 +325,8 @@ fn num(v: &Value, path: &str) -> f64 {
 
 #[test]
 fn good_run_prints_a_table_and_writes_the_three_files() {
-    let t = Temp::new("good-run");
-    let out = t.out("out");
+    let t = Temp::new("run-cli", "good-run");
+    let out = t.path("out");
     let output = good_run(&out, &[]);
     assert!(String::from_utf8(output.stdout)
         .unwrap()
@@ -403,8 +376,8 @@ fn good_run_prints_a_table_and_writes_the_three_files() {
 
 #[test]
 fn same_seed_is_byte_identical_and_another_seed_differs() {
-    let t = Temp::new("determinism");
-    let (a, b, c) = (t.out("a"), t.out("b"), t.out("c"));
+    let t = Temp::new("run-cli", "determinism");
+    let (a, b, c) = (t.path("a"), t.path("b"), t.path("c"));
     good_run(&a, &[]);
     good_run(&b, &[]);
     for name in ["summary.json", "query_latency.hgrm", "call_latency.hgrm"] {
@@ -425,8 +398,8 @@ fn same_seed_is_byte_identical_and_another_seed_differs() {
 
 #[test]
 fn json_flag_prints_the_written_summary() {
-    let t = Temp::new("json");
-    let out = t.out("out");
+    let t = Temp::new("run-cli", "json");
+    let out = t.path("out");
     let output = good_run(&out, &["--json"]);
     let stdout = String::from_utf8(output.stdout).expect("stdout is UTF-8");
     assert_eq!(stdout, read(out.join("summary.json")));
@@ -435,8 +408,8 @@ fn json_flag_prints_the_written_summary() {
 
 #[test]
 fn max_concurrency_one_runs_a_querys_calls_one_after_another() {
-    let t = Temp::new("max-concurrency");
-    let (default, serial) = (t.out("default"), t.out("serial"));
+    let t = Temp::new("run-cli", "max-concurrency");
+    let (default, serial) = (t.path("default"), t.path("serial"));
     good_run(&default, &[]);
     good_run(&serial, &["--set", "scheduler.max_concurrency=1"]);
     let (d, s) = (summary(&default), summary(&serial));

@@ -5,27 +5,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-/// A fresh folder under the system temp dir, removed on drop.
-struct Temp(PathBuf);
-
-impl Temp {
-    fn new(test: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!("capsize-sweep-{test}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("create the temp dir");
-        Temp(dir)
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for Temp {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+mod common;
+use common::temp::Temp;
 
 fn capsize(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_capsize"))
@@ -64,7 +45,7 @@ fn read(path: PathBuf) -> String {
 
 #[test]
 fn outputs_do_not_depend_on_jobs_and_recommend_the_articles_point() {
-    let t = Temp::new("jobs");
+    let t = Temp::new("sweep", "jobs");
     let (one, two) = (t.path("one"), t.path("two"));
     let q = ["--set", "workload.queries=300"];
     let out = sweep(&one, &[&q[..], &["--jobs", "1"]].concat());
@@ -123,7 +104,7 @@ fn outputs_do_not_depend_on_jobs_and_recommend_the_articles_point() {
 
 #[test]
 fn repeats_report_means_with_intervals() {
-    let t = Temp::new("repeats");
+    let t = Temp::new("sweep", "repeats");
     let out = t.path("out");
     sweep(
         &out,
@@ -159,7 +140,7 @@ fn repeats_report_means_with_intervals() {
 
 #[test]
 fn bad_grids_are_refused_in_one_line() {
-    let t = Temp::new("bad");
+    let t = Temp::new("sweep", "bad");
     let out = t.path("out");
     let o = out.to_str().expect("UTF-8");
     for (args, says) in [
@@ -250,7 +231,7 @@ fn plan_prints_the_arithmetic() {
 
 #[test]
 fn the_committed_research_agent_report_is_what_the_command_writes() {
-    let t = Temp::new("committed");
+    let t = Temp::new("sweep", "committed");
     let out = t.path("out");
     sweep(&out, &[]);
     let committed = Path::new("reports/research-agent");

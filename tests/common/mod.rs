@@ -4,6 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+pub mod temp;
+
 use capsize::scheduler::observe::EventLog;
 use capsize::scheduler::{Scheduler, SchedulerConfig};
 
