@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 cargo build --release --quiet
 cargo bench --bench tokio_floor --no-run --quiet 2>/dev/null
 floor_bin=$(cargo bench --bench tokio_floor --no-run --message-format=json 2>/dev/null \
-  | python3 -c "import json,sys; print([m['executable'] for m in map(json.loads, sys.stdin) if m.get('executable')][-1])")
+  | python3 -c "import json,sys; print([m['executable'] for m in map(json.loads, sys.stdin) if m.get('executable') and m['target']['kind'] == ['bench']][-1])")
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 printf '%-10s %12s %10s %14s %12s\n' calls queries wall_s calls_per_s peak_rss_MiB

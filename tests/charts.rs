@@ -91,7 +91,7 @@ fn linear_chart() -> Chart {
 fn write_produces_a_png_and_an_svg_with_all_text() {
     let dir = Temp::new("charts", "write");
     let chart = sweep_chart();
-    charts::write(&chart, &dir.dir(), "sweep").unwrap();
+    charts::write(&chart, dir.dir(), "sweep").unwrap();
 
     let png = std::fs::read(dir.dir().join("sweep.png")).unwrap();
     assert!(png.len() > 1000, "PNG is {} bytes", png.len());
@@ -116,7 +116,7 @@ fn write_produces_a_png_and_an_svg_with_all_text() {
         );
     }
     // Only the final files remain: no temporary left behind.
-    let mut names: Vec<String> = std::fs::read_dir(&dir.dir())
+    let mut names: Vec<String> = std::fs::read_dir(dir.dir())
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
@@ -131,8 +131,8 @@ fn write_produces_a_png_and_an_svg_with_all_text() {
 fn the_same_chart_twice_gives_identical_files() {
     let dir = Temp::new("charts", "determinism");
     for chart in [sweep_chart(), percentile_chart(), linear_chart()] {
-        charts::write(&chart, &dir.dir(), "a").unwrap();
-        charts::write(&chart, &dir.dir(), "b").unwrap();
+        charts::write(&chart, dir.dir(), "a").unwrap();
+        charts::write(&chart, dir.dir(), "b").unwrap();
         for ext in ["svg", "png"] {
             let a = std::fs::read(dir.dir().join(format!("a.{ext}"))).unwrap();
             let b = std::fs::read(dir.dir().join(format!("b.{ext}"))).unwrap();
@@ -182,7 +182,7 @@ fn empty_data_draws_a_chart_saying_so() {
     let dir = Temp::new("charts", "empty");
     let mut chart = sweep_chart();
     chart.series.push(Series::new("nothing yet", Vec::new()));
-    charts::write(&chart, &dir.dir(), "one_empty").unwrap();
+    charts::write(&chart, dir.dir(), "one_empty").unwrap();
     let texts = svg_texts(&charts::svg(&chart).unwrap());
     assert!(
         texts.iter().any(|t| t == "nothing yet (no data)"),
@@ -192,7 +192,7 @@ fn empty_data_draws_a_chart_saying_so() {
 
     for axis in [XAxis::Linear, XAxis::Log2, XAxis::Percentile] {
         let mut empty = Chart::new("Nothing to show", "x (units)", "y (units)", axis);
-        charts::write(&empty, &dir.dir(), "empty").unwrap();
+        charts::write(&empty, dir.dir(), "empty").unwrap();
         assert!(
             std::fs::metadata(dir.dir().join("empty.png"))
                 .unwrap()
