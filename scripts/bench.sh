@@ -7,7 +7,7 @@
 #   scripts/simpy-compare.sh    capsize beside SimPy on a pool of 40, 1M calls (needs PyPI access)
 # Usage: scripts/bench.sh [--quick]
 #   Full: about 3.5 minutes on 2 cores after the builds (criterion ~1.5 min, sim-throughput ~35 s,
-#   sweep-efficiency ~1-1.5 min, simpy-compare ~20 s plus its venv), more when it has to compile.
+#   sweep-efficiency ~1-1.5 min, simpy-compare ~30 s including its venv), more when it has to compile.
 #   --quick: the criterion medians only (about two minutes, most of it compiling).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,9 +19,13 @@ case "${1:-}" in
 esac
 cargo bench --bench scheduler >/dev/null
 python3 - <<'PY'
-import json, pathlib
+import json, os, pathlib
+target = pathlib.Path(os.environ.get("CARGO_TARGET_DIR", "target"))
+paths = sorted(target.glob("criterion/*/*/new/estimates.json"))
+if not paths:
+    raise SystemExit(f"no criterion estimates under {target}/criterion")
 rows = []
-for path in sorted(pathlib.Path("target/criterion").glob("*/*/new/estimates.json")):
+for path in paths:
     group, name = path.parts[-4], path.parts[-3]
     e = json.loads(path.read_text())
     rows.append((f"{group}/{name}", e["median"]["point_estimate"]))

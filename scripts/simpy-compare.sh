@@ -14,7 +14,8 @@
 #
 # Needs: cargo, GNU time (/usr/bin/time), python3 with venv and pip (Debian: python3-venv), PyPI
 # access for `pip install simpy` (into a temporary venv, removed afterwards). CARGO_TARGET_DIR is
-# honoured. Takes about 1.5 minutes on 2 cores after a release build (SimPy ~11 s at 1M).
+# honoured. Takes about 30 s on 2 cores after a release build (the venv and pip ~10 s, SimPy
+# ~13 s and capsize ~3 s at 1M).
 # Usage: scripts/simpy-compare.sh [N [SIMPY_N]]   (default N = 1000000; SIMPY_N defaults to N:
 #        give a smaller one if SimPy is too slow; the table states both Ns)
 set -euo pipefail

@@ -269,8 +269,20 @@ pub fn plan(input: &PlanInput) -> Vec<Row> {
         row!(rows; "spare_rpm" => r - slots, "requests/min";
             "Spare RPM (retries, other traffic)"; "{} − {}", f(r), f(slots));
         if let Some(q) = per_query.filter(|q| q.requests > 0.0) {
-            row!(rows; "queries_per_min_at_headroom" => slots / q.requests, "queries/min";
-                "Queries at {} % headroom", pct; "{} / {}", f(slots), f(q.requests));
+            // The TPM at the same headroom may bind first.
+            let by_rpm = slots / q.requests;
+            match tpm.filter(|_| q.tokens > 0.0) {
+                Some(t) => {
+                    let by_tpm = h * t / q.tokens;
+                    row!(rows; "queries_per_min_at_headroom" => by_rpm.min(by_tpm), "queries/min";
+                        "Queries at {} % headroom", pct;
+                        "min({} / {}, {} × {} / {})", f(slots), f(q.requests), f(h), f(t), f(q.tokens));
+                }
+                None => {
+                    row!(rows; "queries_per_min_at_headroom" => by_rpm, "queries/min";
+                        "Queries at {} % headroom", pct; "{} / {}", f(slots), f(q.requests));
+                }
+            }
         }
     }
 

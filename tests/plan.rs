@@ -551,6 +551,21 @@ fn a_query_of_several_rounds_counts_every_request_and_token_against_the_ceilings
     let s = scenario::load(&path, &tpm).unwrap_or_else(|e| panic!("{e}"));
     let rows = plan(&PlanInput::from_scenario(&s));
     close(value(&rows, "queries_per_min_ceiling"), 100.0);
+    // At 70 % headroom the TPM still binds first: 0.7 x 600,000 / 6,000 = 70 queries a minute
+    // (the RPM's slots would allow 7,000 / 32 = 218.75).
+    let tpm70 = [
+        tpm[0].clone(),
+        tpm[1].clone(),
+        "scheduler.headroom=0.7".to_string(),
+    ];
+    let s = scenario::load(&path, &tpm70).unwrap_or_else(|e| panic!("{e}"));
+    close(
+        value(
+            &plan(&PlanInput::from_scenario(&s)),
+            "queries_per_min_at_headroom",
+        ),
+        70.0,
+    );
     // Subagents: 3 agents x 3 rounds x 10 calls, 3 x 2 model turns, 1 synthesis = 97.
     let sub = [
         "workload.subagents={ count = 3, budget_tokens = 100000, orchestrator_budget = 1000000, synthesis_tokens = 500 }"

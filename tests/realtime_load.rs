@@ -93,9 +93,12 @@ fn a_thousand_calls_in_flight_are_all_accounted_for_and_leak_nothing() {
     assert_eq!(c.completed, 2_000, "{c:?}");
     assert_eq!(sum.provider.counters.received, c.attempts);
     assert_eq!(sum.provider.counters.served, 2_000);
-    // All 1,000 calls of a round were in flight together: each round took one latency.
+    // All 1,000 calls of a round were in flight together: each round took one latency (2 s)
+    // plus the machine's own lag, which a busy 2-core machine stretches by a third at 10x. Had
+    // the client or the mock served them in two or more waves, the median query would take
+    // 4 s or more.
     assert!(
-        sum.latency_ms.query.p50 < 2_600.0,
+        sum.latency_ms.query.p50 < 4_000.0,
         "{:?}",
         sum.latency_ms.query
     );

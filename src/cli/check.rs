@@ -127,15 +127,18 @@ pub fn check(args: CheckArgs) -> ExitCode {
             &scenario.slo_tolerance,
         ));
     }
-    let title = format!(
-        "{} (seed {}, {mode}){}",
-        scenario.name,
-        scenario.seed,
-        args.baseline.as_ref().map_or(String::new(), |b| format!(
-            " against baseline {} at {} % tolerance",
-            b.display(),
+    let against = match (&args.baseline, &baseline) {
+        (Some(path), Some(b)) => format!(
+            " against baseline {} (seed {}) at {} % tolerance",
+            path.display(),
+            b.get("seed").map_or("?".into(), |v| v.to_string()),
             crate::plan::fmt_num(args.tolerance)
-        ))
+        ),
+        _ => String::new(),
+    };
+    let title = format!(
+        "{} (seed {}, {mode}){against}",
+        scenario.name, scenario.seed
     );
     let files = [
         (&args.junit, gate::junit(&scenario.name, &checks)),

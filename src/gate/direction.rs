@@ -4,12 +4,13 @@
 /// How a metric is held against its baseline.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Direction {
-    /// More is worse: latencies, 429s, retries, failures, time taken.
+    /// More is worse: latencies, 429s, retries, failures, time taken, quota spent.
     HigherIsWorse,
-    /// Less is worse: throughput, queries finished, calls answered.
+    /// Less is worse: queries finished and their rate, the budget left for a synthesis.
     LowerIsWorse,
-    /// Not a regression either way (a seed, a utilization that rises with throughput and with
-    /// waste alike): shown nowhere, compared never.
+    /// Not a regression either way: the seed; counts and rates of calls and peaks of the
+    /// provider's load, which rise with useful work and with waste alike (orphaned requests,
+    /// retries); the workload's own size. What is wasted is gated by its own metrics.
     NotGated,
 }
 
@@ -18,28 +19,30 @@ pub enum Direction {
 pub fn direction(path: &str) -> Option<Direction> {
     use Direction::*;
     if let Some(rest) = path.strip_prefix("latency_ms.") {
-        let (_, stat) = rest.split_once('.')?;
-        return match stat {
-            "count" => Some(LowerIsWorse),
-            "mean" | "p50" | "p90" | "p95" | "p99" | "max" => Some(HigherIsWorse),
+        let (hist, stat) = rest.split_once('.')?;
+        return match (hist, stat) {
+            // Queries answered in full: fewer is worse. Call counts include calls whose
+            // answer nobody read.
+            ("query", "count") => Some(LowerIsWorse),
+            (_, "count") => Some(NotGated),
+            (_, "mean" | "p50" | "p90" | "p95" | "p99" | "max") => Some(HigherIsWorse),
             _ => None,
         };
     }
     Some(match path {
-        "schema_version" | "seed" | "rpm_utilization" | "tpm_utilization" => NotGated,
-        "queries" | "queries_started" | "calls" => LowerIsWorse,
-        "throughput.queries_per_s" | "throughput.calls_per_s" => LowerIsWorse,
-        "provider.served" => LowerIsWorse,
+        "schema_version" | "seed" | "calls" => NotGated,
+        "rpm_utilization" | "tpm_utilization" | "peak_rpm_utilization" => NotGated,
+        "provider.served" | "throughput.calls_per_s" => NotGated,
+        "provider.peak_requests_per_60s" | "provider.peak_tokens_per_60s" => NotGated,
+        "queries" | "queries_started" | "throughput.queries_per_s" => LowerIsWorse,
         "synthesis.attempted" | "synthesis.left_tokens_mean" | "synthesis.left_tokens_min" => {
             LowerIsWorse
         }
         "queries_failed" | "queries_abandoned" | "virtual_seconds" => HigherIsWorse,
         "provider.received" | "provider.rate_limited" | "provider.errored" => HigherIsWorse,
         "provider.timed_out" | "provider.tokens_charged" => HigherIsWorse,
-        "provider.peak_requests_per_60s" | "provider.peak_tokens_per_60s" => HigherIsWorse,
         "attempts" | "retries" | "errors" | "cancelled" | "not_run" => HigherIsWorse,
-        "budget_exhausted" | "orphaned_requests" | "peak_rpm_utilization" => HigherIsWorse,
-        "synthesis.refused" => HigherIsWorse,
+        "budget_exhausted" | "orphaned_requests" | "synthesis.refused" => HigherIsWorse,
         _ => return None,
     })
 }

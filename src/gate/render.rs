@@ -76,8 +76,23 @@ pub fn table(checks: &[Check]) -> String {
     out
 }
 
+/// Text that Markdown (and the HTML it may hold) shows as written, on one line.
 fn md_cell(s: &str) -> String {
-    s.replace('|', "\\|").replace('\n', " ")
+    let mut out = String::with_capacity(s.len());
+    for ch in s.chars() {
+        match ch {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '\n' | '\r' => out.push(' '),
+            '|' | '`' | '*' | '_' | '[' | ']' | '\\' | '#' => {
+                out.push('\\');
+                out.push(ch);
+            }
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// A Markdown summary for a CI job page: the outcome, the failed checks, then every check.
@@ -94,11 +109,11 @@ pub fn markdown(title: &str, checks: &[Check]) -> String {
         for c in checks.iter().filter(|c| pick(c)) {
             let _ = writeln!(
                 md,
-                "| {} | {} | `{}` | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} |",
                 if c.pass { "✅" } else { "❌" },
                 c.kind.name(),
                 md_cell(&c.metric),
-                value(c),
+                md_cell(&value(c)),
                 md_cell(&c.expected),
                 md_cell(&c.verdict)
             );
@@ -166,4 +181,18 @@ pub fn junit(suite: &str, checks: &[Check]) -> String {
     }
     x.push_str("  </testsuite>\n</testsuites>\n");
     x
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn markdown_and_xml_show_hostile_text_as_written() {
+        assert_eq!(md_cell("a`b <!-- | x_y\n#"), "a\\`b &lt;!-- \\| x\\_y \\#");
+        assert_eq!(
+            xml("<a href=\"x\">&'"),
+            "&lt;a href=&quot;x&quot;&gt;&amp;&apos;"
+        );
+    }
 }
