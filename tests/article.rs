@@ -74,7 +74,7 @@ fn the_committed_article_reproduction_is_what_the_command_writes() {
         ),
         (
             "| 100 sessions x 8 calls, 5 s parent timeout,",
-            "| 98.3 % | matches; the article is inconsistent:",
+            "| 98.3 % | matches; the article's figure does not follow",
         ),
         (
             "| one hallucinated 30-call turn",

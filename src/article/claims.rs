@@ -29,6 +29,10 @@ pub enum Article {
     Rounds(&'static str),
     /// Its figure does not follow from its own model; says why.
     Inconsistent(&'static str),
+    /// Its figure cannot be derived from what it states; says what it would depend on.
+    Unsupported(&'static str),
+    /// It claims more than the measurement shows; says what remains.
+    Overstates(&'static str),
 }
 
 /// One claim of the article.
@@ -143,6 +147,32 @@ pub const CLAIMS: &[Claim] = &[
         verdict: Article::Agrees,
     },
     Claim {
+        claim: "the whole task: 4 rounds of those 10 quotes, sequential, with the model's turns",
+        article: "15 s",
+        exact: |_| Some(4.0 * 10.0 * 350.0 + 3.0 * 333.333),
+        formula: "4 x 10 x 350 + 1,000 of model turns (what 15 s leaves after 14 s of tools)",
+        scenario: "quotes-task-sequential",
+        read: mean_query_ms,
+        unit: "ms",
+        check: Check::Within(0.01),
+        verdict: Article::Agrees,
+    },
+    Claim {
+        claim: "the same task with each round gathered",
+        article: "4 s",
+        exact: |_| Some(4.0 * 350.0 + 3.0 * 333.333),
+        formula: "4 x 350 + the same 1,000 of model turns",
+        scenario: "quotes-task-gathered",
+        read: mean_query_ms,
+        unit: "ms",
+        check: Check::Within(0.01),
+        verdict: Article::Inconsistent(
+            "gathering changes only the tools' time: 15 s with 14 s of tools leaves 1 s for \
+             the model, so gathered is 1.4 s + 1 s = 2.4 s; 4 s would need 2.6 s of model time, \
+             which would make the sequential task 16.6 s",
+        ),
+    },
+    Claim {
         claim: "semaphore 40 x 400 ms at 10,000 RPM",
         article: "~100 RPS, 60 % of the ~167 RPS ceiling",
         exact: |_| Some(40.0 / 0.4),
@@ -194,6 +224,28 @@ pub const CLAIMS: &[Claim] = &[
         scenario: "tpm-burst-with-bucket",
         read: calls_per_s,
         unit: "calls/s",
+        check: Check::Within(0.01),
+        verdict: Article::Agrees,
+    },
+    Claim {
+        claim: "8 calls one after another, 400 ms avg (lognormal, 900 ms p95)",
+        article: "8 x 400 ms = 3,200 ms",
+        exact: |s| Some(8.0 * s.provider.latency.mean()),
+        formula: "8 x E[latency] = 8 x 400",
+        scenario: "research-sequential",
+        read: mean_query_ms,
+        unit: "ms",
+        check: Check::Within(0.01),
+        verdict: Article::Agrees,
+    },
+    Claim {
+        claim: "600 RPM, 8 calls a query: query ceiling",
+        article: "10 RPS / 8 = 1.25 queries/s max",
+        exact: |s| Some(s.provider.rpm? / 60.0 / 8.0),
+        formula: "600 / 60 / 8",
+        scenario: "ceiling-600rpm",
+        read: |v| at(v, "throughput.queries_per_s"),
+        unit: "queries/s",
         check: Check::Within(0.01),
         verdict: Article::Agrees,
     },
@@ -280,12 +332,13 @@ pub const CLAIMS: &[Claim] = &[
         read: orphaned_share,
         unit: "%",
         check: Check::Within(0.005),
-        verdict: Article::Inconsistent(
-            "the share is not a constant and the article gives no capacity or latency to \
-             derive it from; without transport cancellation, overload feeds itself: abandoned \
-             calls keep their place in the queue and each session queues a new query behind \
-             them, so once demand passes capacity (here 800 calls per 5 s against 10 calls/s) \
-             only the first queries finish and the share tends to 100 % as the run grows",
+        verdict: Article::Unsupported(
+            "the share depends on how far demand exceeds capacity and for how long, and the \
+             article gives neither. Without transport cancellation, overload feeds itself: \
+             abandoned calls keep their place in the queue and each session queues a new query \
+             behind them, so once demand passes capacity (here 800 calls per 5 s against 10 \
+             calls/s) only the first queries finish and the share tends to 100 % as the run \
+             grows; below capacity, only queries slower than the timeout leave orphans",
         ),
     },
     Claim {
@@ -301,20 +354,24 @@ pub const CLAIMS: &[Claim] = &[
              for nothing: about 10/s x 1 s of them at each deadline (Little's law) against \
              about 50 sent per 5 s timeout",
         ),
-        verdict: Article::Agrees,
+        verdict: Article::Overstates(
+            "cancellation stops the queued calls, not what is already in flight at each \
+             deadline: those are charged for answers nobody reads",
+        ),
     },
     Claim {
         claim: "one hallucinated 30-call turn at 600 RPM, no cap: 429s",
         article: "28 of the 30 return 429s",
         exact: |_| Some(0.0),
-        formula: "30 requests <= the 600 a minute admits",
+        formula: "30 requests <= the 600 a 60 s window admits",
         scenario: "hallucinated-30-one-turn",
         read: |v| at(v, "provider.rate_limited"),
         unit: "429s",
         check: Check::Within(0.0),
         verdict: Article::Inconsistent(
-            "28 refused of 30 needs a limit that admits 2 requests at once; 600 RPM admits a \
-             whole 30-call turn. The storm comes from such turns repeated (next row)",
+            "28 refused of 30 needs a limit that admits 2 requests at once; 600 RPM over a \
+             60 s window admits the whole turn, and even enforced per second (10 a second) it \
+             would refuse 20. The storm comes from such turns repeated (next row)",
         ),
     },
     Claim {
@@ -343,7 +400,10 @@ pub const CLAIMS: &[Claim] = &[
             "22 of each turn's 30 calls are not run; the 32 calls 4 sessions then send at once \
              still outrun 10 calls/s, so the cap shrinks the storm without ending it",
         ),
-        verdict: Article::Agrees,
+        verdict: Article::Overstates(
+            "the cap bounds each turn, not the rate: with several sessions it takes a \
+             client-side rate limiter as well to keep 429s away",
+        ),
     },
     Claim {
         claim: "retry storm, fixed 1 s backoff: calls failed for good",
@@ -401,7 +461,8 @@ pub const CLAIMS: &[Claim] = &[
         verdict: Article::Agrees,
     },
     Claim {
-        claim: "the same with subagents wanting up to 20k each: syntheses of ~5k refused",
+        claim: "the same with subagents wanting up to 20k each (their grants stop them, so \
+                their queries count as failed): syntheses of ~5k refused",
         article: "~5k synthesis fits",
         exact: refused_syntheses,
         formula: "50,000 - 3 x 15,000 = 5,000 kept back >= the 5,000 synthesis",

@@ -49,6 +49,15 @@ fn verdict(c: &Claim, exact: Option<f64>, sim: Option<f64>) -> String {
         Article::Inconsistent(why) => {
             let _ = write!(v, "; the article is inconsistent: {why}");
         }
+        Article::Unsupported(why) => {
+            let _ = write!(
+                v,
+                "; the article's figure does not follow from what it states: {why}"
+            );
+        }
+        Article::Overstates(why) => {
+            let _ = write!(v, "; the article overstates: {why}");
+        }
     }
     v
 }
@@ -60,9 +69,11 @@ same bytes). For each claim: the article's own figure, the closed form under the
 model, the simulated value, and a verdict. The verdict first holds the simulation against the \
 closed form (*matches* within the scenario's Monte-Carlo or rounding tolerance; *under/over the \
 bound* where the closed form is a bound; *measured* where there is none, with what drives the \
-value), then the article's figure against the closed form (*the article rounds*, *the article is \
-inconsistent*, and why). Each scenario's file says what it models; its `summary.json` is beside \
-this file.
+value), then the article's figure against the closed form and the measurement, where they \
+differ: *the article rounds*, *the article is inconsistent* (its figure contradicts its own \
+model), *the article's figure does not follow from what it states*, or *the article overstates* \
+(the measurement shows less than it claims), each with why. Each scenario's file says what it \
+models; its `summary.json` is beside this file.
 
 | claim | article | closed form | simulated | verdict | scenario |
 |---|---|---:|---:|---|---|

@@ -192,9 +192,9 @@ impl Summary {
     pub fn new(scenario: &Scenario, out: &SimOutcome) -> Self {
         let r = &out.recording;
         let secs = out.elapsed.as_secs_f64();
-        let per_s = |n: u64| {
-            if secs > 0.0 {
-                round3(n as f64 / secs)
+        let rate = |n: u64, over: f64| {
+            if over > 0.0 {
+                round3(n as f64 / over)
             } else {
                 0.0
             }
@@ -233,8 +233,10 @@ impl Summary {
                 query_start_lateness: Percentiles::of(&r.start_lateness),
             },
             throughput: Throughput {
-                queries_per_s: per_s(r.queries_completed),
-                calls_per_s: per_s(r.calls.completed),
+                queries_per_s: rate(r.queries_completed, secs),
+                // Calls left running after their query was abandoned end after the last
+                // query: count them over the whole run.
+                calls_per_s: rate(r.calls.completed, out.span.as_secs_f64()),
             },
             provider: ProviderCounts {
                 counters: *p,
