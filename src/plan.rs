@@ -269,16 +269,15 @@ pub fn plan(input: &PlanInput) -> Vec<Row> {
         row!(rows; "spare_rpm" => r - slots, "requests/min";
             "Spare RPM (retries, other traffic)"; "{} − {}", f(r), f(slots));
         if let Some(q) = per_query.filter(|q| q.requests > 0.0) {
-            // The TPM at the same headroom may bind first.
+            // The TPM at the same headroom may bind first; the row shows what binds.
             let by_rpm = slots / q.requests;
-            match tpm.filter(|_| q.tokens > 0.0) {
-                Some(t) => {
-                    let by_tpm = h * t / q.tokens;
-                    row!(rows; "queries_per_min_at_headroom" => by_rpm.min(by_tpm), "queries/min";
-                        "Queries at {} % headroom", pct;
-                        "min({} / {}, {} × {} / {})", f(slots), f(q.requests), f(h), f(t), f(q.tokens));
+            match tpm.filter(|_| q.tokens > 0.0).map(|t| (t, h * t / q.tokens)) {
+                Some((t, by_tpm)) if by_tpm < by_rpm => {
+                    row!(rows; "queries_per_min_at_headroom" => by_tpm, "queries/min";
+                        "Queries at {} % headroom (TPM binds)", pct;
+                        "{} × {} / {}", f(h), f(t), f(q.tokens));
                 }
-                None => {
+                _ => {
                     row!(rows; "queries_per_min_at_headroom" => by_rpm, "queries/min";
                         "Queries at {} % headroom", pct; "{} / {}", f(slots), f(q.requests));
                 }
