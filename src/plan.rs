@@ -271,7 +271,10 @@ pub fn plan(input: &PlanInput) -> Vec<Row> {
         if let Some(q) = per_query.filter(|q| q.requests > 0.0) {
             // The TPM at the same headroom may bind first; the row shows what binds.
             let by_rpm = slots / q.requests;
-            match tpm.filter(|_| q.tokens > 0.0).map(|t| (t, h * t / q.tokens)) {
+            match tpm
+                .filter(|_| q.tokens > 0.0)
+                .map(|t| (t, h * t / q.tokens))
+            {
                 Some((t, by_tpm)) if by_tpm < by_rpm => {
                     row!(rows; "queries_per_min_at_headroom" => by_tpm, "queries/min";
                         "Queries at {} % headroom (TPM binds)", pct;
