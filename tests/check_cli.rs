@@ -23,6 +23,13 @@ fn capsize(args: &[&str]) -> Output {
         .expect("the capsize binary runs")
 }
 
+/// `capsize check SCENARIO --baseline BASE --out OUT` and `extra`.
+fn against(scenario: &str, base: &Path, out: &Path, extra: &[&str]) -> Output {
+    let mut args = vec!["check", scenario, "--baseline", s(base), "--out", s(out)];
+    args.extend_from_slice(extra);
+    capsize(&args)
+}
+
 fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
@@ -102,7 +109,7 @@ fn a_baseline_passes_against_itself_and_catches_a_regression() {
     let wrote = capsize(&["baseline", &scenario, "--out", s(&base)]);
     assert_eq!(wrote.status.code(), Some(0), "{}", stderr(&wrote));
     let out = t.path("out");
-    let same = capsize(&["check", &scenario, "--baseline", s(&base), "--out", s(&out)]);
+    let same = against(&scenario, &base, &out, &[]);
     assert_eq!(same.status.code(), Some(0), "{}", stdout(&same));
     // The run is deterministic: the summary it wrote is the baseline, byte for byte.
     assert_eq!(
@@ -110,16 +117,12 @@ fn a_baseline_passes_against_itself_and_catches_a_regression() {
         std::fs::read(out.join("summary.json")).unwrap()
     );
     // Two calls in flight instead of 8: queries take longer, throughput falls.
-    let worse = capsize(&[
-        "check",
+    let worse = against(
         &scenario,
-        "--baseline",
-        s(&base),
-        "--out",
-        s(&out),
-        "--set",
-        "scheduler.max_concurrency=2",
-    ]);
+        &base,
+        &out,
+        &["--set", "scheduler.max_concurrency=2"],
+    );
     assert_eq!(worse.status.code(), Some(1), "{}", stderr(&worse));
     let text = stdout(&worse);
     for metric in ["latency_ms.query.p95", "throughput.queries_per_s"] {
@@ -137,34 +140,25 @@ fn a_real_improvement_passes_at_zero_tolerance() {
     let base = t.path("tier3.json");
     let wrote = capsize(&["baseline", scenario, "--out", s(&base)]);
     assert_eq!(wrote.status.code(), Some(0), "{}", stderr(&wrote));
-    let better = capsize(&[
-        "check",
+    let out = t.path("out");
+    let better = against(
         scenario,
-        "--baseline",
-        s(&base),
-        "--out",
-        s(&t.path("out")),
-        "--tolerance",
-        "0%",
-        "--set",
-        "scheduler.max_concurrency=50",
-    ]);
+        &base,
+        &out,
+        &["--tolerance", "0%", "--set", "scheduler.max_concurrency=50"],
+    );
     let text = stdout(&better);
     assert_eq!(better.status.code(), Some(0), "{text}");
     let qps =
         row(&text, "baseline", "throughput.queries_per_s").unwrap_or_else(|| panic!("{text}"));
     assert!(qps.ends_with("pass"), "{qps}");
     // The same change the other way is a regression.
-    let worse = capsize(&[
-        "check",
+    let worse = against(
         scenario,
-        "--baseline",
-        s(&base),
-        "--out",
-        s(&t.path("out")),
-        "--set",
-        "scheduler.max_concurrency=30",
-    ]);
+        &base,
+        &out,
+        &["--set", "scheduler.max_concurrency=30"],
+    );
     assert_eq!(worse.status.code(), Some(1), "{}", stdout(&worse));
 }
 
@@ -185,20 +179,10 @@ fn a_tolerance_in_the_scenario_overrides_the_flag_for_its_metric() {
         "loose.toml",
         &format!("{SMALL}[slo.tolerance]\n\"latency_ms.query.p95\" = \"50%\"\n"),
     );
+    let out = t.path("out");
     let args = |file: &str| {
-        let out = t.path("out");
-        capsize(&[
-            "check",
-            file,
-            "--baseline",
-            s(&base),
-            "--out",
-            s(&out),
-            "--tolerance",
-            "0",
-            "--set",
-            "scheduler.max_concurrency=6",
-        ])
+        let extra = ["--tolerance", "0", "--set", "scheduler.max_concurrency=6"];
+        against(file, &base, &out, &extra)
     };
     let p95 = |o: &Output| row(&stdout(o), "baseline", "latency_ms.query.p95").unwrap_or_default();
     let strict = args(&scenario);

@@ -76,23 +76,30 @@ pub fn table(checks: &[Check]) -> String {
     out
 }
 
-/// Text that Markdown (and the HTML it may hold) shows as written, on one line.
-fn md_cell(s: &str) -> String {
+/// `s` with `&`, `<` and `>` as entities, and every other character through `other`.
+fn escape(s: &str, other: impl Fn(char, &mut String)) -> String {
     let mut out = String::with_capacity(s.len());
     for ch in s.chars() {
         match ch {
             '&' => out.push_str("&amp;"),
             '<' => out.push_str("&lt;"),
             '>' => out.push_str("&gt;"),
-            '\n' | '\r' => out.push(' '),
-            '|' | '`' | '*' | '_' | '[' | ']' | '\\' | '#' => {
-                out.push('\\');
-                out.push(ch);
-            }
-            c => out.push(c),
+            c => other(c, &mut out),
         }
     }
     out
+}
+
+/// Text that Markdown (and the HTML it may hold) shows as written, on one line.
+fn md_cell(s: &str) -> String {
+    escape(s, |ch, out| match ch {
+        '\n' | '\r' => out.push(' '),
+        '|' | '`' | '*' | '_' | '[' | ']' | '\\' | '#' => {
+            out.push('\\');
+            out.push(ch);
+        }
+        c => out.push(c),
+    })
 }
 
 /// A Markdown summary for a CI job page: the outcome, the failed checks, then every check.
@@ -131,20 +138,13 @@ pub fn markdown(title: &str, checks: &[Check]) -> String {
 }
 
 fn xml(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for ch in s.chars() {
-        match ch {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            // Characters XML 1.0 cannot hold at all.
-            c if (c as u32) < 0x20 && !matches!(c, '\t' | '\n' | '\r') => out.push(' '),
-            c => out.push(c),
-        }
-    }
-    out
+    escape(s, |ch, out| match ch {
+        '"' => out.push_str("&quot;"),
+        '\'' => out.push_str("&apos;"),
+        // Characters XML 1.0 cannot hold at all.
+        c if (c as u32) < 0x20 && !matches!(c, '\t' | '\n' | '\r') => out.push(' '),
+        c => out.push(c),
+    })
 }
 
 /// JUnit XML: one testsuite named `suite`, one testcase per check, a `<failure>` for each that
