@@ -83,7 +83,7 @@ models; its `summary.json` is beside this file.
 /// the summaries and `README.md` into `out`, and returns the README. Nothing is written unless
 /// every scenario ran.
 pub fn reproduce(scenarios: &Path, out: &Path) -> anyhow::Result<String> {
-    let mut runs: BTreeMap<&str, (Scenario, Summary)> = BTreeMap::new();
+    let mut runs: BTreeMap<&str, (Scenario, Summary, serde_json::Value)> = BTreeMap::new();
     for c in CLAIMS {
         if runs.contains_key(c.scenario) {
             continue;
@@ -93,12 +93,13 @@ pub fn reproduce(scenarios: &Path, out: &Path) -> anyhow::Result<String> {
         let outcome = crate::sim::run(&s)?;
         let summary = Summary::new(&s, &outcome);
         eprintln!("capsize article: ran {}", path.display());
-        runs.insert(c.scenario, (s, summary));
+        let json = serde_json::to_value(&summary)?;
+        runs.insert(c.scenario, (s, summary, json));
     }
     let mut md = String::from(HEADER);
     for c in CLAIMS {
-        let (s, summary) = &runs[c.scenario];
-        let sim = (c.read)(&serde_json::to_value(summary)?);
+        let (s, _, json) = &runs[c.scenario];
+        let sim = (c.read)(json);
         let exact = (c.exact)(s);
         let closed = exact.map_or("-".into(), |e| {
             format!("{} {} (`{}`)", fmt_num(e), c.unit, c.formula)
@@ -114,7 +115,7 @@ pub fn reproduce(scenarios: &Path, out: &Path) -> anyhow::Result<String> {
             c.scenario
         );
     }
-    for (stem, (_, summary)) in &runs {
+    for (stem, (_, summary, _)) in &runs {
         let dir = out.join(stem);
         std::fs::create_dir_all(&dir)?;
         std::fs::write(dir.join("summary.json"), summary.to_json())?;

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::Args as ClapArgs;
 
-use super::{fail, load, load_and_run, out, realtime_options, run_in, ScenarioArgs};
+use super::{fail, load, load_and_run, out, realtime_options, run_in, write_file, ScenarioArgs};
 use super::{EXIT_BAD_INPUT, EXIT_WRITE_FAILED};
 use crate::gate;
 use crate::report::summary::Summary;
@@ -57,12 +57,9 @@ fn percent(s: &str) -> Result<f64, String> {
         .ok_or_else(|| format!("{s:?} is not a percentage such as 5%"))
 }
 
-/// Writes `text` to `path`, creating its folder.
+/// Writes `text` to `path` (see [`write_file`]), the error as one line.
 fn write(path: &Path, text: &str) -> Result<(), String> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|e| format!("cannot write {}: {e}", dir.display()))?;
-    }
-    std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
+    write_file(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
 /// Runs the scenario and checks it; the exit code says how it went.
@@ -72,18 +69,20 @@ pub fn check(args: CheckArgs) -> ExitCode {
         Ok(s) => s,
         Err((code, e)) => return fail(code, e),
     };
-    if let Err(e) = realtime_options(&args.input.clock) {
-        return fail(EXIT_BAD_INPUT, e);
-    }
+    let realtime = match realtime_options(&args.input.clock) {
+        Ok(r) => r,
+        Err(e) => return fail(EXIT_BAD_INPUT, e),
+    };
     if let Err(e) = gate::validate(&scenario.slo, &scenario.slo_tolerance) {
         return fail(
             EXIT_BAD_INPUT,
             format!("{}: {e}", args.input.scenario.display()),
         );
     }
-    let mode = match args.input.clock.mode {
-        super::Mode::Virtual => "virtual",
-        super::Mode::Realtime => "realtime",
+    let mode = if realtime.is_some() {
+        "realtime"
+    } else {
+        "virtual"
     };
     let baseline = match &args.baseline {
         Some(path) => match gate::read_baseline(path, &scenario.name, mode) {
@@ -102,7 +101,7 @@ pub fn check(args: CheckArgs) -> ExitCode {
         );
     }
     // The contract: a run that cannot be done is exit 2, like bad input.
-    let outcome = match run_in(&scenario, &args.input.clock) {
+    let outcome = match run_in(&scenario, realtime.as_ref()) {
         Ok(o) => o,
         Err((_, e)) => return fail(EXIT_BAD_INPUT, format!("the run could not be done: {e}")),
     };

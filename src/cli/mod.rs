@@ -185,10 +185,12 @@ pub(crate) fn load(args: &ScenarioArgs) -> Result<Scenario, Failure> {
     Ok(scenario)
 }
 
-/// Runs a loaded scenario in the clock the flags ask for.
-pub(crate) fn run_in(scenario: &Scenario, clock: &ClockArgs) -> Result<SimOutcome, Failure> {
-    let realtime = realtime_options(clock).map_err(|e| (EXIT_BAD_INPUT, e))?;
-    let result = match &realtime {
+/// Runs a loaded scenario in virtual time, or in real time with `realtime`.
+pub(crate) fn run_in(
+    scenario: &Scenario,
+    realtime: Option<&RealtimeOptions>,
+) -> Result<SimOutcome, Failure> {
+    let result = match realtime {
         None => crate::sim::run(scenario),
         Some(opts) => crate::sim::run_realtime(scenario, opts),
     };
@@ -200,8 +202,9 @@ pub(crate) fn run_in(scenario: &Scenario, clock: &ClockArgs) -> Result<SimOutcom
 
 /// Loads the scenario and runs it.
 pub(crate) fn load_and_run(args: &ScenarioArgs) -> Result<(Scenario, SimOutcome), Failure> {
+    let realtime = realtime_options(&args.clock).map_err(|e| (EXIT_BAD_INPUT, e))?;
     let scenario = load(args)?;
-    let outcome = run_in(&scenario, &args.clock)?;
+    let outcome = run_in(&scenario, realtime.as_ref())?;
     Ok((scenario, outcome))
 }
 
@@ -227,6 +230,21 @@ fn run(args: RunArgs) -> ExitCode {
         let table = crate::report::table(&summary);
         out(&format!("{table}\n  wrote {}/{files}\n", dir.display()))
     }
+}
+
+/// Writes `text` to `path` whole or not at all (a temporary file beside it, then renamed),
+/// creating its folder.
+pub(crate) fn write_file(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(std::path::Path::new(""));
+    if !dir.as_os_str().is_empty() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let name = path
+        .file_name()
+        .map_or("out".into(), |n| n.to_string_lossy());
+    let tmp = dir.join(format!(".{name}.tmp"));
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, path)
 }
 
 /// Prints to stdout. A reader that went away (`capsize run ... | head`) is not an error; any

@@ -1,11 +1,11 @@
 //! `capsize sweep` and `capsize plan`.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args as ClapArgs;
 
-use super::{fail, out, realtime_options, ClockArgs};
+use super::{fail, out, realtime_options, write_file, ClockArgs};
 use super::{EXIT_BAD_INPUT, EXIT_RUN_FAILED, EXIT_WRITE_FAILED};
 use crate::plan::{self, PlanInput};
 use crate::sim;
@@ -143,12 +143,6 @@ pub fn plan(args: PlanArgs) -> ExitCode {
     }
 }
 
-fn write(dir: &Path, name: &str, text: &str) -> std::io::Result<()> {
-    let tmp = dir.join(format!(".{name}.tmp"));
-    std::fs::write(&tmp, text)?;
-    std::fs::rename(&tmp, dir.join(name))
-}
-
 /// `capsize sweep`.
 pub fn sweep(args: SweepArgs) -> ExitCode {
     let realtime = match realtime_options(&args.clock) {
@@ -220,10 +214,9 @@ pub fn sweep(args: SweepArgs) -> ExitCode {
         .out
         .clone()
         .unwrap_or_else(|| PathBuf::from("reports").join(&base.name));
-    let written = std::fs::create_dir_all(&dir)
-        .and_then(|()| write(&dir, "sweep.csv", &csv))
-        .and_then(|()| write(&dir, "report.md", &md))
-        .and_then(|()| write(&dir, "report.html", &html));
+    let written = write_file(&dir.join("sweep.csv"), &csv)
+        .and_then(|()| write_file(&dir.join("report.md"), &md))
+        .and_then(|()| write_file(&dir.join("report.html"), &html));
     if let Err(e) = written {
         return fail(
             EXIT_WRITE_FAILED,
