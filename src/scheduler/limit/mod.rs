@@ -1,7 +1,10 @@
 //! Client-side rate limiting: a requests-per-minute and a tokens-per-minute bucket behind one lock.
 //!
 //! A call reserves one request and its tokens in both buckets at once, then waits until both have
-//! refilled its share ([`Reservation::wait`]). Dropping a reservation before it is ready (the call
+//! refilled its share ([`Reservation::wait`]). Reservations go first-in, first-out across both
+//! buckets, and a reservation held by one bucket is pending in the other too, so neither banks
+//! credit while it waits: over any 60 s the limiter lets through at most `headroom × limit +
+//! burst` requests and tokens (a call larger than the burst counts as the burst; see `bucket`). Dropping a reservation before it is ready (the call
 //! was cancelled while queued) refunds it. A provider's Retry-After pauses the whole limiter
 //! ([`RateLimiter::pause_until`]): every caller, waiting or new, is held until it ends.
 
@@ -154,17 +157,22 @@ impl RateLimiter {
         let mut state = self.lock();
         let seq = state.next_seq;
         state.next_seq += 1;
-        let mut waits = false;
-        if let Some(b) = state.requests.as_mut() {
-            waits |= b.debit(seq, 1.0, now).1;
-        }
-        if let Some(b) = state.tokens.as_mut() {
-            waits |= b.debit(seq, tokens as f64, now).1;
+        let requests = state.requests.as_mut().map(|b| b.debit(1.0, now));
+        let token_debit = state.tokens.as_mut().map(|b| b.debit(tokens as f64, now));
+        let waits = requests.iter().chain(&token_debit).any(|d| d.waits);
+        // A reservation that waits in one bucket is pending in all of them: no bucket banks
+        // credit for it, or for those behind it, until it has gone.
+        let debits = [requests, token_debit];
+        for (bucket, debit) in state.buckets().zip(debits.into_iter().flatten()) {
+            if waits {
+                bucket.enqueue(seq, debit);
+            } else {
+                bucket.admit_now(debit);
+            }
         }
         Reservation {
             limiter: self,
             seq,
-            tokens,
             admitted: !waits,
         }
     }
@@ -208,7 +216,7 @@ impl RateLimiter {
         )
     }
 
-    /// The number of reservations waiting for tokens.
+    /// The number of reservations waiting (each is pending in every bucket).
     pub fn waiters(&self) -> usize {
         let state = self.lock();
         let r = state.requests.as_ref().map_or(0, Bucket::waiters);
@@ -231,20 +239,19 @@ impl RateLimiter {
 
     /// Takes reservation `seq` out of every bucket's waiting set.
     fn admit(&self, seq: u64) {
+        let now = Instant::now();
         let mut state = self.lock();
         for b in state.buckets() {
-            b.admit(seq);
+            b.admit(seq, now);
         }
     }
 
-    fn refund(&self, seq: u64, tokens: u64) {
+    fn refund(&self, seq: u64) {
+        let now = Instant::now();
         let mut state = self.lock();
         let mut moved = false;
-        if let Some(b) = state.requests.as_mut() {
-            moved |= b.refund(seq, 1.0);
-        }
-        if let Some(b) = state.tokens.as_mut() {
-            moved |= b.refund(seq, tokens as f64);
+        for b in state.buckets() {
+            moved |= b.refund(seq, now);
         }
         drop(state);
         if moved {
@@ -259,7 +266,6 @@ impl RateLimiter {
 pub struct Reservation<'a> {
     limiter: &'a RateLimiter,
     seq: u64,
-    tokens: u64,
     admitted: bool,
 }
 
@@ -291,6 +297,7 @@ impl Reservation<'_> {
                 None => return,
                 Some(at) => {
                     tokio::select! {
+                        biased;
                         _ = tokio::time::sleep_until(at) => {}
                         _ = &mut changed => {}
                     }
@@ -323,7 +330,7 @@ impl Reservation<'_> {
 impl Drop for Reservation<'_> {
     fn drop(&mut self) {
         if !self.admitted {
-            self.limiter.refund(self.seq, self.tokens);
+            self.limiter.refund(self.seq);
         }
     }
 }
