@@ -3,6 +3,14 @@
 //! A [`Scope`] is passed down a fan-out. A child scope's token is a child of its parent's (a
 //! parent's cancel reaches every child, a child's cancel stays below it) and its deadline is
 //! never later than its parent's, so a parent deadline cancels its children.
+//!
+//! Ties at one instant follow one rule, decided by the clock and not by which task the runtime
+//! happens to poll first: work that finishes at the instant its scope stops keeps its result
+//! ([`Scope::run`] looks at the work first), and nothing *starts* at or after that instant
+//! ([`Scope::interrupted`] compares the clock with the deadline or stop time, so a query, a send
+//! or a retry due at the stop instant is not made). A stop known in advance (the user's stop at
+//! a set time) is therefore given as [`Scope::with_stop_at`], not as a token cancelled by a
+//! timer in another task.
 
 use std::future::{pending, Future};
 
@@ -16,6 +24,7 @@ use super::error::Interrupt;
 #[derive(Debug, Clone, Default)]
 pub struct Scope {
     cancel: Option<CancellationToken>,
+    stop_at: Option<Instant>,
     deadline: Option<Instant>,
     budget: Option<Budget>,
 }
@@ -29,6 +38,14 @@ impl Scope {
     /// The same scope stopped by `token`.
     pub fn with_cancel(mut self, token: CancellationToken) -> Self {
         self.cancel = Some(token);
+        self
+    }
+
+    /// The same scope cancelled at `at` (or at its current stop time, if earlier): as if a token
+    /// were cancelled then, but decided by the clock, so ties at that instant follow the rule
+    /// above whatever the order tasks run in.
+    pub fn with_stop_at(mut self, at: Instant) -> Self {
+        self.stop_at = Some(self.stop_at.map_or(at, |s| s.min(at)));
         self
     }
 
@@ -51,6 +68,7 @@ impl Scope {
                 Some(t) => t.child_token(),
                 None => CancellationToken::new(),
             }),
+            stop_at: self.stop_at,
             deadline: self.deadline,
             budget: self.budget.clone(),
         }
@@ -81,10 +99,13 @@ impl Scope {
     /// What has stopped this scope already, if anything. `budget` says whether an exhausted
     /// budget counts (it stops work that is pending, not work already sent).
     pub fn interrupted(&self, budget: bool) -> Option<Interrupt> {
-        if self.cancel.as_ref().is_some_and(|t| t.is_cancelled()) {
+        let now = Instant::now();
+        if self.cancel.as_ref().is_some_and(|t| t.is_cancelled())
+            || self.stop_at.is_some_and(|s| now >= s)
+        {
             return Some(Interrupt::Cancelled);
         }
-        if self.deadline.is_some_and(|d| Instant::now() >= d) {
+        if self.deadline.is_some_and(|d| now >= d) {
             return Some(Interrupt::DeadlineExceeded);
         }
         if budget {
@@ -98,7 +119,10 @@ impl Scope {
     /// Whether anything can stop work in this scope: a token, a deadline, or (if `budget`) a
     /// budget. Work in a scope that watches nothing can simply be awaited.
     pub fn watches(&self, budget: bool) -> bool {
-        self.cancel.is_some() || self.deadline.is_some() || (budget && self.budget.is_some())
+        self.cancel.is_some()
+            || self.stop_at.is_some()
+            || self.deadline.is_some()
+            || (budget && self.budget.is_some())
     }
 
     /// Runs `work` until it finishes or the scope stops it (dropping it). Work that finishes at
@@ -114,6 +138,12 @@ impl Scope {
         let cancelled = async {
             match &self.cancel {
                 Some(t) => t.cancelled().await,
+                None => pending().await,
+            }
+        };
+        let stopped = async {
+            match self.stop_at {
+                Some(s) => tokio::time::sleep_until(s).await,
                 None => pending().await,
             }
         };
@@ -133,6 +163,7 @@ impl Scope {
             biased;
             out = work => Ok(out),
             _ = cancelled => Err(Interrupt::Cancelled),
+            _ = stopped => Err(Interrupt::Cancelled),
             _ = expired => Err(Interrupt::DeadlineExceeded),
             why = spent => Err(Interrupt::BudgetExhausted(why)),
         }

@@ -17,7 +17,6 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::task::JoinSet;
 use tokio::time::{sleep_until, Instant};
-use tokio_util::sync::CancellationToken;
 
 use crate::provider::{Provider, RequestKind};
 use crate::recorder::Recorder;
@@ -186,21 +185,27 @@ async fn one_query<P: Provider + 'static>(ctx: Rc<Ctx<P>>, intended: Instant) {
         // The scope stops the work itself: queued calls are never sent, in-flight ones dropped.
         run_query(ctx.clone(), plan, scope.clone(), abandoned.clone()).await
     } else {
-        // Nothing stops the work: the caller may stop waiting, and the work runs on, detached.
-        ctx.detached.set(ctx.detached.get() + 1);
-        let work = tokio::task::spawn_local({
-            let (ctx, abandoned) = (ctx.clone(), abandoned.clone());
-            async move {
-                let failed = run_query(ctx.clone(), plan, Scope::new(), abandoned).await;
-                ctx.detached.set(ctx.detached.get() - 1);
-                ctx.detached_done.notify_waiters();
-                failed
+        // Nothing stops the work: the caller may stop waiting, and the work runs on. It is
+        // polled here until then (so work that ends at the instant the wait stops keeps its
+        // result, whatever order tasks run in), and handed to a task of its own after.
+        let mut work = Box::pin(run_query(
+            ctx.clone(),
+            plan,
+            Scope::new(),
+            abandoned.clone(),
+        ));
+        match scope.run(false, work.as_mut()).await {
+            Ok(failed) => failed,
+            Err(_) => {
+                ctx.detached.set(ctx.detached.get() + 1);
+                let ctx = ctx.clone();
+                tokio::task::spawn_local(async move {
+                    work.await;
+                    ctx.detached.set(ctx.detached.get() - 1);
+                    ctx.detached_done.notify_waiters();
+                });
+                true
             }
-        });
-        // Dropping the handle when the scope stops the wait leaves the task running.
-        match scope.run(false, work).await {
-            Ok(failed) => failed.unwrap_or(true),
-            Err(_) => true,
         }
     };
     if scope.interrupted(false).is_some() {
@@ -228,7 +233,11 @@ async fn open_arrivals<P: Provider + 'static>(ctx: Rc<Ctx<P>>) {
     let mut inflight = JoinSet::new();
     let mut next = Some(ctx.t0);
     loop {
+        // Finished queries are reaped before new ones start, so the set stays as small as the
+        // queries in flight. (Either order gives the same run: reaping changes nothing else.)
         tokio::select! {
+            biased;
+            Some(done) = inflight.join_next(), if !inflight.is_empty() => reraise(done),
             _ = ctx.pace.until(next.unwrap_or(ctx.t0)), if next.is_some() => {
                 let at = next.unwrap_or(ctx.t0);
                 if ctx.take_ticket() {
@@ -239,7 +248,6 @@ async fn open_arrivals<P: Provider + 'static>(ctx: Rc<Ctx<P>>) {
                     next = None;
                 }
             }
-            Some(done) = inflight.join_next(), if !inflight.is_empty() => reraise(done),
             else => break,
         }
     }
@@ -341,7 +349,6 @@ pub(super) async fn drive<P: Provider + 'static>(
     horizon: Duration,
 ) -> Option<Driven> {
     let t0 = Instant::now();
-    let stop = CancellationToken::new();
     let ctx = Rc::new(Ctx {
         scheduler,
         provider,
@@ -356,10 +363,10 @@ pub(super) async fn drive<P: Provider + 'static>(
         stop: s.workload.stop,
         parent_timeout: s.workload.parent_timeout.map(|t| scale.to_runtime(t)),
         transport_cancel: s.scheduler.transport_cancel,
-        // Without a stop time nothing cancels the root: leave out the token (and the cost of
-        // watching it in every call).
+        // The user's stop is known in advance: a stop time on the root scope, decided by the
+        // clock (nothing starts at or after it; work ending at it keeps its result).
         root: match s.workload.stop_at {
-            Some(_) => Scope::new().with_cancel(stop.clone()),
+            Some(at) => Scope::new().with_stop_at(t0 + scale.to_runtime(at)),
             None => Scope::new(),
         },
         started: Cell::new(0),
@@ -382,22 +389,9 @@ pub(super) async fn drive<P: Provider + 'static>(
             Arrivals::Open { .. } => open_arrivals(ctx.clone()).await,
         }
     };
-    let user_stop = async {
-        match s.workload.stop_at {
-            Some(at) => {
-                pace.until(t0 + scale.to_runtime(at)).await;
-                stop.cancel();
-            }
-            None => std::future::pending::<()>().await,
-        }
-    };
     let run = async {
-        tokio::pin!(traffic);
         // At a user stop the traffic winds down (queries see the stop through their scope).
-        tokio::select! {
-            _ = &mut traffic => {}
-            _ = user_stop => traffic.await,
-        }
+        traffic.await;
         // Then work left running after its caller gave up is let finish (it is still charged).
         while ctx.detached.get() > 0 {
             let done = ctx.detached_done.notified();

@@ -9,6 +9,7 @@
 //! ([`RateLimiter::pause_until`]): every caller, waiting or new, is held until it ends.
 
 mod bucket;
+mod queue;
 
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
@@ -17,6 +18,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use self::bucket::Bucket;
+use self::queue::Queue;
 use crate::scheduler::error::ConfigError;
 
 /// One provider limit and the bucket that enforces it on the client.
@@ -97,23 +99,10 @@ impl LimiterConfig {
     }
 }
 
-#[derive(Debug)]
-struct State {
-    requests: Option<Bucket>,
-    tokens: Option<Bucket>,
-    next_seq: u64,
-}
-
-impl State {
-    fn buckets(&mut self) -> impl Iterator<Item = &mut Bucket> {
-        self.requests.iter_mut().chain(self.tokens.iter_mut())
-    }
-}
-
 /// Requests-per-minute and tokens-per-minute buckets shared by every call of a scheduler.
 #[derive(Debug)]
 pub struct RateLimiter {
-    state: Mutex<State>,
+    queue: Mutex<Queue>,
     /// Woken when a refund lets waiters go earlier.
     changed: Notify,
 }
@@ -129,19 +118,18 @@ impl RateLimiter {
         }
         let now = Instant::now();
         Ok(RateLimiter {
-            state: Mutex::new(State {
-                requests: config.bucket(config.requests, "rpm", now)?,
-                tokens: config.bucket(config.tokens, "tpm", now)?,
-                next_seq: 0,
-            }),
+            queue: Mutex::new(Queue::new(
+                config.bucket(config.requests, "rpm", now)?,
+                config.bucket(config.tokens, "tpm", now)?,
+            )),
             changed: Notify::new(),
         })
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
+    fn lock(&self) -> MutexGuard<'_, Queue> {
         // The state is plain numbers, consistent after every statement: a panic elsewhere while
         // the lock was held leaves nothing half-done, so a poisoned lock is safe to reuse.
-        self.state
+        self.queue
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
@@ -154,22 +142,7 @@ impl RateLimiter {
 
     /// As [`RateLimiter::reserve`], with a reading of the clock the caller already has.
     pub fn reserve_at(&self, tokens: u64, now: Instant) -> Reservation<'_> {
-        let mut state = self.lock();
-        let seq = state.next_seq;
-        state.next_seq += 1;
-        let requests = state.requests.as_mut().map(|b| b.debit(1.0, now));
-        let token_debit = state.tokens.as_mut().map(|b| b.debit(tokens as f64, now));
-        let waits = requests.iter().chain(&token_debit).any(|d| d.waits);
-        // A reservation that waits in one bucket is pending in all of them: no bucket banks
-        // credit for it, or for those behind it, until it has gone.
-        let debits = [requests, token_debit];
-        for (bucket, debit) in state.buckets().zip(debits.into_iter().flatten()) {
-            if waits {
-                bucket.enqueue(seq, debit);
-            } else {
-                bucket.admit_now(debit);
-            }
-        }
+        let (seq, waits) = self.lock().reserve(tokens, now);
         Reservation {
             limiter: self,
             seq,
@@ -180,80 +153,49 @@ impl RateLimiter {
     /// Holds every caller, waiting or new, until `until`, and forfeits the buckets' balance: the
     /// provider has said the real allowance is spent. Credit starts again at `until`.
     pub fn pause_until(&self, until: Instant) {
-        let now = Instant::now();
-        let mut state = self.lock();
-        for b in state.buckets() {
-            b.pause(now, until);
-        }
-        // No wake-up needed: a pause only delays, and every waiter re-reads the buckets when
-        // its current sleep ends.
+        self.lock().pause(Instant::now(), until);
+        // No wake-up needed: a pause only delays, and every waiter re-reads the queue when its
+        // current sleep ends.
     }
 
     /// The balances now: (requests, tokens); `None` for a limit that is not set.
     pub fn balances(&self) -> (Option<f64>, Option<f64>) {
-        let now = Instant::now();
-        let mut state = self.lock();
-        let requests = state.requests.as_mut().map(|b| b.balance(now));
-        let tokens = state.tokens.as_mut().map(|b| b.balance(now));
-        (requests, tokens)
+        self.lock().balances(Instant::now())
     }
 
     /// Refill rates in units per second: (requests, tokens).
     pub fn rates(&self) -> (Option<f64>, Option<f64>) {
-        let state = self.lock();
-        (
-            state.requests.as_ref().map(Bucket::rate),
-            state.tokens.as_ref().map(Bucket::rate),
-        )
+        let queue = self.lock();
+        let (r, t) = queue.parts();
+        (r.map(Bucket::rate), t.map(Bucket::rate))
     }
 
     /// Bucket capacities: (requests, tokens).
     pub fn capacities(&self) -> (Option<f64>, Option<f64>) {
-        let state = self.lock();
-        (
-            state.requests.as_ref().map(Bucket::capacity),
-            state.tokens.as_ref().map(Bucket::capacity),
-        )
+        let queue = self.lock();
+        let (r, t) = queue.parts();
+        (r.map(Bucket::capacity), t.map(Bucket::capacity))
     }
 
     /// The number of reservations waiting (each is pending in every bucket).
     pub fn waiters(&self) -> usize {
-        let state = self.lock();
-        let r = state.requests.as_ref().map_or(0, Bucket::waiters);
-        let t = state.tokens.as_ref().map_or(0, Bucket::waiters);
-        r.max(t)
+        let queue = self.lock();
+        let (r, t) = queue.parts();
+        r.or(t).map_or(0, Bucket::waiters)
     }
 
-    /// When reservation `seq` may go (the later of its buckets), or `None` if it may go now.
+    /// When reservation `seq` may go, or `None` if it may go now.
     fn ready_at(&self, seq: u64) -> Option<Instant> {
-        let now = Instant::now();
-        let mut state = self.lock();
-        let mut at: Option<Instant> = None;
-        for b in state.buckets() {
-            if let Some(t) = b.ready_at(seq, now) {
-                at = Some(at.map_or(t, |a| a.max(t)));
-            }
-        }
-        at
+        self.lock().ready_at(seq, Instant::now())
     }
 
-    /// Takes reservation `seq` out of every bucket's waiting set.
+    /// Reservation `seq` goes now.
     fn admit(&self, seq: u64) {
-        let now = Instant::now();
-        let mut state = self.lock();
-        for b in state.buckets() {
-            b.admit(seq, now);
-        }
+        self.lock().admit(seq, Instant::now());
     }
 
     fn refund(&self, seq: u64) {
-        let now = Instant::now();
-        let mut state = self.lock();
-        let mut moved = false;
-        for b in state.buckets() {
-            moved |= b.refund(seq, now);
-        }
-        drop(state);
+        let moved = self.lock().refund(seq, Instant::now());
         if moved {
             self.changed.notify_waiters();
         }
