@@ -8,6 +8,7 @@ use rand::rngs::Xoshiro256PlusPlus;
 use rand::{RngExt, SeedableRng};
 use rand_distr::{Distribution, Exp1};
 
+use crate::scenario::bounds::{clamped_millis, clamped_secs};
 use crate::scenario::{Arrivals, Workload};
 use crate::scheduler::dispatch::{Access, ToolCall};
 
@@ -64,10 +65,6 @@ pub struct Planner {
     arrivals: Xoshiro256PlusPlus,
 }
 
-fn ms(v: f64) -> Duration {
-    Duration::from_secs_f64(v / 1000.0)
-}
-
 impl Planner {
     /// A planner for `workload`, its streams derived from `seed`.
     pub fn new(workload: &Workload, seed: u64) -> Self {
@@ -116,7 +113,7 @@ impl Planner {
                 } else {
                     1.0
                 };
-                Some(Duration::from_secs_f64(mean * e))
+                Some(clamped_secs(mean * e))
             }
         }
     }
@@ -124,7 +121,7 @@ impl Planner {
     /// A user's think time before their next query (zero if none is set).
     pub fn think(&mut self) -> Duration {
         match &self.workload.think_time {
-            Some(l) => ms(l.sample(&mut self.arrivals)),
+            Some(l) => clamped_millis(l.sample(&mut self.arrivals)),
             None => Duration::ZERO,
         }
     }

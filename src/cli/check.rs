@@ -48,13 +48,14 @@ pub struct BaselineArgs {
 
 /// A tolerance flag: `5%` or `5`, a percentage from 0 up.
 fn percent(s: &str) -> Result<f64, String> {
-    s.trim()
-        .trim_end_matches('%')
+    let t = s.trim();
+    t.strip_suffix('%')
+        .unwrap_or(t)
         .trim()
         .parse::<f64>()
         .ok()
-        .filter(|p| p.is_finite() && *p >= 0.0)
-        .ok_or_else(|| format!("{s:?} is not a percentage such as 5%"))
+        .filter(|p| p.is_finite() && (0.0..=1e6).contains(p))
+        .ok_or_else(|| format!("{s:?} is not a percentage from 0 to 1000000, such as 5%"))
 }
 
 /// Writes `text` to `path` (see [`write_file`]), the error as one line.

@@ -103,8 +103,9 @@ struct RunArgs {
 pub(crate) struct ScenarioArgs {
     /// The scenario file (TOML).
     scenario: PathBuf,
-    /// Override the scenario's seed.
-    #[arg(long)]
+    /// Override the scenario's seed (0 to 9223372036854775807, so it can be written back into
+    /// a scenario file).
+    #[arg(long, value_parser = seed_flag)]
     seed: Option<u64>,
     /// Override any scalar key, e.g. --set scheduler.max_concurrency=8 (repeatable).
     #[arg(long = "set", value_name = "KEY.PATH=VALUE")]
@@ -137,6 +138,17 @@ enum Mode {
     Virtual,
     /// Real time over HTTP.
     Realtime,
+}
+
+/// A `--seed` flag: the range a scenario's `seed` takes.
+pub(crate) fn seed_flag(s: &str) -> Result<u64, String> {
+    let v: u64 = s.trim().parse().map_err(|_| {
+        format!(
+            "{s:?} is not a whole number from 0 to {}",
+            crate::scenario::bounds::MAX_SEED
+        )
+    })?;
+    crate::scenario::bounds::seed("--seed", v).map_err(|(_, m)| m)
 }
 
 pub(crate) fn fail(code: u8, message: impl std::fmt::Display) -> ExitCode {
@@ -195,7 +207,8 @@ pub(crate) fn run_in(
         Some(opts) => crate::sim::run_realtime(scenario, opts),
     };
     result.map_err(|e| match e {
-        SimError::BadProvider(_) => (EXIT_BAD_INPUT, e.to_string()),
+        // A configuration the scheduler refuses is bad input, however it got past validation.
+        SimError::BadProvider(_) | SimError::Config(_) => (EXIT_BAD_INPUT, e.to_string()),
         e => (EXIT_RUN_FAILED, e.to_string()),
     })
 }

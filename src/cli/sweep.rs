@@ -8,6 +8,7 @@ use clap::Args as ClapArgs;
 use super::{fail, out, realtime_options, write_file, ClockArgs};
 use super::{EXIT_BAD_INPUT, EXIT_RUN_FAILED, EXIT_WRITE_FAILED};
 use crate::plan::{self, PlanInput};
+use crate::scenario::bounds;
 use crate::sim;
 use crate::sweep::{self, report as capacity, table, Grid, GridError, SweepOptions};
 
@@ -23,8 +24,9 @@ pub struct SweepArgs {
     /// Override any scalar key at every point (repeatable).
     #[arg(long = "set", value_name = "KEY.PATH=VALUE")]
     sets: Vec<String>,
-    /// Override the scenario's seed (each point's seeds derive from it).
-    #[arg(long)]
+    /// Override the scenario's seed (each point's seeds derive from it; 0 to
+    /// 9223372036854775807).
+    #[arg(long, value_parser = super::seed_flag)]
     seed: Option<u64>,
     /// Runs per point, each with its own seed: means with 95 % confidence intervals.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
@@ -76,13 +78,15 @@ pub struct PlanArgs {
     json: bool,
 }
 
-fn positive(name: &str, v: Option<f64>) -> Result<Option<f64>, String> {
-    match v {
-        Some(x) if !(x.is_finite() && x > 0.0) => {
-            Err(format!("--{name} {x}: must be a positive number"))
-        }
-        other => Ok(other),
-    }
+/// A plan flag, checked by the bound the scenario key it stands for has.
+fn flag<T>(
+    name: &str,
+    v: Option<T>,
+    check: impl Fn(&str, T) -> Result<f64, bounds::Invalid>,
+) -> Result<Option<f64>, String> {
+    v.map(|x| check(&format!("--{name}"), x))
+        .transpose()
+        .map_err(|(key, m)| format!("{key}: {m}"))
 }
 
 /// `capsize plan`.
@@ -95,34 +99,39 @@ pub fn plan(args: PlanArgs) -> ExitCode {
         None => PlanInput::default(),
     };
     let checked = (|| -> Result<(), String> {
-        if let Some(v) = positive("rpm", args.rpm)? {
+        let count = |max: u64| move |k: &str, v: f64| bounds::positive(k, v, max as f64);
+        if let Some(v) = flag("rpm", args.rpm, bounds::per_minute)? {
             input.rpm = Some(v);
         }
-        if let Some(v) = positive("tpm", args.tpm)? {
+        if let Some(v) = flag("tpm", args.tpm, bounds::per_minute)? {
             input.tpm = Some(v);
         }
-        if let Some(v) = positive("calls-per-query", args.calls_per_query)? {
+        let calls = count(bounds::MAX_CALLS_PER_ROUND);
+        if let Some(v) = flag("calls-per-query", args.calls_per_query, calls)? {
             input.calls_per_query = v;
         }
-        if let Some(v) = positive("tokens-per-call", args.tokens_per_call)? {
+        let tokens = count(bounds::MAX_TOKENS);
+        if let Some(v) = flag("tokens-per-call", args.tokens_per_call, tokens)? {
             input.tokens_per_call = v;
         }
-        if let Some(v) = positive("latency-ms", args.latency_ms)? {
+        let latency = |k: &str, v: f64| bounds::positive_millis(k, v).map(|_| v);
+        if let Some(v) = flag("latency-ms", args.latency_ms, latency)? {
             // A flag gives a mean only: the distribution's shape is no longer known.
             input.latency_mean_ms = v;
             input.latency_uniform_ms = None;
             input.latency = None;
         }
-        if let Some(h) = args.headroom {
-            if !(h > 0.0 && h <= 1.0) {
-                return Err(format!("--headroom {h}: must be in (0, 1]"));
-            }
+        if let Some(h) = flag("headroom", args.headroom, bounds::headroom)? {
             input.headroom = h;
         }
-        if let Some(c) = args.max_concurrency {
-            input.max_concurrency = (c > 0).then_some(c);
+        let concurrency = |k: &str, v: u32| {
+            bounds::count(k, u64::from(v), 0, bounds::MAX_CONCURRENCY).map(|c| c as f64)
+        };
+        if let Some(c) = flag("max-concurrency", args.max_concurrency, concurrency)? {
+            input.max_concurrency = (c > 0.0).then_some(c as u32);
         }
-        if let Some(v) = positive("burst-calls-per-s", args.burst_calls_per_s)? {
+        let rate = |k: &str, v: f64| bounds::positive(k, v, bounds::MAX_CALL_RATE);
+        if let Some(v) = flag("burst-calls-per-s", args.burst_calls_per_s, rate)? {
             input.burst_calls_per_s = Some(v);
         }
         Ok(())

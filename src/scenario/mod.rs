@@ -4,6 +4,7 @@
 //! [`Scenario`] is the resolved, checked configuration the simulator is built from. Every error
 //! is one line naming the file, the key, and line:column where known.
 
+pub mod bounds;
 pub mod grid;
 pub mod raw;
 mod validate;
@@ -309,14 +310,34 @@ fn apply_override(
     Ok(())
 }
 
-/// A scenario file's text (an error names the file).
+/// A scenario file's text (an error names the file). Only a regular file of at most
+/// [`bounds::MAX_SCENARIO_BYTES`] is read: `/dev/zero` is refused, not read without end.
 pub fn read(path: &Path) -> Result<String, ScenarioError> {
-    std::fs::read_to_string(path).map_err(|e| ScenarioError {
+    use std::io::Read;
+    let fail = |message: String| ScenarioError {
         file: path.to_path_buf(),
         at: None,
         key: None,
-        message: format!("cannot read: {e}"),
-    })
+        message,
+    };
+    let max = bounds::MAX_SCENARIO_BYTES;
+    let file = std::fs::File::open(path).map_err(|e| fail(format!("cannot read: {e}")))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| fail(format!("cannot read: {e}")))?;
+    if !meta.is_file() {
+        return Err(fail("cannot read: not a regular file".into()));
+    }
+    let mut bytes = Vec::new();
+    file.take(max + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| fail(format!("cannot read: {e}")))?;
+    if bytes.len() as u64 > max {
+        return Err(fail(format!(
+            "cannot read: larger than {max} bytes (a scenario file is a page of TOML)"
+        )));
+    }
+    String::from_utf8(bytes).map_err(|_| fail("cannot read: not UTF-8 text".into()))
 }
 
 /// Reads and validates a scenario file, with `sets` (`key.path=value`) applied first.

@@ -377,9 +377,15 @@ pub(super) async fn drive<P: Provider + 'static>(
     let traffic = async {
         match s.workload.arrivals {
             Arrivals::Closed { sessions } => {
-                // One task per session: a wake reaches only the session it is for.
+                // One task per session: a wake reaches only the session it is for. Sessions
+                // beyond the number of queries would never get one: they are not started, so
+                // memory follows the work, not the configured count.
+                let busy = match s.workload.stop {
+                    Stop::Queries(n) => sessions.min(n),
+                    Stop::Duration(_) => sessions,
+                };
                 let mut all = JoinSet::new();
-                for _ in 0..sessions {
+                for _ in 0..busy {
                     all.spawn_local(session(ctx.clone()));
                 }
                 while let Some(done) = all.join_next().await {

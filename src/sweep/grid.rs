@@ -3,6 +3,7 @@
 
 use std::path::Path;
 
+use crate::scenario::bounds::MAX_SEED;
 use crate::scenario::{self, grid, Axis, AxisValue, Scenario, ScenarioError};
 use crate::workload::stream_seed;
 
@@ -48,10 +49,11 @@ fn fnv1a(text: &str) -> u64 {
 }
 
 /// The seed of `repeat` (0-based) at `point`: derived from the scenario's seed and the point's
-/// values, so it does not depend on the order points run in, nor on the rest of the grid.
+/// values, so it does not depend on the order points run in, nor on the rest of the grid. It
+/// lies in the range of a scenario's `seed`, so a point can be rerun with `--seed`.
 pub fn seed(base: u64, point: &Point, repeat: u32) -> u64 {
     let id = point.sets().join(";");
-    stream_seed(base ^ fnv1a(&id), 0x5EED_0000 + u64::from(repeat))
+    stream_seed(base ^ fnv1a(&id), 0x5EED_0000 + u64::from(repeat)) & MAX_SEED
 }
 
 /// Reads a `--sweep key=values` flag: values as in `[sweep]` (`[1, 2, 4]`, `"1..=64"`,
