@@ -122,7 +122,58 @@ pub fn read_baseline(path: &Path, scenario: &str, mode: &str) -> Result<Value, G
             field("mode")
         )));
     }
+    baseline_metrics(&json).map_err(bad)?;
     Ok(json)
+}
+
+/// Checks every metric a baseline holds: a known summary.json metric, a number (or null for a
+/// metric that is not gated, such as the utilization of a limit that is not set), and at least
+/// one that is compared. Nothing is dropped silently: a baseline that compares nothing would
+/// pass every run.
+fn baseline_metrics(json: &Value) -> Result<(), String> {
+    fn walk(v: &Value, path: &str, out: &mut Vec<(String, Value)>) {
+        match v {
+            Value::Object(map) => {
+                for (k, v) in map {
+                    let p = if path.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{path}.{k}")
+                    };
+                    walk(v, &p, out);
+                }
+            }
+            leaf => out.push((path.to_string(), leaf.clone())),
+        }
+    }
+    let mut leaves = Vec::new();
+    walk(json, "", &mut leaves);
+    let mut gated = 0;
+    for (path, value) in leaves {
+        if matches!(path.as_str(), "scenario" | "mode") {
+            continue;
+        }
+        let Some(dir) = direction(&path) else {
+            return Err(format!(
+                "{path}: not a metric of summary.json; write the baseline with `capsize baseline`"
+            ));
+        };
+        match (&value, dir) {
+            (Value::Number(_), Direction::NotGated) => {}
+            (Value::Number(_), _) => gated += 1,
+            (Value::Null, Direction::NotGated) => {}
+            (other, _) => {
+                return Err(format!("{path}: must be a number, got {other}"));
+            }
+        }
+    }
+    if gated == 0 {
+        return Err(
+            "holds no metrics to compare (nothing to check); write one with `capsize baseline`"
+                .into(),
+        );
+    }
+    Ok(())
 }
 
 /// The run against each objective.
@@ -244,6 +295,30 @@ mod tests {
         assert!(against_baseline(&base, &missing, 5.0, &[])
             .iter()
             .any(|c| !c.pass && c.verdict == "no value in this run"));
+    }
+
+    #[test]
+    fn a_baseline_must_hold_metrics_and_every_one_a_number() {
+        let empty = json!({"schema_version": 1, "scenario": "s", "mode": "virtual"});
+        let e = baseline_metrics(&empty).unwrap_err();
+        assert!(e.contains("nothing to check"), "{e}");
+        let text = json!({"schema_version": 1, "scenario": "s", "mode": "virtual",
+                          "attempts": "40"});
+        assert_eq!(
+            baseline_metrics(&text).unwrap_err(),
+            "attempts: must be a number, got \"40\""
+        );
+        let null = json!({"schema_version": 1, "attempts": null});
+        assert_eq!(
+            baseline_metrics(&null).unwrap_err(),
+            "attempts: must be a number, got null"
+        );
+        let unknown = json!({"schema_version": 1, "attempts": 3, "throughput": {"qps": 1}});
+        assert!(baseline_metrics(&unknown)
+            .unwrap_err()
+            .starts_with("throughput.qps: not a metric"));
+        let ok = json!({"schema_version": 1, "attempts": 3, "rpm_utilization": null});
+        assert_eq!(baseline_metrics(&ok), Ok(()));
     }
 
     #[test]

@@ -31,3 +31,16 @@ pub fn bounded(max_concurrency: usize) -> SchedulerConfig {
         ..SchedulerConfig::default()
     }
 }
+
+/// The `capsize` binary with `args`, run to the end.
+pub fn capsize(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_capsize"))
+        .args(args)
+        .output()
+        .expect("the capsize binary runs")
+}
+
+/// What a run printed on stderr.
+pub fn stderr(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
