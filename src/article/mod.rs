@@ -11,6 +11,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use crate::plan::fmt_num;
+use crate::report::escape;
 use crate::report::summary::Summary;
 use crate::scenario::Scenario;
 use claims::{Article, Check, Claim, CLAIMS};
@@ -92,7 +93,10 @@ pub fn reproduce(scenarios: &Path, out: &Path) -> anyhow::Result<String> {
         let s = crate::scenario::load(&path, &[])?;
         let outcome = crate::sim::run(&s)?;
         let summary = Summary::new(&s, &outcome);
-        eprintln!("capsize article: ran {}", path.display());
+        eprintln!(
+            "capsize article: ran {}",
+            escape::terminal(&path.display().to_string())
+        );
         let json = serde_json::to_value(&summary)?;
         runs.insert(c.scenario, (s, summary, json));
     }

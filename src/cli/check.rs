@@ -8,6 +8,7 @@ use clap::Args as ClapArgs;
 use super::{fail, load, load_and_run, out, realtime_options, run_in, write_file, ScenarioArgs};
 use super::{EXIT_BAD_INPUT, EXIT_WRITE_FAILED};
 use crate::gate;
+use crate::report::escape;
 use crate::report::summary::Summary;
 
 /// Exit code of a check that failed.
@@ -151,7 +152,8 @@ pub fn check(args: CheckArgs) -> ExitCode {
         }
     }
     let printed = out(&format!(
-        "capsize check: {title}\n\n{}",
+        "capsize check: {}\n\n{}",
+        escape::terminal(&title),
         gate::table(&checks)
     ));
     if checks.iter().all(|c| c.pass) {
@@ -173,8 +175,8 @@ pub fn baseline(args: BaselineArgs) -> ExitCode {
     }
     out(&format!(
         "capsize baseline: wrote {} ({} seed {}, {} queries, p95 {} ms)\n",
-        args.out.display(),
-        scenario.name,
+        escape::terminal(&args.out.display().to_string()),
+        escape::terminal(&scenario.name),
         scenario.seed,
         summary.queries,
         crate::plan::fmt_num(summary.latency_ms.query.p95)

@@ -14,6 +14,7 @@ mod sweep;
 
 use clap::{Args as ClapArgs, Parser, Subcommand};
 
+use crate::report::escape;
 use crate::report::summary::Summary;
 use crate::scenario::Scenario;
 use crate::sim::{RealtimeOptions, SimError, SimOutcome};
@@ -139,8 +140,10 @@ enum Mode {
     Realtime,
 }
 
+/// Prints `capsize: <message>` on stderr (control characters shown visibly: a message may
+/// quote a scenario string) and returns `code`.
 pub(crate) fn fail(code: u8, message: impl std::fmt::Display) -> ExitCode {
-    eprintln!("capsize: {message}");
+    eprintln!("capsize: {}", escape::terminal(&message.to_string()));
     ExitCode::from(code)
 }
 
@@ -228,7 +231,8 @@ fn run(args: RunArgs) -> ExitCode {
     } else {
         let files = "{summary.json, query_latency.hgrm, call_latency.hgrm}";
         let table = crate::report::table(&summary);
-        out(&format!("{table}\n  wrote {}/{files}\n", dir.display()))
+        let dir = escape::terminal(&dir.display().to_string());
+        out(&format!("{table}\n  wrote {dir}/{files}\n"))
     }
 }
 

@@ -8,6 +8,7 @@ use clap::Args as ClapArgs;
 use super::{fail, out, realtime_options, write_file, ClockArgs};
 use super::{EXIT_BAD_INPUT, EXIT_RUN_FAILED, EXIT_WRITE_FAILED};
 use crate::plan::{self, PlanInput};
+use crate::report::escape;
 use crate::sim;
 use crate::sweep::{self, report as capacity, table, Grid, GridError, SweepOptions};
 
@@ -235,7 +236,7 @@ pub fn sweep(args: SweepArgs) -> ExitCode {
         "{} points x {} runs of {}\n{headline}\n  wrote {}/{{sweep.csv, report.md, report.html, *.svg, *.png}}\n",
         points.len(),
         args.repeats,
-        base.name,
-        dir.display()
+        escape::terminal(&base.name),
+        escape::terminal(&dir.display().to_string())
     ))
 }

@@ -1,6 +1,8 @@
-//! Reports: `summary.json`, `.hgrm` histograms, and the summary table printed by `capsize run`.
+//! Reports: `summary.json`, `.hgrm` histograms, and the summary table printed by `capsize run`;
+//! [`escape`] shows untrusted text as written in each of them.
 
 pub mod charts;
+pub mod escape;
 pub mod hgrm;
 pub mod summary;
 
@@ -53,7 +55,9 @@ pub fn table(s: &Summary) -> String {
     let _ = writeln!(
         out,
         "scenario {} (seed {}, {} mode)",
-        s.scenario, s.seed, s.mode
+        escape::terminal(&s.scenario),
+        s.seed,
+        s.mode
     );
     let _ = writeln!(
         out,
