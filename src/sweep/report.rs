@@ -6,14 +6,23 @@ use std::path::Path;
 
 use super::table::{passes, Recommendation};
 use super::PointResult;
+use crate::outputs::OutputSet;
 use crate::plan::{self, fmt_num, PlanInput};
 use crate::recorder::Recording;
-use crate::report::charts::{self, Chart, ChartError, Reference, Series, XAxis};
+use crate::report::charts::{self, Chart, Reference, Series, XAxis};
 use crate::report::escape::{html as escape, markdown, unmarkdown};
 use crate::slo::{number, Threshold};
 
 const MAX_CONCURRENCY: &str = "scheduler.max_concurrency";
 const HEADROOM: &str = "scheduler.headroom";
+
+/// The table of every point, in the output folder.
+pub const CSV: &str = "sweep.csv";
+/// The report, in Markdown and in HTML.
+const REPORTS: [&str; 2] = ["report.md", "report.html"];
+/// Stems of the sweep's charts, then of the recommended point's.
+const SWEEP_CHARTS: [&str; 3] = ["latency", "throughput", "rate_limited"];
+const POINT_CHARTS: [&str; 2] = ["latency_distribution", "rpm_over_time"];
 
 fn mean_at(p: &PointResult, path: &str) -> Option<f64> {
     number(&p.mean, path)
@@ -156,11 +165,8 @@ pub fn sweep_charts(points: &[PointResult], rpm: Option<f64>) -> Vec<(&'static s
         }
     }
     limited.y_from_zero = true;
-    vec![
-        ("latency", latency),
-        ("throughput", throughput),
-        ("rate_limited", limited),
-    ]
+    let [l, t, r] = SWEEP_CHARTS;
+    vec![(l, latency), (t, throughput), (r, limited)]
 }
 
 /// The recommended point's charts: its query latency percentile distribution, and its
@@ -228,13 +234,36 @@ pub fn point_charts(
         }
     }
     rpm_chart.y_from_zero = true;
-    vec![("latency_distribution", dist), ("rpm_over_time", rpm_chart)]
+    let [d, r] = POINT_CHARTS;
+    vec![(d, dist), (r, rpm_chart)]
 }
 
-/// Writes every chart as SVG and PNG into `dir`.
-pub fn write_charts(dir: &Path, all: &[(&'static str, Chart)]) -> Result<(), ChartError> {
-    all.iter()
-        .try_for_each(|(stem, c)| charts::write(c, dir, stem))
+/// Declares every file a sweep may write into `dir`: the CSV, the report and every chart.
+pub fn declare(set: &mut OutputSet, dir: &Path) {
+    for name in [CSV].iter().chain(&REPORTS) {
+        set.output(dir.join(name), "--out");
+    }
+    for stem in SWEEP_CHARTS.iter().chain(&POINT_CHARTS) {
+        charts::declare(set, dir, stem);
+    }
+}
+
+/// Gives the report (`md`, `html`) and every chart its content in `set`: each chart's SVG as
+/// already drawn (`svgs`, in the order of `all`) and its PNG.
+pub fn put<'a>(
+    set: &mut OutputSet<'a>,
+    dir: &Path,
+    md: &str,
+    html: &str,
+    all: &'a [(&'static str, Chart)],
+    svgs: Vec<(&'static str, String)>,
+) {
+    let [md_name, html_name] = REPORTS;
+    set.put(dir.join(md_name), md)
+        .put(dir.join(html_name), html);
+    for ((stem, chart), (_, svg)) in all.iter().zip(svgs) {
+        charts::put(set, chart, dir, stem, svg);
+    }
 }
 
 /// The smallest value of the x key whose throughput reaches 95 % of the best in the
