@@ -2,6 +2,7 @@
 //! regular file, nor one of its own inputs, nor the same file twice (refused before the run:
 //! exit 2, one line naming the path, nothing written); and its outputs appear together or not
 //! at all (exit 5 leaves every previous output as it was), with nothing temporary left behind.
+#![cfg(unix)]
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::FileTypeExt;
