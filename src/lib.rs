@@ -10,6 +10,7 @@ pub mod article;
 pub mod cli;
 pub mod demo;
 pub mod gate;
+pub mod outputs;
 pub mod plan;
 pub mod provider;
 pub mod recorder;

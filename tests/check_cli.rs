@@ -236,7 +236,7 @@ fn junit_and_markdown_describe_every_check() {
     let md = std::fs::read_to_string(&md).expect("summary written");
     assert!(md.starts_with("## capsize check FAILED"), "{md}");
     assert!(
-        md.contains("| ❌ | objective | latency\\_ms.query.p95 | "),
+        md.contains("| ❌ | objective | latency_ms.query.p95 | "),
         "{md}"
     );
 }

@@ -10,7 +10,9 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
+use crate::outputs::OutputSet;
 use crate::plan::fmt_num;
+use crate::report::escape;
 use crate::report::summary::Summary;
 use crate::scenario::Scenario;
 use claims::{Article, Check, Claim, CLAIMS};
@@ -80,21 +82,39 @@ models; its `summary.json` is beside this file.
 ";
 
 /// Runs every scenario of `scenarios` (the folder of the article's scenarios) once, then writes
-/// the summaries and `README.md` into `out`, and returns the README. Nothing is written unless
-/// every scenario ran.
+/// the summaries and `README.md` into `out` together (see [`OutputSet`]), and returns the
+/// README. Outputs that may not be written are refused (an [`OutputError`] with `refused`)
+/// before anything runs; nothing is written unless every scenario ran.
+///
+/// [`OutputError`]: crate::outputs::OutputError
 pub fn reproduce(scenarios: &Path, out: &Path) -> anyhow::Result<String> {
-    let mut runs: BTreeMap<&str, (Scenario, Summary, serde_json::Value)> = BTreeMap::new();
+    let mut stems: Vec<&str> = Vec::new();
     for c in CLAIMS {
-        if runs.contains_key(c.scenario) {
-            continue;
+        if !stems.contains(&c.scenario) {
+            stems.push(c.scenario);
         }
-        let path = scenarios.join(format!("{}.toml", c.scenario));
+    }
+    let summary_path = |stem: &str| out.join(stem).join("summary.json");
+    let readme = out.join("README.md");
+    let mut outputs = OutputSet::new();
+    for stem in &stems {
+        outputs
+            .scenario(&scenarios.join(format!("{stem}.toml")), &[])
+            .output(summary_path(stem), "--out");
+    }
+    outputs.output(&readme, "--out").check()?;
+    let mut runs: BTreeMap<&str, (Scenario, Summary, serde_json::Value)> = BTreeMap::new();
+    for stem in stems {
+        let path = scenarios.join(format!("{stem}.toml"));
         let s = crate::scenario::load(&path, &[])?;
         let outcome = crate::sim::run(&s)?;
         let summary = Summary::new(&s, &outcome);
-        eprintln!("capsize article: ran {}", path.display());
+        eprintln!(
+            "capsize article: ran {}",
+            escape::terminal(&path.display().to_string())
+        );
         let json = serde_json::to_value(&summary)?;
-        runs.insert(c.scenario, (s, summary, json));
+        runs.insert(stem, (s, summary, json));
     }
     let mut md = String::from(HEADER);
     for c in CLAIMS {
@@ -116,10 +136,9 @@ pub fn reproduce(scenarios: &Path, out: &Path) -> anyhow::Result<String> {
         );
     }
     for (stem, (_, summary, _)) in &runs {
-        let dir = out.join(stem);
-        std::fs::create_dir_all(&dir)?;
-        std::fs::write(dir.join("summary.json"), summary.to_json())?;
+        outputs.put(summary_path(stem), summary.to_json());
     }
-    std::fs::write(out.join("README.md"), &md)?;
+    outputs.put(&readme, md.as_str());
+    outputs.commit()?;
     Ok(md)
 }

@@ -1,13 +1,15 @@
 //! `capsize check` (the CI gate) and `capsize baseline`.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args as ClapArgs;
 
-use super::{fail, load, load_and_run, out, realtime_options, run_in, write_file, ScenarioArgs};
-use super::{EXIT_BAD_INPUT, EXIT_WRITE_FAILED};
+use super::{default_out, fail, load, load_and_run, out, output_failure, realtime_options, run_in};
+use super::{ScenarioArgs, EXIT_BAD_INPUT};
 use crate::gate;
+use crate::outputs::OutputSet;
+use crate::report::escape;
 use crate::report::summary::Summary;
 
 /// Exit code of a check that failed.
@@ -58,11 +60,6 @@ fn percent(s: &str) -> Result<f64, String> {
         .ok_or_else(|| format!("{s:?} is not a percentage from 0 to 1000000, such as 5%"))
 }
 
-/// Writes `text` to `path` (see [`write_file`]), the error as one line.
-fn write(path: &Path, text: &str) -> Result<(), String> {
-    write_file(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
-}
-
 /// Runs the scenario and checks it; the exit code says how it went.
 pub fn check(args: CheckArgs) -> ExitCode {
     // Everything that can be refused is refused before the run.
@@ -101,22 +98,28 @@ pub fn check(args: CheckArgs) -> ExitCode {
             ),
         );
     }
+    let dir = default_out(&args.out, &scenario.name);
+    let mut outputs = OutputSet::new();
+    outputs.scenario(&args.input.scenario, &args.input.sets);
+    if let Some(path) = &args.baseline {
+        outputs.input(path, "the baseline (--baseline)");
+    }
+    crate::report::declare_run(&mut outputs, &dir);
+    for (path, flag) in [(&args.junit, "--junit"), (&args.summary_md, "--summary-md")] {
+        if let Some(path) = path {
+            outputs.output(path, flag);
+        }
+    }
+    if let Err(e) = outputs.check() {
+        let (code, e) = output_failure(&e);
+        return fail(code, e);
+    }
     // The contract: a run that cannot be done is exit 2, like bad input.
     let outcome = match run_in(&scenario, realtime.as_ref()) {
         Ok(o) => o,
         Err((_, e)) => return fail(EXIT_BAD_INPUT, format!("the run could not be done: {e}")),
     };
     let summary = Summary::new(&scenario, &outcome);
-    let dir = args
-        .out
-        .clone()
-        .unwrap_or_else(|| PathBuf::from("reports").join(&scenario.name));
-    if let Err(e) = crate::report::write_run(&dir, &summary, &outcome.recording) {
-        return fail(
-            EXIT_WRITE_FAILED,
-            format!("cannot write {}: {e}", dir.display()),
-        );
-    }
     let run = serde_json::to_value(&summary).expect("a summary always serialises");
     let mut checks = gate::objectives(&scenario.slo, &run);
     if let Some(b) = &baseline {
@@ -140,19 +143,20 @@ pub fn check(args: CheckArgs) -> ExitCode {
         "{} (seed {}, {mode}){against}",
         scenario.name, scenario.seed
     );
-    let files = [
-        (&args.junit, gate::junit(&scenario.name, &checks)),
-        (&args.summary_md, gate::markdown(&title, &checks)),
-    ];
-    for (path, text) in files {
-        if let Some(path) = path {
-            if let Err(e) = write(path, &text) {
-                return fail(EXIT_WRITE_FAILED, e);
-            }
-        }
+    crate::report::put_run(&mut outputs, &dir, &summary, &outcome.recording);
+    if let Some(path) = &args.junit {
+        outputs.put(path, gate::junit(&scenario.name, &checks));
+    }
+    if let Some(path) = &args.summary_md {
+        outputs.put(path, gate::markdown(&title, &checks));
+    }
+    if let Err(e) = outputs.commit() {
+        let (code, e) = output_failure(&e);
+        return fail(code, e);
     }
     let printed = out(&format!(
-        "capsize check: {title}\n\n{}",
+        "capsize check: {}\n\n{}",
+        escape::terminal(&title),
         gate::table(&checks)
     ));
     if checks.iter().all(|c| c.pass) {
@@ -164,18 +168,27 @@ pub fn check(args: CheckArgs) -> ExitCode {
 
 /// Runs the scenario and writes its summary.json as a baseline.
 pub fn baseline(args: BaselineArgs) -> ExitCode {
-    let (scenario, outcome) = match load_and_run(&args.input) {
+    let mut outputs = OutputSet::new();
+    let loaded = load_and_run(&args.input, |_| {
+        outputs
+            .scenario(&args.input.scenario, &args.input.sets)
+            .output(&args.out, "--out");
+        outputs.check().map_err(|e| output_failure(&e))
+    });
+    let (scenario, outcome) = match loaded {
         Ok(r) => r,
         Err((code, e)) => return fail(code, e),
     };
     let summary = Summary::new(&scenario, &outcome);
-    if let Err(e) = write(&args.out, &summary.to_json()) {
-        return fail(EXIT_WRITE_FAILED, e);
+    outputs.put(&args.out, summary.to_json());
+    if let Err(e) = outputs.commit() {
+        let (code, e) = output_failure(&e);
+        return fail(code, e);
     }
     out(&format!(
         "capsize baseline: wrote {} ({} seed {}, {} queries, p95 {} ms)\n",
-        args.out.display(),
-        scenario.name,
+        escape::terminal(&args.out.display().to_string()),
+        escape::terminal(&scenario.name),
         scenario.seed,
         summary.queries,
         crate::plan::fmt_num(summary.latency_ms.query.p95)

@@ -14,6 +14,8 @@ mod sweep;
 
 use clap::{Args as ClapArgs, Parser, Subcommand};
 
+use crate::outputs::{OutputError, OutputSet};
+use crate::report::escape;
 use crate::report::summary::Summary;
 use crate::scenario::Scenario;
 use crate::sim::{RealtimeOptions, SimError, SimOutcome};
@@ -151,9 +153,28 @@ pub(crate) fn seed_flag(s: &str) -> Result<u64, String> {
     crate::scenario::bounds::seed("--seed", v).map_err(|(_, m)| m)
 }
 
+/// Prints `capsize: <message>` on stderr (control characters shown visibly: a message may
+/// quote a scenario string) and returns `code`.
 pub(crate) fn fail(code: u8, message: impl std::fmt::Display) -> ExitCode {
-    eprintln!("capsize: {message}");
+    eprintln!("capsize: {}", escape::terminal(&message.to_string()));
     ExitCode::from(code)
+}
+
+/// An output that may not or could not be written, as an exit code and a line: refused
+/// before the run is bad input (2), anything found while writing is 5.
+pub(crate) fn output_failure(e: &OutputError) -> Failure {
+    let code = if e.refused {
+        EXIT_BAD_INPUT
+    } else {
+        EXIT_WRITE_FAILED
+    };
+    (code, e.to_string())
+}
+
+/// Where a command writes by default: `reports/<scenario name>/`.
+pub(crate) fn default_out(out: &Option<PathBuf>, name: &str) -> PathBuf {
+    out.clone()
+        .unwrap_or_else(|| PathBuf::from("reports").join(name))
 }
 
 /// The real-time options, if the flags ask for real time; flags that only real time takes
@@ -213,51 +234,46 @@ pub(crate) fn run_in(
     })
 }
 
-/// Loads the scenario and runs it.
-pub(crate) fn load_and_run(args: &ScenarioArgs) -> Result<(Scenario, SimOutcome), Failure> {
+/// Loads the scenario, gives it to `before_run` (which refuses what can be refused before the
+/// run, such as its outputs), and runs it.
+pub(crate) fn load_and_run(
+    args: &ScenarioArgs,
+    before_run: impl FnOnce(&Scenario) -> Result<(), Failure>,
+) -> Result<(Scenario, SimOutcome), Failure> {
     let realtime = realtime_options(&args.clock).map_err(|e| (EXIT_BAD_INPUT, e))?;
     let scenario = load(args)?;
+    before_run(&scenario)?;
     let outcome = run_in(&scenario, realtime.as_ref())?;
     Ok((scenario, outcome))
 }
 
 fn run(args: RunArgs) -> ExitCode {
-    let (scenario, outcome) = match load_and_run(&args.input) {
+    let mut outputs = OutputSet::new();
+    let mut dir = PathBuf::new();
+    let loaded = load_and_run(&args.input, |scenario| {
+        dir = default_out(&args.out, &scenario.name);
+        outputs.scenario(&args.input.scenario, &args.input.sets);
+        crate::report::declare_run(&mut outputs, &dir);
+        outputs.check().map_err(|e| output_failure(&e))
+    });
+    let (scenario, outcome) = match loaded {
         Ok(r) => r,
         Err((code, e)) => return fail(code, e),
     };
     let summary = Summary::new(&scenario, &outcome);
-    let dir = args
-        .out
-        .unwrap_or_else(|| PathBuf::from("reports").join(&scenario.name));
-    if let Err(e) = crate::report::write_run(&dir, &summary, &outcome.recording) {
-        return fail(
-            EXIT_WRITE_FAILED,
-            format!("cannot write {}: {e}", dir.display()),
-        );
+    crate::report::put_run(&mut outputs, &dir, &summary, &outcome.recording);
+    if let Err(e) = outputs.commit() {
+        let (code, e) = output_failure(&e);
+        return fail(code, e);
     }
     if args.json {
         out(&summary.to_json())
     } else {
         let files = "{summary.json, query_latency.hgrm, call_latency.hgrm}";
         let table = crate::report::table(&summary);
-        out(&format!("{table}\n  wrote {}/{files}\n", dir.display()))
+        let dir = escape::terminal(&dir.display().to_string());
+        out(&format!("{table}\n  wrote {dir}/{files}\n"))
     }
-}
-
-/// Writes `text` to `path` whole or not at all (a temporary file beside it, then renamed),
-/// creating its folder.
-pub(crate) fn write_file(path: &std::path::Path, text: &str) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or(std::path::Path::new(""));
-    if !dir.as_os_str().is_empty() {
-        std::fs::create_dir_all(dir)?;
-    }
-    let name = path
-        .file_name()
-        .map_or("out".into(), |n| n.to_string_lossy());
-    let tmp = dir.join(format!(".{name}.tmp"));
-    std::fs::write(&tmp, text)?;
-    std::fs::rename(&tmp, path)
 }
 
 /// Prints to stdout. A reader that went away (`capsize run ... | head`) is not an error; any
@@ -298,7 +314,10 @@ pub fn main() -> ExitCode {
             out: dir,
         } => match crate::article::reproduce(&scenarios, &dir) {
             Ok(md) => out(&md),
-            Err(e) => fail(EXIT_RUN_FAILED, format!("{e:#}")),
+            Err(e) => match e.downcast_ref::<OutputError>().map(output_failure) {
+                Some((code, line)) => fail(code, line),
+                None => fail(EXIT_RUN_FAILED, format!("{e:#}")),
+            },
         },
         Command::Check(args) => check::check(args),
         Command::Baseline(args) => check::baseline(args),

@@ -5,9 +5,11 @@ use std::process::ExitCode;
 
 use clap::Args as ClapArgs;
 
-use super::{fail, out, realtime_options, write_file, ClockArgs};
+use super::{default_out, fail, out, output_failure, realtime_options, ClockArgs};
 use super::{EXIT_BAD_INPUT, EXIT_RUN_FAILED, EXIT_WRITE_FAILED};
+use crate::outputs::OutputSet;
 use crate::plan::{self, PlanInput};
+use crate::report::escape;
 use crate::scenario::bounds;
 use crate::sim;
 use crate::sweep::{self, report as capacity, table, Grid, GridError, SweepOptions};
@@ -177,6 +179,14 @@ pub fn sweep(args: SweepArgs) -> ExitCode {
     if jobs == 0 {
         return fail(EXIT_BAD_INPUT, "--jobs 0: at least one");
     }
+    let dir = default_out(&args.out, &first.name);
+    let mut outputs = OutputSet::new();
+    outputs.scenario(&args.scenario, &sets);
+    capacity::declare(&mut outputs, &dir);
+    if let Err(e) = outputs.check() {
+        let (code, e) = output_failure(&e);
+        return fail(code, e);
+    }
     let opts = SweepOptions {
         repeats: args.repeats,
         jobs,
@@ -219,21 +229,13 @@ pub fn sweep(args: SweepArgs) -> ExitCode {
         }
     }
     let (md, html) = capacity::render(&points, slo, rec.as_ref(), &svgs);
-    let dir = args
-        .out
-        .clone()
-        .unwrap_or_else(|| PathBuf::from("reports").join(&base.name));
-    let written = write_file(&dir.join("sweep.csv"), &csv)
-        .and_then(|()| write_file(&dir.join("report.md"), &md))
-        .and_then(|()| write_file(&dir.join("report.html"), &html));
-    if let Err(e) = written {
-        return fail(
-            EXIT_WRITE_FAILED,
-            format!("cannot write {}: {e}", dir.display()),
-        );
-    }
-    if let Err(e) = capacity::write_charts(&dir, &charts) {
-        return fail(EXIT_WRITE_FAILED, e);
+    // Bound after the charts, which its PNGs borrow until the commit.
+    let mut outputs = outputs;
+    outputs.put(dir.join(capacity::CSV), csv);
+    capacity::put(&mut outputs, &dir, &md, &html, &charts, svgs);
+    if let Err(e) = outputs.commit() {
+        let (code, e) = output_failure(&e);
+        return fail(code, e);
     }
     let headline = md
         .lines()
@@ -244,7 +246,7 @@ pub fn sweep(args: SweepArgs) -> ExitCode {
         "{} points x {} runs of {}\n{headline}\n  wrote {}/{{sweep.csv, report.md, report.html, *.svg, *.png}}\n",
         points.len(),
         args.repeats,
-        base.name,
-        dir.display()
+        escape::terminal(&base.name),
+        escape::terminal(&dir.display().to_string())
     ))
 }

@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 
 use super::Check;
 use crate::plan::fmt_num;
+use crate::report::escape::{self, terminal, xml};
 
 fn value(c: &Check) -> String {
     c.value.map_or("null".into(), fmt_num)
@@ -37,10 +38,10 @@ pub fn table(checks: &[Check]) -> String {
         .map(|c| {
             [
                 c.kind.name().to_string(),
-                c.metric.clone(),
+                terminal(&c.metric),
                 value(c),
-                c.expected.clone(),
-                c.verdict.clone(),
+                terminal(&c.expected),
+                terminal(&c.verdict),
             ]
         })
         .collect();
@@ -72,34 +73,8 @@ pub fn table(checks: &[Check]) -> String {
     for r in &rows {
         line([&r[0], &r[1], &r[2], &r[3], &r[4]]);
     }
-    let _ = writeln!(out, "\n{}", outcome(checks));
+    let _ = writeln!(out, "\n{}", terminal(&outcome(checks)));
     out
-}
-
-/// `s` with `&`, `<` and `>` as entities, and every other character through `other`.
-fn escape(s: &str, other: impl Fn(char, &mut String)) -> String {
-    let mut out = String::with_capacity(s.len());
-    for ch in s.chars() {
-        match ch {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            c => other(c, &mut out),
-        }
-    }
-    out
-}
-
-/// Text that Markdown (and the HTML it may hold) shows as written, on one line.
-fn md_cell(s: &str) -> String {
-    escape(s, |ch, out| match ch {
-        '\n' | '\r' => out.push(' '),
-        '|' | '`' | '*' | '_' | '[' | ']' | '\\' | '#' => {
-            out.push('\\');
-            out.push(ch);
-        }
-        c => out.push(c),
-    })
 }
 
 /// A Markdown summary for a CI job page: the outcome, the failed checks, then every check.
@@ -107,8 +82,8 @@ fn md_cell(s: &str) -> String {
 pub fn markdown(title: &str, checks: &[Check]) -> String {
     let failed = checks.iter().filter(|c| !c.pass).count();
     let mark = if failed == 0 { "passed" } else { "FAILED" };
-    let mut md = format!("## capsize check {mark}\n\n{}\n\n", md_cell(title));
-    let _ = writeln!(md, "{}\n", md_cell(&outcome(checks)));
+    let mut md = format!("## capsize check {mark}\n\n{}\n\n", escape::markdown(title));
+    let _ = writeln!(md, "{}\n", escape::markdown(&outcome(checks)));
     let rows = |md: &mut String, pick: &dyn Fn(&Check) -> bool| {
         md.push_str(
             "| | check | metric | value | expected | verdict |\n|---|---|---|---:|---|---|\n",
@@ -119,10 +94,10 @@ pub fn markdown(title: &str, checks: &[Check]) -> String {
                 "| {} | {} | {} | {} | {} | {} |",
                 if c.pass { "✅" } else { "❌" },
                 c.kind.name(),
-                md_cell(&c.metric),
-                md_cell(&value(c)),
-                md_cell(&c.expected),
-                md_cell(&c.verdict)
+                escape::markdown(&c.metric),
+                escape::markdown(&value(c)),
+                escape::markdown(&c.expected),
+                escape::markdown(&c.verdict)
             );
         }
     };
@@ -135,16 +110,6 @@ pub fn markdown(title: &str, checks: &[Check]) -> String {
     rows(&mut md, &|_| true);
     md.push_str("\n</details>\n");
     md
-}
-
-fn xml(s: &str) -> String {
-    escape(s, |ch, out| match ch {
-        '"' => out.push_str("&quot;"),
-        '\'' => out.push_str("&apos;"),
-        // Characters XML 1.0 cannot hold at all.
-        c if (c as u32) < 0x20 && !matches!(c, '\t' | '\n' | '\r') => out.push(' '),
-        c => out.push(c),
-    })
 }
 
 /// JUnit XML: one testsuite named `suite`, one testcase per check, a `<failure>` for each that
@@ -181,18 +146,4 @@ pub fn junit(suite: &str, checks: &[Check]) -> String {
     }
     x.push_str("  </testsuite>\n</testsuites>\n");
     x
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn markdown_and_xml_show_hostile_text_as_written() {
-        assert_eq!(md_cell("a`b <!-- | x_y\n#"), "a\\`b &lt;!-- \\| x\\_y \\#");
-        assert_eq!(
-            xml("<a href=\"x\">&'"),
-            "&lt;a href=&quot;x&quot;&gt;&amp;&apos;"
-        );
-    }
 }

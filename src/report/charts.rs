@@ -19,6 +19,8 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use plotters::style::{register_font, FontStyle};
 
+use crate::outputs::OutputSet;
+
 /// Width of every chart, in pixels.
 pub const WIDTH: u32 = 900;
 /// Height of every chart, in pixels.
@@ -183,37 +185,45 @@ fn ensure_font() -> Result<(), ChartError> {
     }
 }
 
-/// Writes `dir/<stem>.svg` and `dir/<stem>.png` (width 900 x 560 px). `dir` must exist. Each file
-/// is written beside its final name and renamed into place, so a reader never sees half a file.
+/// Writes `dir/<stem>.svg` and `dir/<stem>.png` (width 900 x 560 px) together through an
+/// [`OutputSet`]: both or neither, nothing temporary left. `dir` must exist.
 pub fn write(chart: &Chart, dir: &Path, stem: &str) -> Result<(), ChartError> {
     let svg_text = svg(chart)?; // Registers the font, which render_png needs.
-    let svg_path = dir.join(format!("{stem}.svg"));
-    let svg_tmp = dir.join(format!(".{stem}.svg.tmp"));
-    let io_err = |path: &Path| {
-        let path = path.to_path_buf();
-        move |source| ChartError::Io {
-            chart: chart.title.clone(),
-            path,
-            source,
-        }
-    };
-    std::fs::write(&svg_tmp, svg_text).map_err(io_err(&svg_path))?;
-    std::fs::rename(&svg_tmp, &svg_path).map_err(io_err(&svg_path))?;
-
-    let png_path = dir.join(format!("{stem}.png"));
-    // The bitmap backend picks the encoder from the extension, so the temporary name ends in .png.
-    let png_tmp = dir.join(format!(".{stem}.tmp.png"));
-    let drawn = render_png(chart, &png_tmp).map_err(|message| ChartError::Draw {
+    let io_err = |path: &Path, source| ChartError::Io {
         chart: chart.title.clone(),
-        target: png_path.display().to_string(),
-        message,
-    });
-    if let Err(e) = drawn {
-        // Best effort: nothing may have been written.
-        let _ = std::fs::remove_file(&png_tmp);
-        return Err(e);
+        path: path.to_path_buf(),
+        source,
+    };
+    if !dir.is_dir() {
+        let missing = std::io::Error::new(std::io::ErrorKind::NotFound, "no such folder");
+        return Err(io_err(dir, missing));
     }
-    std::fs::rename(&png_tmp, &png_path).map_err(io_err(&png_path))
+    let mut set = OutputSet::new();
+    put(&mut set, chart, dir, stem, svg_text);
+    set.commit()
+        .map_err(|e| io_err(&e.path, std::io::Error::other(e.why)))
+}
+
+/// Declares `dir/<stem>.svg` and `dir/<stem>.png` as outputs of `set`, named by `--out`.
+pub fn declare(set: &mut OutputSet, dir: &Path, stem: &str) {
+    for ext in ["svg", "png"] {
+        set.output(dir.join(format!("{stem}.{ext}")), "--out");
+    }
+}
+
+/// Gives `dir/<stem>.svg` (`svg_text`, as [`svg`] drew it, which also registers the font) and
+/// `dir/<stem>.png` their content in `set`; the PNG is drawn when the set is committed.
+pub fn put<'a>(
+    set: &mut OutputSet<'a>,
+    chart: &'a Chart,
+    dir: &Path,
+    stem: &str,
+    svg_text: String,
+) {
+    set.put(dir.join(format!("{stem}.svg")), svg_text);
+    set.put_with(dir.join(format!("{stem}.png")), move |path| {
+        render_png(chart, path).map_err(|message| format!("chart {:?}: {message}", chart.title))
+    });
 }
 
 /// The SVG as a string (for inlining into an HTML report).

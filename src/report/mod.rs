@@ -1,38 +1,41 @@
-//! Reports: `summary.json`, `.hgrm` histograms, and the summary table printed by `capsize run`.
+//! Reports: `summary.json`, `.hgrm` histograms, and the summary table printed by `capsize run`;
+//! [`escape`] shows untrusted text as written in each of them.
 
 pub mod charts;
+pub mod escape;
 pub mod hgrm;
 pub mod summary;
 
 use std::fmt::Write as _;
-use std::io;
 use std::path::Path;
 
+use crate::outputs::OutputSet;
 use crate::recorder::Recording;
 use summary::{Percentiles, Summary};
 
-/// Writes `summary.json`, `query_latency.hgrm` and `call_latency.hgrm` into `dir` (created if
-/// needed). Each file is written beside its final name and renamed into place, so a reader never
-/// sees half a file.
-pub fn write_run(dir: &Path, summary: &Summary, recording: &Recording) -> io::Result<()> {
-    std::fs::create_dir_all(dir)?;
-    let files = [
-        ("summary.json", summary.to_json()),
-        (
-            "query_latency.hgrm",
-            hgrm::percentile_distribution(&recording.query),
-        ),
-        (
-            "call_latency.hgrm",
-            hgrm::percentile_distribution(&recording.call),
-        ),
-    ];
-    for (name, text) in files {
-        let tmp = dir.join(format!(".{name}.tmp"));
-        std::fs::write(&tmp, text)?;
-        std::fs::rename(&tmp, dir.join(name))?;
+/// The files of a run, in the order they are written: the summary and the two histograms.
+pub const RUN_FILES: [&str; 3] = ["summary.json", "query_latency.hgrm", "call_latency.hgrm"];
+
+/// Declares the files of a run ([`RUN_FILES`]) in `dir` as outputs of `set`, named by `--out`.
+pub fn declare_run(set: &mut OutputSet, dir: &Path) {
+    for name in RUN_FILES {
+        set.output(dir.join(name), "--out");
     }
-    Ok(())
+}
+
+/// Gives the files of a run in `dir` their content: `summary.json`, `query_latency.hgrm` and
+/// `call_latency.hgrm`.
+pub fn put_run(set: &mut OutputSet, dir: &Path, summary: &Summary, recording: &Recording) {
+    let [json, query, call] = RUN_FILES;
+    set.put(dir.join(json), summary.to_json())
+        .put(
+            dir.join(query),
+            hgrm::percentile_distribution(&recording.query),
+        )
+        .put(
+            dir.join(call),
+            hgrm::percentile_distribution(&recording.call),
+        );
 }
 
 fn row(out: &mut String, name: &str, p: &Percentiles) {
@@ -53,7 +56,9 @@ pub fn table(s: &Summary) -> String {
     let _ = writeln!(
         out,
         "scenario {} (seed {}, {} mode)",
-        s.scenario, s.seed, s.mode
+        escape::terminal(&s.scenario),
+        s.seed,
+        s.mode
     );
     let _ = writeln!(
         out,

@@ -6,13 +6,23 @@ use std::path::Path;
 
 use super::table::{passes, Recommendation};
 use super::PointResult;
+use crate::outputs::OutputSet;
 use crate::plan::{self, fmt_num, PlanInput};
 use crate::recorder::Recording;
-use crate::report::charts::{self, Chart, ChartError, Reference, Series, XAxis};
+use crate::report::charts::{self, Chart, Reference, Series, XAxis};
+use crate::report::escape::{html as escape, markdown, unmarkdown};
 use crate::slo::{number, Threshold};
 
 const MAX_CONCURRENCY: &str = "scheduler.max_concurrency";
 const HEADROOM: &str = "scheduler.headroom";
+
+/// The table of every point, in the output folder.
+pub const CSV: &str = "sweep.csv";
+/// The report, in Markdown and in HTML.
+const REPORTS: [&str; 2] = ["report.md", "report.html"];
+/// Stems of the sweep's charts, then of the recommended point's.
+const SWEEP_CHARTS: [&str; 3] = ["latency", "throughput", "rate_limited"];
+const POINT_CHARTS: [&str; 2] = ["latency_distribution", "rpm_over_time"];
 
 fn mean_at(p: &PointResult, path: &str) -> Option<f64> {
     number(&p.mean, path)
@@ -155,11 +165,8 @@ pub fn sweep_charts(points: &[PointResult], rpm: Option<f64>) -> Vec<(&'static s
         }
     }
     limited.y_from_zero = true;
-    vec![
-        ("latency", latency),
-        ("throughput", throughput),
-        ("rate_limited", limited),
-    ]
+    let [l, t, r] = SWEEP_CHARTS;
+    vec![(l, latency), (t, throughput), (r, limited)]
 }
 
 /// The recommended point's charts: its query latency percentile distribution, and its
@@ -227,22 +234,36 @@ pub fn point_charts(
         }
     }
     rpm_chart.y_from_zero = true;
-    vec![("latency_distribution", dist), ("rpm_over_time", rpm_chart)]
+    let [d, r] = POINT_CHARTS;
+    vec![(d, dist), (r, rpm_chart)]
 }
 
-/// Writes every chart as SVG and PNG into `dir`.
-pub fn write_charts(dir: &Path, all: &[(&'static str, Chart)]) -> Result<(), ChartError> {
-    all.iter()
-        .try_for_each(|(stem, c)| charts::write(c, dir, stem))
+/// Declares every file a sweep may write into `dir`: the CSV, the report and every chart.
+pub fn declare(set: &mut OutputSet, dir: &Path) {
+    for name in [CSV].iter().chain(&REPORTS) {
+        set.output(dir.join(name), "--out");
+    }
+    for stem in SWEEP_CHARTS.iter().chain(&POINT_CHARTS) {
+        charts::declare(set, dir, stem);
+    }
 }
 
-/// Escapes text for HTML.
-pub fn escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-        .replace('\'', "&#39;")
+/// Gives the report (`md`, `html`) and every chart its content in `set`: each chart's SVG as
+/// already drawn (`svgs`, in the order of `all`) and its PNG.
+pub fn put<'a>(
+    set: &mut OutputSet<'a>,
+    dir: &Path,
+    md: &str,
+    html: &str,
+    all: &'a [(&'static str, Chart)],
+    svgs: Vec<(&'static str, String)>,
+) {
+    let [md_name, html_name] = REPORTS;
+    set.put(dir.join(md_name), md)
+        .put(dir.join(html_name), html);
+    for ((stem, chart), (_, svg)) in all.iter().zip(svgs) {
+        charts::put(set, chart, dir, stem, svg);
+    }
 }
 
 /// The smallest value of the x key whose throughput reaches 95 % of the best in the
@@ -271,6 +292,22 @@ fn knee(points: &[PointResult], rec: &PointResult) -> Option<(String, f64)> {
         .map(|(x, _)| *x)
         .fold(f64::INFINITY, f64::min);
     at.is_finite().then(|| (short(&x).to_string(), at))
+}
+
+/// The cells of a Markdown table row (without its outer pipes), split at every `|` that is not
+/// escaped.
+fn split_row(row: &str) -> Vec<String> {
+    let mut cells = vec![String::new()];
+    let mut escaped = false;
+    for c in row.chars() {
+        if c == '|' && !escaped {
+            cells.push(String::new());
+        } else if let Some(cell) = cells.last_mut() {
+            cell.push(c);
+        }
+        escaped = c == '\\' && !escaped;
+    }
+    cells
 }
 
 /// What the plan's closed forms are compared with: (plan key, summary path, factor).
@@ -302,9 +339,11 @@ pub fn render(
     let first = points.first();
     let name = first.map_or("", |p| p.scenario.name.as_str());
     let mut md = String::new();
-    let _ = writeln!(md, "# Capacity report: {name}\n");
+    // Every scenario string (name, description, keys) is escaped into the Markdown; the HTML
+    // is made from the Markdown's lines, each unescaped, then escaped for HTML.
+    let _ = writeln!(md, "# Capacity report: {}\n", markdown(name));
     if let Some(d) = first.and_then(|p| p.scenario.description.as_deref()) {
-        let _ = writeln!(md, "{d}\n");
+        let _ = writeln!(md, "{}\n", markdown(d));
     }
     let _ = writeln!(md, "## Recommendation\n");
     match rec.map(|r| (r, &points[r.index])) {
@@ -317,7 +356,7 @@ pub fn render(
                 .point
                 .values
                 .iter()
-                .map(|(k, v)| format!("{} = {v}", short(k)))
+                .map(|(k, v)| format!("{} = {v}", markdown(short(k))))
                 .collect();
             let mut line = format!(
                 "**{}**: {} queries/min sustained, p95 {} s, {}",
@@ -339,7 +378,12 @@ pub fn render(
             }
             let _ = writeln!(md, "{line}.\n\nChosen by {}.", r.rule);
             if let Some((k, v)) = knee(points, p) {
-                let _ = writeln!(md, "The knee of its throughput curve (95 % of the best throughput) is at {k} = {}.", fmt_num(v));
+                let _ = writeln!(
+                    md,
+                    "The knee of its throughput curve (95 % of the best throughput) is at {} = {}.",
+                    markdown(&k),
+                    fmt_num(v)
+                );
             }
             let _ = writeln!(md, "\n## Arithmetic beside the simulation\n");
             let _ = writeln!(md, "| closed form | formula | value | simulated | difference |\n|---|---|---:|---:|---:|");
@@ -383,7 +427,12 @@ pub fn render(
     }
     let _ = writeln!(md, "\n## Points\n");
     if let Some(p) = first {
-        let keys: Vec<&str> = p.point.values.iter().map(|(k, _)| short(k)).collect();
+        let keys: Vec<String> = p
+            .point
+            .values
+            .iter()
+            .map(|(k, _)| markdown(short(k)))
+            .collect();
         let _ = writeln!(
             md,
             "| {} | queries/s | query p95 (ms) | 429s | passes |",
@@ -405,27 +454,31 @@ pub fn render(
         );
     }
     let _ = writeln!(md, "\n## Charts\n");
-    for (stem, _) in chart_svgs {
-        let _ = writeln!(md, "![{stem}]({stem}.png)\n");
+    let images: Vec<String> = chart_svgs
+        .iter()
+        .map(|(stem, _)| format!("![{stem}]({stem}.png)"))
+        .collect();
+    for image in &images {
+        let _ = writeln!(md, "{image}\n");
     }
+    let text = |md: &str| escape(&unmarkdown(md));
     let mut html = String::from("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>");
     let _ = writeln!(html, "Capacity report: {}</title><style>body{{font-family:sans-serif;max-width:960px;margin:2em auto}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:2px 6px}}</style></head><body>", escape(name));
     for line in md.lines() {
         if let Some(h) = line.strip_prefix("## ") {
-            let _ = writeln!(html, "<h2>{}</h2>", escape(h));
+            let _ = writeln!(html, "<h2>{}</h2>", text(h));
         } else if let Some(h) = line.strip_prefix("# ") {
-            let _ = writeln!(html, "<h1>{}</h1>", escape(h));
+            let _ = writeln!(html, "<h1>{}</h1>", text(h));
         } else if line.starts_with("|---") || line.starts_with("|---:") {
         } else if let Some(cells) = line.strip_prefix('|') {
-            let row: Vec<String> = cells
-                .trim_end_matches('|')
-                .split('|')
-                .map(|c| format!("<td>{}</td>", escape(c.trim())))
+            let row: Vec<String> = split_row(cells.strip_suffix('|').unwrap_or(cells))
+                .iter()
+                .map(|c| format!("<td>{}</td>", text(c.trim())))
                 .collect();
             let _ = writeln!(html, "<table><tr>{}</tr></table>", row.concat());
-        } else if line.starts_with("![") {
+        } else if images.iter().any(|i| i == line) {
         } else if !line.is_empty() {
-            let _ = writeln!(html, "<p>{}</p>", escape(line));
+            let _ = writeln!(html, "<p>{}</p>", text(line));
         }
     }
     for (_, svg) in chart_svgs {
