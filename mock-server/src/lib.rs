@@ -5,12 +5,17 @@
 //! Retry-After and rate-limit headers, or an error). The virtual-time simulator calls it
 //! in-process; [`server::MockProvider`] serves it over HTTP with real time (a wiremock server),
 //! and [`cli`] is the `capsize-mock` command line. One model, two faces.
+//!
+//! [`limits`] holds the bounds every input is validated against (one year for any duration,
+//! 1e12 per minute for `rpm`/`tpm`, 16 MiB for a file): whatever passes validation cannot make
+//! the model panic.
 
 pub mod cli;
 pub mod config;
 pub mod error;
 pub mod headers;
 pub mod latency;
+pub mod limits;
 pub mod model;
 pub mod server;
 pub mod window;

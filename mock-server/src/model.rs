@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use crate::config::{Overload, ProviderConfig, RetryAfter};
 use crate::headers::go_duration;
 use crate::latency::Latency;
+use crate::limits::duration_from_ms;
 use crate::window::{Usage, Window};
 
 /// How a request ends.
@@ -112,7 +113,7 @@ pub struct Counters {
     pub errored: u64,
     /// Requests never answered.
     pub timed_out: u64,
-    /// Tokens charged against the quota.
+    /// Tokens charged against the quota (saturating at `u64::MAX`).
     pub tokens_charged: u64,
 }
 
@@ -122,21 +123,22 @@ pub struct ProviderModel {
     config: ProviderConfig,
     window: Window,
     rng: Xoshiro256PlusPlus,
-    /// When each of the `max_in_flight` servers is next free.
-    servers: Option<BinaryHeap<Reverse<Duration>>>,
+    /// `max_in_flight` and when each server used so far is next free; a server not in the heap
+    /// has never been used (it is free), so the heap only grows as requests arrive.
+    servers: Option<(usize, BinaryHeap<Reverse<Duration>>)>,
     counters: Counters,
-}
-
-fn ms(v: f64) -> Duration {
-    Duration::from_secs_f64(v / 1000.0)
 }
 
 impl ProviderModel {
     /// A model of `config`, its randomness seeded by `seed`, at time 0 with nothing used.
     pub fn new(config: ProviderConfig, seed: u64) -> Self {
-        let servers = config
-            .max_in_flight
-            .map(|n| (0..n).map(|_| Reverse(Duration::ZERO)).collect());
+        // At least one server (0 only comes from a configuration built by hand).
+        let servers = config.max_in_flight.map(|n| {
+            (
+                usize::try_from(n.max(1)).unwrap_or(usize::MAX),
+                BinaryHeap::new(),
+            )
+        });
         ProviderModel {
             window: Window::new(config.window, config.rpm, config.tpm),
             rng: Xoshiro256PlusPlus::seed_from_u64(seed),
@@ -192,7 +194,11 @@ impl ProviderModel {
         latency: Option<&Latency>,
     ) -> Decision {
         self.counters.received += 1;
-        let busy_until = self.servers.as_ref().and_then(|s| s.peek()).map(|r| r.0);
+        // When the earliest server is free, if every one has been used (else one is free now).
+        let busy_until = match &self.servers {
+            Some((n, heap)) if heap.len() >= *n => heap.peek().map(|r| r.0),
+            _ => None,
+        };
         if let Some(free_at) = busy_until.filter(|&f| f > now) {
             match self.config.overload {
                 Overload::Queue => {}
@@ -213,20 +219,25 @@ impl ProviderModel {
             };
             return self.refuse(now, Outcome::RateLimited, retry_after);
         }
-        self.counters.tokens_charged += tokens;
+        self.counters.tokens_charged = self.counters.tokens_charged.saturating_add(tokens);
         // Always two draws, in this order, so a seed gives the same stream whatever the outcome.
         let fate: f64 = self.rng.random();
         let dist = latency.unwrap_or(&self.config.latency);
-        let service = ms(dist.sample(&mut self.rng));
+        // Drawn in [0, one year] (`Latency::sample` clamps), and converted without panicking.
+        let service = duration_from_ms(dist.sample(&mut self.rng));
         let start = match &mut self.servers {
-            Some(servers) => {
-                let free = servers.pop().map_or(now, |r| r.0).max(now);
-                servers.push(Reverse(free + service));
+            Some((n, heap)) => {
+                let free = if heap.len() >= *n {
+                    heap.pop().map_or(now, |r| r.0).max(now)
+                } else {
+                    now
+                };
+                heap.push(Reverse(free.saturating_add(service)));
                 free
             }
             None => now,
         };
-        let latency = start - now + service;
+        let latency = (start - now).saturating_add(service);
         let cfg = &self.config;
         let outcome = if fate < cfg.error_rate {
             let u = fate / cfg.error_rate;

@@ -7,7 +7,20 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::limits::{duration_from_secs, MAX_DURATION};
+
 const MINUTE: Duration = Duration::from_secs(60);
+
+/// `secs` rounded up to a whole nanosecond (so a retry after exactly this wait fits), within
+/// `[0, MAX_DURATION]`; NaN counts as the bound.
+fn ceil_nanos(secs: f64) -> Duration {
+    let nanos = (secs * 1e9).ceil();
+    if nanos.is_nan() || nanos >= MAX_DURATION.as_nanos() as f64 {
+        return MAX_DURATION;
+    }
+    // In [0, 3.2e16): exact enough, and within u64.
+    Duration::from_nanos(nanos.max(0.0) as u64)
+}
 
 /// How a per-minute limit is counted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
@@ -85,11 +98,11 @@ impl Window {
         match &mut self.state {
             State::Sliding { log, tokens } => {
                 while let Some(&(t, cost)) = log.front() {
-                    if t + MINUTE > now {
+                    if t.saturating_add(MINUTE) > now {
                         break;
                     }
                     log.pop_front();
-                    *tokens -= cost;
+                    *tokens = tokens.saturating_sub(cost);
                 }
             }
             State::Fixed {
@@ -97,9 +110,9 @@ impl Window {
                 requests,
                 tokens,
             } => {
-                if now >= *start + MINUTE {
-                    let minutes = (now.as_nanos() / MINUTE.as_nanos()) as u32;
-                    *start = MINUTE * minutes;
+                if now >= start.saturating_add(MINUTE) {
+                    // The whole minute `now` is in.
+                    *start = Duration::from_secs(now.as_secs() - now.as_secs() % MINUTE.as_secs());
                     *requests = 0;
                     *tokens = 0;
                 }
@@ -135,20 +148,20 @@ impl Window {
             State::Sliding { log, tokens } => {
                 let fits = |n: usize, used: u64| {
                     rpm.is_none_or(|r| (n + 1) as f64 <= r)
-                        && tpm.is_none_or(|t| (used + cost) as f64 <= t)
+                        && tpm.is_none_or(|t| used.saturating_add(cost) as f64 <= t)
                 };
                 if fits(log.len(), *tokens) {
                     log.push_back((now, cost));
-                    *tokens += cost;
+                    *tokens = tokens.saturating_add(cost);
                     return Ok(());
                 }
                 // Walk the log in arrival order until enough of it has expired.
                 let (mut n, mut used) = (log.len(), *tokens);
                 for &(t, c) in log.iter() {
                     n -= 1;
-                    used -= c;
+                    used = used.saturating_sub(c);
                     if fits(n, used) {
-                        return Err(Some(t + MINUTE - now));
+                        return Err(Some(t.saturating_add(MINUTE).saturating_sub(now)));
                     }
                 }
                 Err(None)
@@ -158,14 +171,14 @@ impl Window {
                 requests,
                 tokens,
             } => {
-                let fits = rpm.is_none_or(|r| (*requests + 1) as f64 <= r)
-                    && tpm.is_none_or(|t| (*tokens + cost) as f64 <= t);
+                let fits = rpm.is_none_or(|r| requests.saturating_add(1) as f64 <= r)
+                    && tpm.is_none_or(|t| tokens.saturating_add(cost) as f64 <= t);
                 if fits {
-                    *requests += 1;
-                    *tokens += cost;
+                    *requests = requests.saturating_add(1);
+                    *tokens = tokens.saturating_add(cost);
                     return Ok(());
                 }
-                Err(Some(*start + MINUTE - now))
+                Err(Some(start.saturating_add(MINUTE).saturating_sub(now)))
             }
             State::Bucket {
                 requests, tokens, ..
@@ -180,7 +193,7 @@ impl Window {
                     *tokens -= cost as f64;
                     return Ok(());
                 }
-                Err(Some(Duration::from_nanos((wait * 1e9).ceil() as u64)))
+                Err(Some(ceil_nanos(wait)))
             }
         }
     }
@@ -193,9 +206,9 @@ impl Window {
         // is back when it has refilled what is used.
         let (used_requests, used_tokens, back_at) = match &self.state {
             State::Sliding { log, tokens } => {
-                let reset = log
-                    .back()
-                    .map_or(Duration::ZERO, |&(t, _)| t + MINUTE - now);
+                let reset = log.back().map_or(Duration::ZERO, |&(t, _)| {
+                    t.saturating_add(MINUTE).saturating_sub(now)
+                });
                 (log.len() as f64, *tokens as f64, Some(reset))
             }
             State::Fixed {
@@ -206,7 +219,7 @@ impl Window {
                 let reset = if *requests == 0 {
                     Duration::ZERO
                 } else {
-                    *start + MINUTE - now
+                    start.saturating_add(MINUTE).saturating_sub(now)
                 };
                 (*requests as f64, *tokens as f64, Some(reset))
             }
@@ -222,8 +235,7 @@ impl Window {
             limit.map(|l| Usage {
                 limit: l,
                 remaining: (l - used).max(0.0),
-                reset: back_at
-                    .unwrap_or_else(|| Duration::from_secs_f64((used / (l / 60.0)).max(0.0))),
+                reset: back_at.unwrap_or_else(|| duration_from_secs(used / (l / 60.0))),
             })
         };
         (usage(rpm, used_requests), usage(tpm, used_tokens))
@@ -235,7 +247,7 @@ mod tests {
     use super::*;
 
     fn s(x: f64) -> Duration {
-        Duration::from_secs_f64(x)
+        duration_from_secs(x)
     }
 
     #[test]
