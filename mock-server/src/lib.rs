@@ -2,8 +2,8 @@
 //!
 //! [`ProviderModel`] is a rate-limited LLM API as a pure state machine with no clock: it is told
 //! the time of each request and answers with a [`Decision`] (serve after a latency, 429 with
-//! Retry-After and rate-limit headers, or an error). The virtual-time simulator calls it
-//! in-process; [`server::MockProvider`] serves it over HTTP with real time (a wiremock server),
+//! Retry-After and rate-limit headers, an error, or a 413 for a request no wait could ever
+//! admit). The virtual-time simulator calls it in-process; [`server::MockProvider`] serves it over HTTP with real time (a wiremock server),
 //! and [`cli`] is the `capsize-mock` command line. One model, two faces.
 //!
 //! [`limits`] holds the bounds every input is validated against (one year for any duration,
@@ -25,3 +25,4 @@ pub use error::ConfigError;
 pub use latency::{Latency, RawLatency};
 pub use model::{Counters, Decision, Outcome, ProviderModel};
 pub use server::{MockProvider, ServerConfig, ServerError};
+pub use window::Limit;

@@ -2,8 +2,9 @@
 //!
 //! Each request is told its arrival time (a `Duration` since the model started) and its token
 //! cost, and gets a [`Decision`]: served after a latency, refused with a 429 (and when to retry),
-//! failed with a 5xx/529, or never answered. The order of checks: capacity (`max_in_flight`
-//! with a rejecting `overload`), then quota (charged at arrival, as real providers do, even if the
+//! failed with a 5xx/529, never answered, or refused with a 413 when no wait could ever make it
+//! fit. The order of checks: size (a request larger than the limits can ever admit), then
+//! capacity (`max_in_flight` with a rejecting `overload`), then quota (charged at arrival, as real providers do, even if the
 //! caller later gives up), then the request's fate (error, timeout or service), then its place
 //! among the `max_in_flight` servers (queueing adds to its latency).
 
@@ -19,7 +20,7 @@ use crate::config::{Overload, ProviderConfig, RetryAfter};
 use crate::headers::go_duration;
 use crate::latency::Latency;
 use crate::limits::duration_from_ms;
-use crate::window::{Usage, Window};
+use crate::window::{Limit, Usage, Window};
 
 /// How a request ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,6 +33,10 @@ pub enum Outcome {
     Error(u16),
     /// Never answered: the client's timeout ends it.
     Timeout,
+    /// 413: larger than this limit can ever admit (a request costing more tokens than `tpm`),
+    /// under every window kind; no wait helps, so it carries no Retry-After and must not be
+    /// retried. Not charged; counted as [`Counters::errored`].
+    TooLarge(Limit),
 }
 
 /// The model's answer to one request.
@@ -61,6 +66,7 @@ impl Decision {
             Outcome::RateLimited => 429,
             Outcome::Error(s) => s,
             Outcome::Timeout => 504,
+            Outcome::TooLarge(_) => 413,
         }
     }
 
@@ -109,7 +115,9 @@ pub struct Counters {
     pub served: u64,
     /// Requests refused with 429.
     pub rate_limited: u64,
-    /// Requests failed with 500/503/529 (including capacity 503s).
+    /// Requests failed with 500/503/529 (including capacity 503s), and requests refused with
+    /// 413 because they are larger than the limits can ever admit ([`Outcome::TooLarge`]).
+    /// So `received = served + rate_limited + errored + timed_out` always holds.
     pub errored: u64,
     /// Requests never answered.
     pub timed_out: u64,
@@ -167,6 +175,7 @@ impl ProviderModel {
         let (requests, tokens) = self.window.usage(now);
         match outcome {
             Outcome::RateLimited => self.counters.rate_limited += 1,
+            // Errors and 413s alike.
             _ => self.counters.errored += 1,
         }
         Decision {
@@ -194,6 +203,10 @@ impl ProviderModel {
         latency: Option<&Latency>,
     ) -> Decision {
         self.counters.received += 1;
+        if let Err(limit) = self.window.admits(tokens) {
+            // No wait can help: a 413 without Retry-After, before capacity and quota.
+            return self.refuse(now, Outcome::TooLarge(limit), None);
+        }
         // When the earliest server is free, if every one has been used (else one is free now).
         let busy_until = match &self.servers {
             Some((n, heap)) if heap.len() >= *n => heap.peek().map(|r| r.0),
@@ -210,14 +223,18 @@ impl ProviderModel {
                 }
             }
         }
-        if let Err(fits_in) = self.window.try_charge(now, tokens) {
-            let retry_after = match self.config.retry_after {
-                // A request that can never fit is told to wait a minute.
-                RetryAfter::Auto => Some(fits_in.unwrap_or(Duration::from_secs(60))),
-                RetryAfter::Fixed(d) => Some(d),
-                RetryAfter::None => None,
-            };
-            return self.refuse(now, Outcome::RateLimited, retry_after);
+        match self.window.try_charge(now, tokens) {
+            Ok(()) => {}
+            // Only float noise reaches this past `admits`; it is still never going to fit.
+            Err(None) => return self.refuse(now, Outcome::TooLarge(Limit::Tokens), None),
+            Err(Some(fits_in)) => {
+                let retry_after = match self.config.retry_after {
+                    RetryAfter::Auto => Some(fits_in),
+                    RetryAfter::Fixed(d) => Some(d),
+                    RetryAfter::None => None,
+                };
+                return self.refuse(now, Outcome::RateLimited, retry_after);
+            }
         }
         self.counters.tokens_charged = self.counters.tokens_charged.saturating_add(tokens);
         // Always two draws, in this order, so a seed gives the same stream whatever the outcome.

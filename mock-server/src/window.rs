@@ -35,6 +35,16 @@ pub enum WindowKind {
     TokenBucket,
 }
 
+/// The limit a request can never fit, however long it waits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Limit {
+    /// Fewer than one request a minute: no request fits (only a configuration built without
+    /// [`crate::RawProvider::build`] can say so).
+    Requests,
+    /// The request costs more tokens than a whole minute's `tpm`.
+    Tokens,
+}
+
 /// The state of one limit, for rate-limit headers.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Usage {
@@ -136,14 +146,29 @@ impl Window {
         }
     }
 
+    /// Whether a request of `cost` tokens can ever fit, in an empty window: `Err` names the limit
+    /// it exceeds whatever the wait. The same for every [`WindowKind`]: an empty sliding or fixed
+    /// window, and a full bucket, hold one minute's worth of each limit.
+    pub fn admits(&self, cost: u64) -> Result<(), Limit> {
+        // NaN limits (only from a configuration built by hand) admit nothing.
+        if self.rpm.is_some_and(|r| r.is_nan() || r < 1.0) {
+            return Err(Limit::Requests);
+        }
+        // `cost as f64` rounds only above 2^53, far beyond any valid `tpm`.
+        if self.tpm.is_some_and(|t| t.is_nan() || cost as f64 > t) {
+            return Err(Limit::Tokens);
+        }
+        Ok(())
+    }
+
     /// Charges one request of `cost` tokens if it fits now; otherwise returns how long until it
-    /// would fit (`None` if it never can: it costs more than a whole minute's tokens).
+    /// would fit (`None` if it never can: see [`Window::admits`]).
     pub fn try_charge(&mut self, now: Duration, cost: u64) -> Result<(), Option<Duration>> {
         self.advance(now);
-        let (rpm, tpm) = (self.rpm, self.tpm);
-        if tpm.is_some_and(|t| cost as f64 > t) {
+        if self.admits(cost).is_err() {
             return Err(None);
         }
+        let (rpm, tpm) = (self.rpm, self.tpm);
         match &mut self.state {
             State::Sliding { log, tokens } => {
                 let fits = |n: usize, used: u64| {

@@ -13,7 +13,7 @@ use tokio::time::Instant;
 
 use capsize_mock::limits::{MAX_DURATION, MAX_DURATION_MS, MAX_FILE_BYTES};
 use capsize_mock::RawProvider;
-use capsize_mock::{ConfigError, Latency, Outcome, ProviderConfig, ProviderModel};
+use capsize_mock::{ConfigError, Latency, Limit, Outcome, ProviderConfig, ProviderModel};
 use rand::rngs::Xoshiro256PlusPlus;
 use rand::SeedableRng;
 
@@ -305,6 +305,9 @@ fn the_model_takes_any_time_and_any_token_count_without_overflow() {
                 for tokens in [0, 1, u64::MAX, u64::MAX] {
                     let d = m.on_request(at, tokens);
                     let _ = d.headers();
+                    if limits.contains("tpm") && tokens == u64::MAX {
+                        assert_eq!(d.outcome, Outcome::TooLarge(Limit::Tokens), "{table}");
+                    }
                 }
             }
             let c = m.counters();

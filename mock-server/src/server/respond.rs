@@ -20,6 +20,7 @@ use super::rotate::Rotation;
 use super::wire::{self, Api};
 use crate::latency::Latency;
 use crate::model::{Counters, Decision, Outcome, ProviderModel};
+use crate::window::{Limit, Usage};
 
 /// Header giving a request's token cost, overriding the body's estimate.
 pub const TOKENS_HEADER: &str = "x-capsize-tokens";
@@ -226,6 +227,9 @@ impl Responder {
                 let message = format!("Rate limit reached (capsize mock provider).{wait}");
                 wire::error(ask.api, status, &message)
             }
+            (Outcome::TooLarge(limit), _) => {
+                wire::error(ask.api, status, &too_large_message(ask, limit, d))
+            }
             (Outcome::Error(503), _) => wire::error(
                 ask.api,
                 status,
@@ -261,6 +265,24 @@ impl Responder {
         } else {
             t.set_delay(delay)
         }
+    }
+}
+
+/// The message of a 413 for a request the limits can never admit.
+fn too_large_message(ask: &Ask, limit: Limit, d: &Decision) -> String {
+    let per_minute = |u: Option<Usage>| u.map_or("?".to_string(), |u| u.limit.to_string());
+    match limit {
+        Limit::Tokens => format!(
+            "Request too large: it costs {} tokens, more than the limit of {} tokens per minute, \
+             so it can never be served (capsize mock provider).",
+            ask.tokens,
+            per_minute(d.tokens)
+        ),
+        Limit::Requests => format!(
+            "Request too large: a limit of {} requests per minute admits no request, so it can \
+             never be served (capsize mock provider).",
+            per_minute(d.requests)
+        ),
     }
 }
 
