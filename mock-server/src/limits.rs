@@ -31,6 +31,14 @@ pub const MAX_IN_FLIGHT: u32 = 1_000_000;
 /// The largest file the mock reads (a scenario, an empirical latency file): 16 MiB.
 pub const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
 
+/// The largest request body the HTTP server reads: 1 MiB. A larger one is answered 413 without
+/// reading past the limit.
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+
+/// The largest request head (request line and headers) the HTTP server reads: 64 KiB. A larger
+/// one is answered 431 by the HTTP layer.
+pub const MAX_HEAD_BYTES: usize = 64 * 1024;
+
 /// `ms` clamped to `[0, MAX_DURATION_MS]`. NaN becomes the bound: a draw that is not a number
 /// came from an overflow, so it is treated as the slowest answer, never as an instant one.
 pub fn clamp_ms(ms: f64) -> f64 {
@@ -49,6 +57,27 @@ pub fn duration_from_ms(ms: f64) -> Duration {
 /// `secs` seconds as a `Duration`, clamped to `[0, MAX_DURATION]` (NaN: [`MAX_DURATION`]).
 pub fn duration_from_secs(secs: f64) -> Duration {
     duration_from_ms(secs * 1000.0)
+}
+
+/// `secs` seconds as a `Duration`, saturating: `Duration::MAX` above it, zero for NaN and
+/// anything not above 0.
+fn saturating_secs(secs: f64) -> Duration {
+    if secs.is_nan() || secs <= 0.0 {
+        return Duration::ZERO;
+    }
+    Duration::try_from_secs_f64(secs).unwrap_or(Duration::MAX)
+}
+
+/// `d` times `factor`, saturating (see [`divide_duration`]). Never panics, unlike
+/// `Duration::mul_f64`.
+pub fn scale_duration(d: Duration, factor: f64) -> Duration {
+    saturating_secs(d.as_secs_f64() * factor)
+}
+
+/// `d` divided by `divisor`, saturating: `Duration::MAX` if the quotient overflows, zero if it
+/// is not a positive number. Never panics, unlike `Duration::div_f64`.
+pub fn divide_duration(d: Duration, divisor: f64) -> Duration {
+    saturating_secs(d.as_secs_f64() / divisor)
 }
 
 /// Reads the regular file at `path`, refusing anything else (a device, a FIFO, a folder) before
@@ -138,6 +167,27 @@ mod tests {
         assert_eq!(duration_from_secs(1e300), MAX_DURATION);
         assert_eq!(clamp_ms(f64::NAN), MAX_DURATION_MS);
         assert_eq!(clamp_ms(-0.0), 0.0);
+        assert_eq!(
+            scale_duration(Duration::from_secs(3), 10.0),
+            Duration::from_secs(30)
+        );
+        assert_eq!(scale_duration(Duration::MAX, 2.0), Duration::MAX);
+        assert_eq!(scale_duration(Duration::from_secs(1), 1e300), Duration::MAX);
+        assert_eq!(
+            scale_duration(Duration::from_secs(1), f64::NAN),
+            Duration::ZERO
+        );
+        assert_eq!(scale_duration(Duration::from_secs(1), -1.0), Duration::ZERO);
+        assert_eq!(
+            divide_duration(Duration::from_secs(30), 10.0),
+            Duration::from_secs(3)
+        );
+        assert_eq!(
+            divide_duration(Duration::from_secs(1), 1e-320),
+            Duration::MAX
+        );
+        assert_eq!(divide_duration(Duration::from_secs(1), 0.0), Duration::MAX);
+        assert_eq!(divide_duration(Duration::ZERO, 0.0), Duration::ZERO);
     }
 
     #[cfg(unix)]
