@@ -177,8 +177,8 @@ impl RawProvider {
                 return Err(ConfigError::new(
                     "provider.retry_after",
                     format!(
-                        "must be \"auto\", \"none\" or seconds in [0, {MAX_DURATION_SECS}] (one year), \
-                         got {s}"
+                        "must be \"auto\", \"none\" or seconds in [0, {MAX_DURATION_SECS}] \
+                         (one year), got {s}"
                     ),
                 ))
             }
@@ -186,8 +186,8 @@ impl RawProvider {
                 return Err(ConfigError::new(
                     "provider.retry_after",
                     format!(
-                        "must be \"auto\", \"none\" or seconds in [0, {MAX_DURATION_SECS}] (one year), \
-                         got {w:?}"
+                        "must be \"auto\", \"none\" or seconds in [0, {MAX_DURATION_SECS}] \
+                         (one year), got {w:?}"
                     ),
                 ))
             }
@@ -216,7 +216,8 @@ impl RawProvider {
             return Err(ConfigError::new(
                 "provider.error_mix",
                 format!(
-                    "weights must be finite numbers >= 0, not all 0, got 500 = {}, 503 = {}, 529 = {}",
+                    "weights must be finite numbers >= 0, not all 0, got 500 = {}, 503 = {}, \
+                     529 = {}",
                     m.s500, m.s503, m.s529
                 ),
             ));

@@ -4,9 +4,10 @@
 //! cost, and gets a [`Decision`]: served after a latency, refused with a 429 (and when to retry),
 //! failed with a 5xx/529, never answered, or refused with a 413 when no wait could ever make it
 //! fit. The order of checks: size (a request larger than the limits can ever admit), then
-//! capacity (`max_in_flight` with a rejecting `overload`), then quota (charged at arrival, as real providers do, even if the
-//! caller later gives up), then the request's fate (error, timeout or service), then its place
-//! among the `max_in_flight` servers (queueing adds to its latency).
+//! capacity (`max_in_flight` with a rejecting `overload`), then quota (charged at arrival, as
+//! real providers do, even if the caller later gives up), then the request's fate (error,
+//! timeout or service), then its place among the `max_in_flight` servers (queueing adds to its
+//! latency).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;

@@ -298,7 +298,8 @@ fn the_model_takes_any_time_and_any_token_count_without_overflow() {
             "rpm = 1e12\ntpm = 1e12\nmax_in_flight = 2",
         ] {
             let table = format!(
-                "window = \"{window}\"\n{limits}\nlatency = {{ dist = \"constant\", ms = 31536000000 }}"
+                "window = \"{window}\"\n{limits}\n\
+                 latency = {{ dist = \"constant\", ms = 31536000000 }}"
             );
             let mut m = ProviderModel::new(provider(&table).unwrap(), 1);
             for at in times {

@@ -169,7 +169,8 @@ pub fn parse(mut buf: &[u8]) -> Answer {
 /// A POST of `body` to `path` with extra header lines (each ending in CRLF), closing after.
 pub fn post(path: &str, extra: &str, body: &[u8]) -> Vec<u8> {
     let mut r = format!(
-        "POST {path} HTTP/1.1\r\nHost: mock\r\nConnection: close\r\n{extra}Content-Length: {}\r\n\r\n",
+        "POST {path} HTTP/1.1\r\nHost: mock\r\nConnection: close\r\n\
+         {extra}Content-Length: {}\r\n\r\n",
         body.len()
     )
     .into_bytes();
@@ -180,7 +181,8 @@ pub fn post(path: &str, extra: &str, body: &[u8]) -> Vec<u8> {
 /// A chunked POST of `body` (as one chunk, then the last chunk) to `path`, closing after.
 pub fn post_chunked(path: &str, body: &[u8]) -> Vec<u8> {
     let mut r = format!(
-        "POST {path} HTTP/1.1\r\nHost: mock\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n",
+        "POST {path} HTTP/1.1\r\nHost: mock\r\nConnection: close\r\n\
+         Transfer-Encoding: chunked\r\n\r\n{:x}\r\n",
         body.len()
     )
     .into_bytes();
