@@ -1,5 +1,5 @@
 //! A bare HTTP/1.1 server answering every request with `200 OK` and a small JSON body: the floor
-//! that `scripts/mock-bench.sh` puts the mock's requests/s beside. Like wiremock, it serves on
+//! that `scripts/mock-bench.sh` puts the mock's requests/s beside. Like the mock, it serves on
 //! one thread (a current-thread runtime), and reads each request's body before answering.
 //!
 //! Usage: `bare [PORT]` (0 or absent = any free port); prints `http://127.0.0.1:PORT` first.

@@ -19,6 +19,7 @@ use thiserror::Error;
 use crate::config::{ErrorMix, Overload, RawProvider, RawRetryAfter};
 use crate::error::ConfigError;
 use crate::latency::RawLatency;
+use crate::limits::{read_regular_file, MAX_FILE_BYTES};
 use crate::server::{MockProvider, ServerConfig, ServerError};
 use crate::window::WindowKind;
 
@@ -165,7 +166,15 @@ fn load_scenario(path: &Path) -> Result<ScenarioFile, CliError> {
         file: path.to_path_buf(),
         message,
     };
-    let text = std::fs::read_to_string(path).map_err(|e| fail(format!("cannot read: {e}")))?;
+    // A regular file of at most 16 MiB: `--scenario /dev/zero` is refused, not read forever.
+    let bytes =
+        read_regular_file(path, MAX_FILE_BYTES).map_err(|e| fail(format!("cannot read: {e}")))?;
+    let text = String::from_utf8(bytes).map_err(|e| {
+        fail(format!(
+            "cannot read: not UTF-8 (at byte {})",
+            e.utf8_error().valid_up_to()
+        ))
+    })?;
     toml::from_str(&text).map_err(|e: toml::de::Error| {
         let message = e.message().trim().replace('\n', " ");
         match e.span() {

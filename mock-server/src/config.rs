@@ -8,6 +8,7 @@ use serde::Deserialize;
 
 use crate::error::ConfigError;
 use crate::latency::{Latency, RawLatency};
+use crate::limits::{MAX_DURATION_SECS, MAX_IN_FLIGHT, MAX_PER_MINUTE};
 use crate::window::WindowKind;
 
 /// What a 429 says about when to retry.
@@ -79,18 +80,18 @@ impl Default for ErrorMix {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawProvider {
-    /// Requests per minute (absent: unlimited).
+    /// Requests per minute (absent: unlimited), in [1, [`MAX_PER_MINUTE`]].
     pub rpm: Option<f64>,
-    /// Tokens per minute (absent: unlimited).
+    /// Tokens per minute (absent: unlimited), in [1, [`MAX_PER_MINUTE`]].
     pub tpm: Option<f64>,
     /// How the limits are counted.
     #[serde(default)]
     pub window: WindowKind,
-    /// Retry-After on 429s.
+    /// Retry-After on 429s (seconds at most [`MAX_DURATION_SECS`], one year).
     pub retry_after: Option<RawRetryAfter>,
     /// Service time.
     pub latency: RawLatency,
-    /// Requests served at once; beyond it, `overload` applies.
+    /// Requests served at once, in [1, [`MAX_IN_FLIGHT`]]; beyond it, `overload` applies.
     pub max_in_flight: Option<u32>,
     /// What happens beyond `max_in_flight`.
     #[serde(default)]
@@ -133,15 +134,14 @@ pub struct ProviderConfig {
 
 fn rate(key: &str, v: Option<f64>) -> Result<Option<f64>, ConfigError> {
     match v {
-        Some(x) if !(x.is_finite() && x > 0.0) => Err(ConfigError::new(
-            format!("provider.{key}"),
-            format!("must be a positive number, got {x}"),
-        )),
-        // Below one a minute, no request could ever be served.
-        Some(x) if x < 1.0 => Err(ConfigError::new(
-            format!("provider.{key}"),
-            format!("must be at least 1 (per minute), got {x}"),
-        )),
+        // Below one a minute, no request could ever be served; above the maximum, token counts
+        // would no longer be exact.
+        Some(x) if !(x.is_finite() && (1.0..=MAX_PER_MINUTE).contains(&x)) => {
+            Err(ConfigError::new(
+                format!("provider.{key}"),
+                format!("must be a number in [1, {MAX_PER_MINUTE:e}] (per minute), got {x}"),
+            ))
+        }
         v => Ok(v),
     }
 }
@@ -158,27 +158,48 @@ fn share(key: &str, v: f64) -> Result<f64, ConfigError> {
 }
 
 impl RawProvider {
-    /// Validates the table; `base` is the folder an empirical latency file is read from.
+    /// Validates the table; `base` is the folder an empirical latency file is read from. The
+    /// bounds are those of [`crate::limits`]; an error names the key and the bound.
     pub fn build(&self, base: &Path) -> Result<ProviderConfig, ConfigError> {
         let retry_after = match &self.retry_after {
             None => RetryAfter::Auto,
             Some(RawRetryAfter::Word(w)) if w == "auto" => RetryAfter::Auto,
             Some(RawRetryAfter::Word(w)) if w == "none" => RetryAfter::None,
-            Some(RawRetryAfter::Seconds(s)) if s.is_finite() && *s >= 0.0 => {
-                RetryAfter::Fixed(Duration::from_secs_f64(*s))
+            Some(RawRetryAfter::Seconds(s))
+                if s.is_finite() && (0.0..=MAX_DURATION_SECS).contains(s) =>
+            {
+                let d = Duration::try_from_secs_f64(*s).map_err(|e| {
+                    ConfigError::new("provider.retry_after", format!("{s} seconds: {e}"))
+                })?;
+                RetryAfter::Fixed(d)
             }
-            Some(other) => {
+            Some(RawRetryAfter::Seconds(s)) => {
                 return Err(ConfigError::new(
                     "provider.retry_after",
-                    format!("must be \"auto\", \"none\" or seconds >= 0, got {other:?}"),
+                    format!(
+                        "must be \"auto\", \"none\" or seconds in [0, {MAX_DURATION_SECS}] \
+                         (one year), got {s}"
+                    ),
+                ))
+            }
+            Some(RawRetryAfter::Word(w)) => {
+                return Err(ConfigError::new(
+                    "provider.retry_after",
+                    format!(
+                        "must be \"auto\", \"none\" or seconds in [0, {MAX_DURATION_SECS}] \
+                         (one year), got {w:?}"
+                    ),
                 ))
             }
         };
-        if self.max_in_flight == Some(0) {
-            return Err(ConfigError::new(
-                "provider.max_in_flight",
-                "must be at least 1 (omit it for no limit)",
-            ));
+        match self.max_in_flight {
+            Some(n) if !(1..=MAX_IN_FLIGHT).contains(&n) => {
+                return Err(ConfigError::new(
+                    "provider.max_in_flight",
+                    format!("must be in [1, {MAX_IN_FLIGHT}] (omit it for no limit), got {n}"),
+                ))
+            }
+            _ => {}
         }
         let error_rate = share("error_rate", self.error_rate)?;
         let timeout_rate = share("timeout_rate", self.timeout_rate)?;
@@ -189,17 +210,21 @@ impl RawProvider {
             ));
         }
         let m = self.error_mix;
-        let total = m.s500 + m.s503 + m.s529;
-        if [m.s500, m.s503, m.s529]
-            .iter()
-            .any(|w| !(w.is_finite() && *w >= 0.0))
-            || total <= 0.0
-        {
+        let weights = [m.s500, m.s503, m.s529];
+        let top = weights.iter().copied().fold(0.0, f64::max);
+        if weights.iter().any(|w| !(w.is_finite() && *w >= 0.0)) || top <= 0.0 {
             return Err(ConfigError::new(
                 "provider.error_mix",
-                "weights must be >= 0 and not all 0",
+                format!(
+                    "weights must be finite numbers >= 0, not all 0, got 500 = {}, 503 = {}, \
+                     529 = {}",
+                    m.s500, m.s503, m.s529
+                ),
             ));
         }
+        // Relative to the largest weight, so the sum stays finite however large they are.
+        let [w500, w503, w529] = weights.map(|w| w / top);
+        let total = w500 + w503 + w529;
         Ok(ProviderConfig {
             rpm: rate("rpm", self.rpm)?,
             tpm: rate("tpm", self.tpm)?,
@@ -209,7 +234,7 @@ impl RawProvider {
             max_in_flight: self.max_in_flight,
             overload: self.overload,
             error_rate,
-            error_split: [m.s500 / total, (m.s500 + m.s503) / total],
+            error_split: [w500 / total, (w500 + w503) / total],
             timeout_rate,
         })
     }

@@ -8,6 +8,7 @@ use rand_distr::{Distribution, Exp1, StandardNormal};
 use serde::Deserialize;
 
 use crate::error::ConfigError;
+use crate::limits::{clamp_ms, read_regular_file, MAX_DURATION_MS, MAX_FILE_BYTES};
 
 /// z-score of the 95th percentile of a standard normal.
 const Z95: f64 = 1.644_853_626_951_472_2;
@@ -103,6 +104,32 @@ pub enum Latency {
     Mixture(Vec<(f64, Latency)>),
 }
 
+/// A latency in ms: finite, >= 0 and at most [`MAX_DURATION_MS`] (one year).
+fn duration_ms(key: &str, name: &str, v: f64) -> Result<f64, ConfigError> {
+    if v.is_finite() && (0.0..=MAX_DURATION_MS).contains(&v) {
+        Ok(v)
+    } else {
+        Err(ConfigError::new(
+            format!("{key}.{name}"),
+            format!("must be a number of ms in [0, {MAX_DURATION_MS}] (one year), got {v}"),
+        ))
+    }
+}
+
+/// A latency in ms as [`duration_ms`], and above 0.
+fn positive_ms(key: &str, name: &str, v: f64) -> Result<f64, ConfigError> {
+    let v = duration_ms(key, name, v)?;
+    if v > 0.0 {
+        Ok(v)
+    } else {
+        Err(ConfigError::new(
+            format!("{key}.{name}"),
+            format!("must be above 0 ms, got {v}"),
+        ))
+    }
+}
+
+/// A finite number above 0 (a shape, a weight).
 fn positive(key: &str, name: &str, v: f64) -> Result<f64, ConfigError> {
     if v.is_finite() && v > 0.0 {
         Ok(v)
@@ -114,15 +141,9 @@ fn positive(key: &str, name: &str, v: f64) -> Result<f64, ConfigError> {
     }
 }
 
-fn non_negative(key: &str, name: &str, v: f64) -> Result<f64, ConfigError> {
-    if v.is_finite() && v >= 0.0 {
-        Ok(v)
-    } else {
-        Err(ConfigError::new(
-            format!("{key}.{name}"),
-            format!("must be a number >= 0, got {v}"),
-        ))
-    }
+/// The largest `mu` of a log-normal: ln([`MAX_DURATION_MS`]), a median of one year.
+fn max_mu() -> f64 {
+    MAX_DURATION_MS.ln()
 }
 
 /// `mu` and `sigma` of the log-normal whose mean and 95th percentile are the given values.
@@ -140,8 +161,18 @@ pub fn lognormal_fit(mean: f64, p95: f64) -> Option<(f64, f64)> {
 fn read_values(key: &str, file: &str, base: &Path) -> Result<Vec<f64>, ConfigError> {
     let path = base.join(file);
     let key = format!("{key}.file");
-    let text = std::fs::read_to_string(&path).map_err(|e| {
+    let bytes = read_regular_file(&path, MAX_FILE_BYTES).map_err(|e| {
         ConfigError::new(key.clone(), format!("cannot read {}: {e}", path.display()))
+    })?;
+    let text = String::from_utf8(bytes).map_err(|e| {
+        ConfigError::new(
+            key.clone(),
+            format!(
+                "cannot read {}: not UTF-8 (at byte {})",
+                path.display(),
+                e.utf8_error().valid_up_to()
+            ),
+        )
     })?;
     let mut values = Vec::new();
     let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
@@ -151,12 +182,12 @@ fn read_values(key: &str, file: &str, base: &Path) -> Result<Vec<f64>, ConfigErr
             continue;
         }
         match field.parse::<f64>() {
-            Ok(v) if v.is_finite() && v >= 0.0 => values.push(v),
+            Ok(v) if v.is_finite() && (0.0..=MAX_DURATION_MS).contains(&v) => values.push(v),
             Ok(v) => {
                 return Err(ConfigError::new(
                     key,
                     format!(
-                        "{}:{}: latency must be >= 0, got {v}",
+                        "{}:{}: latency must be in [0, {MAX_DURATION_MS}] ms (one year), got {v}",
                         path.display(),
                         i + 1
                     ),
@@ -167,7 +198,12 @@ fn read_values(key: &str, file: &str, base: &Path) -> Result<Vec<f64>, ConfigErr
             Err(_) => {
                 return Err(ConfigError::new(
                     key,
-                    format!("{}:{}: not a number: {field:?}", path.display(), i + 1),
+                    format!(
+                        "{}:{}: not a number: {:?}",
+                        path.display(),
+                        i + 1,
+                        clip(field)
+                    ),
                 ))
             }
         }
@@ -175,15 +211,29 @@ fn read_values(key: &str, file: &str, base: &Path) -> Result<Vec<f64>, ConfigErr
     Ok(values)
 }
 
+/// At most the first 40 characters of `s`, for quoting input in an error.
+fn clip(s: &str) -> String {
+    match s.char_indices().nth(40) {
+        Some((at, _)) => format!("{}...", &s[..at]),
+        None => s.to_string(),
+    }
+}
+
 impl RawLatency {
     /// Validates the distribution. `key` names it in errors (`provider.latency`); `base` is the
     /// folder relative to which an empirical `file` is read.
+    ///
+    /// Every parameter in ms (and every empirical value) must be finite, >= 0 and at most
+    /// [`MAX_DURATION_MS`] (one year); a log-normal's `mu` at most ln([`MAX_DURATION_MS`]) (a
+    /// median of one year); shapes, `sigma` and weights finite. An empirical `file` must be a
+    /// regular file of at most [`MAX_FILE_BYTES`]. Draws are clamped to the same bound (see
+    /// [`Latency::sample`]), so no distribution that builds can draw an unusable latency.
     pub fn build(&self, key: &str, base: &Path) -> Result<Latency, ConfigError> {
         Ok(match self {
-            RawLatency::Constant { ms } => Latency::Constant(non_negative(key, "ms", *ms)?),
+            RawLatency::Constant { ms } => Latency::Constant(duration_ms(key, "ms", *ms)?),
             RawLatency::Uniform { min_ms, max_ms } => {
-                let lo = non_negative(key, "min_ms", *min_ms)?;
-                let hi = non_negative(key, "max_ms", *max_ms)?;
+                let lo = duration_ms(key, "min_ms", *min_ms)?;
+                let hi = duration_ms(key, "max_ms", *max_ms)?;
                 if hi < lo {
                     return Err(ConfigError::new(
                         format!("{key}.max_ms"),
@@ -193,8 +243,8 @@ impl RawLatency {
                 Latency::Uniform(lo, hi)
             }
             RawLatency::Normal { mean_ms, sd_ms } => {
-                let mean = positive(key, "mean_ms", *mean_ms)?;
-                let sd = non_negative(key, "sd_ms", *sd_ms)?;
+                let mean = positive_ms(key, "mean_ms", *mean_ms)?;
+                let sd = duration_ms(key, "sd_ms", *sd_ms)?;
                 Latency::Normal(mean, sd)
             }
             RawLatency::Lognormal {
@@ -205,8 +255,8 @@ impl RawLatency {
             } => {
                 let (mu, sigma) = match (mean_ms, p95_ms, mu, sigma) {
                     (Some(mean), Some(p95), None, None) => {
-                        let mean = positive(key, "mean_ms", *mean)?;
-                        let p95 = positive(key, "p95_ms", *p95)?;
+                        let mean = positive_ms(key, "mean_ms", *mean)?;
+                        let p95 = positive_ms(key, "p95_ms", *p95)?;
                         lognormal_fit(mean, p95).ok_or_else(|| {
                             ConfigError::new(
                                 format!("{key}.p95_ms"),
@@ -218,24 +268,40 @@ impl RawLatency {
                             )
                         })?
                     }
-                    (None, None, Some(mu), Some(sigma)) if mu.is_finite() => {
-                        (*mu, non_negative(key, "sigma", *sigma)?)
+                    (None, None, Some(mu), Some(sigma)) => {
+                        if !(mu.is_finite() && *mu <= max_mu()) {
+                            return Err(ConfigError::new(
+                                format!("{key}.mu"),
+                                format!(
+                                    "must be a finite number at most ln({MAX_DURATION_MS}) = {:.4} \
+                                     (a median of at most one year), got {mu}",
+                                    max_mu()
+                                ),
+                            ));
+                        }
+                        if !(sigma.is_finite() && *sigma >= 0.0) {
+                            return Err(ConfigError::new(
+                                format!("{key}.sigma"),
+                                format!("must be a finite number >= 0, got {sigma}"),
+                            ));
+                        }
+                        (*mu, *sigma)
                     }
                     _ => {
                         return Err(ConfigError::new(
                             key,
-                            "lognormal takes either mean_ms and p95_ms, or mu and sigma (finite)",
+                            "lognormal takes either mean_ms and p95_ms, or mu and sigma",
                         ))
                     }
                 };
                 Latency::LogNormal(mu, sigma)
             }
             RawLatency::Exponential { mean_ms } => {
-                let mean = positive(key, "mean_ms", *mean_ms)?;
+                let mean = positive_ms(key, "mean_ms", *mean_ms)?;
                 Latency::Exponential(mean)
             }
             RawLatency::Pareto { scale_ms, shape } => {
-                let scale = positive(key, "scale_ms", *scale_ms)?;
+                let scale = positive_ms(key, "scale_ms", *scale_ms)?;
                 let shape = positive(key, "shape", *shape)?;
                 Latency::Pareto(scale, shape)
             }
@@ -243,7 +309,7 @@ impl RawLatency {
                 let values = match (values_ms, file) {
                     (Some(v), None) => {
                         for (i, x) in v.iter().enumerate() {
-                            non_negative(key, &format!("values_ms[{i}]"), *x)?;
+                            duration_ms(key, &format!("values_ms[{i}]"), *x)?;
                         }
                         v.clone()
                     }
@@ -267,29 +333,45 @@ impl RawLatency {
                         "needs at least one component",
                     ));
                 }
-                let mut total = 0.0;
                 let mut built = Vec::with_capacity(components.len());
                 for (i, c) in components.iter().enumerate() {
                     let ck = format!("{key}.components[{i}]");
-                    total += positive(&ck, "weight", c.weight)?;
-                    built.push((total, c.dist.build(&ck, base)?));
+                    built.push((positive(&ck, "weight", c.weight)?, c.dist.build(&ck, base)?));
                 }
-                Latency::Mixture(built.into_iter().map(|(w, d)| (w / total, d)).collect())
+                // Relative to the largest weight, so the sum stays finite however large they are.
+                let top = built.iter().map(|(w, _)| *w).fold(0.0, f64::max);
+                let total: f64 = built.iter().map(|(w, _)| w / top).sum();
+                let mut cum = 0.0;
+                let mut cumulative = Vec::with_capacity(built.len());
+                for (w, d) in built {
+                    cum += w / top;
+                    cumulative.push((cum / total, d));
+                }
+                Latency::Mixture(cumulative)
             }
         })
     }
 }
 
 impl Latency {
-    /// Draws one latency in milliseconds (never negative).
+    /// Draws one latency in milliseconds, always in `[0, MAX_DURATION_MS]`: a draw beyond one
+    /// year (a heavy tail, a log-normal with a large `sigma`) is clamped to it, and a draw that
+    /// is not a number counts as the bound (see [`clamp_ms`]). Never panics, whatever the
+    /// parameters (even those [`RawLatency::build`] refuses): an empty empirical list or mixture
+    /// draws 0.
     pub fn sample(&self, rng: &mut (impl Rng + ?Sized)) -> f64 {
+        clamp_ms(self.draw(rng))
+    }
+
+    fn draw(&self, rng: &mut (impl Rng + ?Sized)) -> f64 {
         match self {
             Latency::Constant(ms) => *ms,
             Latency::Uniform(lo, hi) => {
+                let (lo, hi) = (clamp_ms(*lo), clamp_ms(*hi));
                 if hi > lo {
-                    rng.random_range(*lo..=*hi)
+                    rng.random_range(lo..=hi)
                 } else {
-                    *lo
+                    lo
                 }
             }
             Latency::Normal(mean, sd) => {
@@ -316,20 +398,29 @@ impl Latency {
                 let u = 1.0 - rng.random::<f64>();
                 scale * u.powf(-1.0 / shape)
             }
-            Latency::Empirical(values) => values[rng.random_range(0..values.len())],
+            Latency::Empirical(values) => {
+                if values.is_empty() {
+                    return 0.0;
+                }
+                values[rng.random_range(0..values.len())]
+            }
             Latency::Mixture(components) => {
                 let u: f64 = rng.random();
-                let last = components.len() - 1;
-                let i = components
+                let chosen = components
                     .iter()
-                    .position(|(cum, _)| u < *cum)
-                    .unwrap_or(last);
-                components[i].1.sample(rng)
+                    .find(|(cum, _)| u < *cum)
+                    .or(components.last());
+                match chosen {
+                    Some((_, d)) => d.sample(rng),
+                    None => 0.0,
+                }
             }
         }
     }
 
-    /// The distribution's mean in milliseconds (closed form; for reports and tests).
+    /// The distribution's mean in milliseconds (closed form; for reports and tests). It is the
+    /// mean of the distribution as given, before [`Latency::sample`]'s clamp to one year, so a
+    /// heavy tail can make it larger than any draw (or infinite).
     pub fn mean(&self) -> f64 {
         match self {
             Latency::Constant(ms) => *ms,

@@ -2,15 +2,21 @@
 //!
 //! [`ProviderModel`] is a rate-limited LLM API as a pure state machine with no clock: it is told
 //! the time of each request and answers with a [`Decision`] (serve after a latency, 429 with
-//! Retry-After and rate-limit headers, or an error). The virtual-time simulator calls it
-//! in-process; [`server::MockProvider`] serves it over HTTP with real time (a wiremock server),
-//! and [`cli`] is the `capsize-mock` command line. One model, two faces.
+//! Retry-After and rate-limit headers, an error, or a 413 for a request no wait could ever
+//! admit). The virtual-time simulator calls it in-process; [`server::MockProvider`] serves it
+//! over HTTP with real time (a hyper server on a thread of its own), and [`cli`] is the
+//! `capsize-mock` command line. One model, two faces.
+//!
+//! [`limits`] holds the bounds every input is validated against (one year for any duration,
+//! 1e12 per minute for `rpm`/`tpm`, 16 MiB for a file, 1 MiB for a request body): whatever
+//! passes validation cannot make the model or the server panic.
 
 pub mod cli;
 pub mod config;
 pub mod error;
 pub mod headers;
 pub mod latency;
+pub mod limits;
 pub mod model;
 pub mod server;
 pub mod window;
@@ -20,3 +26,4 @@ pub use error::ConfigError;
 pub use latency::{Latency, RawLatency};
 pub use model::{Counters, Decision, Outcome, ProviderModel};
 pub use server::{MockProvider, ServerConfig, ServerError};
+pub use window::Limit;

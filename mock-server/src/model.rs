@@ -2,10 +2,12 @@
 //!
 //! Each request is told its arrival time (a `Duration` since the model started) and its token
 //! cost, and gets a [`Decision`]: served after a latency, refused with a 429 (and when to retry),
-//! failed with a 5xx/529, or never answered. The order of checks: capacity (`max_in_flight`
-//! with a rejecting `overload`), then quota (charged at arrival, as real providers do, even if the
-//! caller later gives up), then the request's fate (error, timeout or service), then its place
-//! among the `max_in_flight` servers (queueing adds to its latency).
+//! failed with a 5xx/529, never answered, or refused with a 413 when no wait could ever make it
+//! fit. The order of checks: size (a request larger than the limits can ever admit), then
+//! capacity (`max_in_flight` with a rejecting `overload`), then quota (charged at arrival, as
+//! real providers do, even if the caller later gives up), then the request's fate (error,
+//! timeout or service), then its place among the `max_in_flight` servers (queueing adds to its
+//! latency).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -18,7 +20,8 @@ use serde::{Deserialize, Serialize};
 use crate::config::{Overload, ProviderConfig, RetryAfter};
 use crate::headers::go_duration;
 use crate::latency::Latency;
-use crate::window::{Usage, Window};
+use crate::limits::duration_from_ms;
+use crate::window::{Limit, Usage, Window};
 
 /// How a request ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,6 +34,10 @@ pub enum Outcome {
     Error(u16),
     /// Never answered: the client's timeout ends it.
     Timeout,
+    /// 413: larger than this limit can ever admit (a request costing more tokens than `tpm`),
+    /// under every window kind; no wait helps, so it carries no Retry-After and must not be
+    /// retried. Not charged; counted as [`Counters::errored`].
+    TooLarge(Limit),
 }
 
 /// The model's answer to one request.
@@ -60,6 +67,7 @@ impl Decision {
             Outcome::RateLimited => 429,
             Outcome::Error(s) => s,
             Outcome::Timeout => 504,
+            Outcome::TooLarge(_) => 413,
         }
     }
 
@@ -108,11 +116,13 @@ pub struct Counters {
     pub served: u64,
     /// Requests refused with 429.
     pub rate_limited: u64,
-    /// Requests failed with 500/503/529 (including capacity 503s).
+    /// Requests failed with 500/503/529 (including capacity 503s), and requests refused with
+    /// 413 because they are larger than the limits can ever admit ([`Outcome::TooLarge`]).
+    /// So `received = served + rate_limited + errored + timed_out` always holds.
     pub errored: u64,
     /// Requests never answered.
     pub timed_out: u64,
-    /// Tokens charged against the quota.
+    /// Tokens charged against the quota (saturating at `u64::MAX`).
     pub tokens_charged: u64,
 }
 
@@ -122,21 +132,22 @@ pub struct ProviderModel {
     config: ProviderConfig,
     window: Window,
     rng: Xoshiro256PlusPlus,
-    /// When each of the `max_in_flight` servers is next free.
-    servers: Option<BinaryHeap<Reverse<Duration>>>,
+    /// `max_in_flight` and when each server used so far is next free; a server not in the heap
+    /// has never been used (it is free), so the heap only grows as requests arrive.
+    servers: Option<(usize, BinaryHeap<Reverse<Duration>>)>,
     counters: Counters,
-}
-
-fn ms(v: f64) -> Duration {
-    Duration::from_secs_f64(v / 1000.0)
 }
 
 impl ProviderModel {
     /// A model of `config`, its randomness seeded by `seed`, at time 0 with nothing used.
     pub fn new(config: ProviderConfig, seed: u64) -> Self {
-        let servers = config
-            .max_in_flight
-            .map(|n| (0..n).map(|_| Reverse(Duration::ZERO)).collect());
+        // At least one server (0 only comes from a configuration built by hand).
+        let servers = config.max_in_flight.map(|n| {
+            (
+                usize::try_from(n.max(1)).unwrap_or(usize::MAX),
+                BinaryHeap::new(),
+            )
+        });
         ProviderModel {
             window: Window::new(config.window, config.rpm, config.tpm),
             rng: Xoshiro256PlusPlus::seed_from_u64(seed),
@@ -165,6 +176,7 @@ impl ProviderModel {
         let (requests, tokens) = self.window.usage(now);
         match outcome {
             Outcome::RateLimited => self.counters.rate_limited += 1,
+            // Errors and 413s alike.
             _ => self.counters.errored += 1,
         }
         Decision {
@@ -192,7 +204,15 @@ impl ProviderModel {
         latency: Option<&Latency>,
     ) -> Decision {
         self.counters.received += 1;
-        let busy_until = self.servers.as_ref().and_then(|s| s.peek()).map(|r| r.0);
+        if let Err(limit) = self.window.admits(tokens) {
+            // No wait can help: a 413 without Retry-After, before capacity and quota.
+            return self.refuse(now, Outcome::TooLarge(limit), None);
+        }
+        // When the earliest server is free, if every one has been used (else one is free now).
+        let busy_until = match &self.servers {
+            Some((n, heap)) if heap.len() >= *n => heap.peek().map(|r| r.0),
+            _ => None,
+        };
         if let Some(free_at) = busy_until.filter(|&f| f > now) {
             match self.config.overload {
                 Overload::Queue => {}
@@ -204,29 +224,38 @@ impl ProviderModel {
                 }
             }
         }
-        if let Err(fits_in) = self.window.try_charge(now, tokens) {
-            let retry_after = match self.config.retry_after {
-                // A request that can never fit is told to wait a minute.
-                RetryAfter::Auto => Some(fits_in.unwrap_or(Duration::from_secs(60))),
-                RetryAfter::Fixed(d) => Some(d),
-                RetryAfter::None => None,
-            };
-            return self.refuse(now, Outcome::RateLimited, retry_after);
+        match self.window.try_charge(now, tokens) {
+            Ok(()) => {}
+            // Only float noise reaches this past `admits`; it is still never going to fit.
+            Err(None) => return self.refuse(now, Outcome::TooLarge(Limit::Tokens), None),
+            Err(Some(fits_in)) => {
+                let retry_after = match self.config.retry_after {
+                    RetryAfter::Auto => Some(fits_in),
+                    RetryAfter::Fixed(d) => Some(d),
+                    RetryAfter::None => None,
+                };
+                return self.refuse(now, Outcome::RateLimited, retry_after);
+            }
         }
-        self.counters.tokens_charged += tokens;
+        self.counters.tokens_charged = self.counters.tokens_charged.saturating_add(tokens);
         // Always two draws, in this order, so a seed gives the same stream whatever the outcome.
         let fate: f64 = self.rng.random();
         let dist = latency.unwrap_or(&self.config.latency);
-        let service = ms(dist.sample(&mut self.rng));
+        // Drawn in [0, one year] (`Latency::sample` clamps), and converted without panicking.
+        let service = duration_from_ms(dist.sample(&mut self.rng));
         let start = match &mut self.servers {
-            Some(servers) => {
-                let free = servers.pop().map_or(now, |r| r.0).max(now);
-                servers.push(Reverse(free + service));
+            Some((n, heap)) => {
+                let free = if heap.len() >= *n {
+                    heap.pop().map_or(now, |r| r.0).max(now)
+                } else {
+                    now
+                };
+                heap.push(Reverse(free.saturating_add(service)));
                 free
             }
             None => now,
         };
-        let latency = start - now + service;
+        let latency = (start - now).saturating_add(service);
         let cfg = &self.config;
         let outcome = if fate < cfg.error_rate {
             let u = fate / cfg.error_rate;

@@ -1,34 +1,64 @@
-//! The mock provider over HTTP: the same [`ProviderModel`] behind a wiremock server.
+//! The mock provider over HTTP: the same [`ProviderModel`] behind a small HTTP/1.1 server.
 //!
-//! One catch-all wiremock mock routes every request to a [`Respond`](wiremock::Respond)
-//! implementation that feeds the model real time (scaled by `time_scale`) and turns each
-//! decision into a response: OpenAI-compatible `POST /v1/chat/completions`, Anthropic-compatible
-//! `POST /v1/messages`, a generic `POST /tools/{name}`, plus `GET /stats` (the model's counters)
-//! and `GET /healthz`, which do not reach the model. The model sits behind a `std::sync::Mutex`.
-//! wiremock's memory is kept flat by [`rotate`].
+//! Every request is routed by the responder, which feeds the model real time (scaled by
+//! `time_scale`) and turns each decision into a response: OpenAI-compatible
+//! `POST /v1/chat/completions`, Anthropic-compatible `POST /v1/messages`, a generic
+//! `POST /tools/{name}`, plus `GET /stats` (the model's counters) and `GET /healthz`, which do not
+//! reach the model. The model sits behind a `std::sync::Mutex`.
+//!
+//! The server runs on a thread of its own, on a current-thread tokio runtime, so it never
+//! competes with the caller's runtime; dropping the [`MockProvider`] stops it, closing every
+//! connection. It is hyper's HTTP/1.1 server with bounds on everything a client sends:
+//!
+//! - a request head (request line and headers) over [`MAX_HEAD_BYTES`] gets 431, one that does
+//!   not parse 400 (both from hyper, with an empty body), and one not complete within
+//!   [`HEAD_TIMEOUT`] a closed connection;
+//! - a body is read only for a model-facing route, and only up to [`MAX_BODY_BYTES`]: a
+//!   `Content-Length` over it is answered 413 without reading any of it, a longer chunked body
+//!   413 as soon as it passes the limit (the connection is then closed: a client still sending
+//!   gets a reset, and sees the 413 if it reads before it finishes writing), a body not complete
+//!   within [`BODY_TIMEOUT`] 408, a body cut short (the client shut its side, or the chunked
+//!   framing is broken) 400, and one whose client has gone is dropped without an answer;
+//! - nothing of a request is kept once its response is built (no request log);
+//! - HTTP/1 only: hyper closes a connection that opens with the HTTP/2 preface.
 //!
 //! Real time is read through `tokio::time::Instant`: start the server from a runtime whose clock
 //! is not paused, or model time will not advance with the wall clock.
 
 mod respond;
-pub mod rotate;
 pub mod wire;
 
 use std::collections::BTreeMap;
+use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
+use hyper::body::{Body, Bytes, Incoming};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{HeaderMap, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use thiserror::Error;
-use wiremock::MockServer;
+use tokio::net::TcpListener;
+use tokio::sync::{oneshot, watch};
 
 pub use respond::{CHARGED_HEADER, LATENCY_HEADER, NEVER, TIMER_LAG, TOKENS_HEADER};
-pub use rotate::{Rotations, ROTATE_EVERY};
 
 use crate::config::ProviderConfig;
 use crate::latency::Latency;
+use crate::limits::{MAX_BODY_BYTES, MAX_HEAD_BYTES};
 use crate::model::{Counters, ProviderModel};
-use respond::{catch_all, Shared};
+use respond::{body_too_large, refuse, Reply, Route, Shared};
+
+/// How long a client may take to send a request head before its connection is closed.
+pub const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a client may take to send a request body before it is answered 408.
+pub const BODY_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long the server waits before accepting again after `accept` failed (out of descriptors,
+/// say), so that it neither spins nor stops serving.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(10);
 
 /// What the server serves.
 #[derive(Debug, Clone, PartialEq)]
@@ -58,14 +88,17 @@ pub enum ServerError {
         /// Why.
         source: std::io::Error,
     },
+    /// The server's thread or runtime could not be started.
+    #[error("cannot start the server: {0}")]
+    Start(std::io::Error),
 }
 
 /// A running mock provider; it serves until dropped.
 pub struct MockProvider {
-    /// Owned here (the rotation holds it weakly); dropping it stops the server.
-    _server: Arc<MockServer>,
     shared: Arc<Shared>,
     address: SocketAddr,
+    /// Dropping it stops the server: its accept loop ends, and its runtime with every connection.
+    _stop: watch::Sender<()>,
 }
 
 impl std::fmt::Debug for MockProvider {
@@ -86,8 +119,8 @@ fn wall_clock() -> Duration {
 }
 
 impl MockProvider {
-    /// Binds `addr` (port 0 = any free port) and serves until dropped. The provider is mounted
-    /// before this returns; a request that somehow arrives earlier may get wiremock's bare 404.
+    /// Binds `addr` (port 0 = any free port) and serves until dropped. When this returns, the
+    /// server is accepting connections.
     pub async fn start(
         config: ServerConfig,
         addr: SocketAddr,
@@ -99,13 +132,8 @@ impl MockProvider {
         let bind_err = |source| ServerError::Bind { addr, source };
         let listener = std::net::TcpListener::bind(addr).map_err(bind_err)?;
         let address = listener.local_addr().map_err(bind_err)?;
+        listener.set_nonblocking(true).map_err(bind_err)?;
         let model = ProviderModel::new(config.provider, config.seed);
-        let server = MockServer::builder()
-            .listener(listener)
-            .disable_request_recording()
-            .start()
-            .await;
-        let server = Arc::new(server);
         let shared = Arc::new(Shared::new(
             model,
             config.latencies,
@@ -113,13 +141,24 @@ impl MockProvider {
             tokio::time::Instant::now(),
             wall_clock(),
         ));
-        shared.rotation.attach(&server);
-        server.register(catch_all(&shared)).await;
-        Ok(MockProvider {
-            _server: server,
-            shared,
-            address,
-        })
+        let (stop, stopped) = watch::channel(());
+        let (ready, is_ready) = oneshot::channel();
+        let serving = Arc::clone(&shared);
+        std::thread::Builder::new()
+            .name("capsize-mock".into())
+            .spawn(move || serve_on_own_runtime(listener, serving, stopped, ready))
+            .map_err(ServerError::Start)?;
+        match is_ready.await {
+            Ok(Ok(())) => Ok(MockProvider {
+                shared,
+                address,
+                _stop: stop,
+            }),
+            Ok(Err(e)) => Err(ServerError::Start(e)),
+            Err(_) => Err(ServerError::Start(std::io::Error::other(
+                "the server thread ended before it was ready",
+            ))),
+        }
     }
 
     /// The address it listens on.
@@ -136,9 +175,148 @@ impl MockProvider {
     pub fn counters(&self) -> Counters {
         self.shared.counters()
     }
+}
 
-    /// What the memory rotations did so far (see [`rotate`]).
-    pub fn rotations(&self) -> Rotations {
-        self.shared.rotation.stats()
+/// The server thread: a current-thread runtime running the accept loop until `stop` fires (or
+/// its sender is dropped); then the runtime is dropped, and every connection with it.
+fn serve_on_own_runtime(
+    listener: std::net::TcpListener,
+    shared: Arc<Shared>,
+    stop: watch::Receiver<()>,
+    ready: oneshot::Sender<std::io::Result<()>>,
+) {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            let _ = ready.send(Err(e));
+            return;
+        }
+    };
+    runtime.block_on(async move {
+        match TcpListener::from_std(listener) {
+            Ok(listener) => {
+                let _ = ready.send(Ok(()));
+                accept_loop(listener, shared, stop).await;
+            }
+            Err(e) => {
+                let _ = ready.send(Err(e));
+            }
+        }
+    });
+}
+
+async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, mut stop: watch::Receiver<()>) {
+    loop {
+        let stream = tokio::select! {
+            biased;
+            _ = stop.changed() => return,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(_) => {
+                    tokio::time::sleep(ACCEPT_BACKOFF).await;
+                    continue;
+                }
+            },
+        };
+        let shared = Arc::clone(&shared);
+        tokio::spawn(async move {
+            let service = service_fn(move |req| handle(Arc::clone(&shared), req));
+            // An error here is the client's (a malformed head, a closed connection): hyper has
+            // already answered what it could, and there is no one left to tell.
+            let _ = http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEAD_TIMEOUT)
+                .max_header_size(MAX_HEAD_BYTES)
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
     }
+}
+
+/// Why a body was not read.
+enum BodyError {
+    /// Over [`MAX_BODY_BYTES`].
+    TooLarge,
+    /// Not complete within [`BODY_TIMEOUT`].
+    Slow,
+    /// Cut short, or not HTTP: the connection is gone or broken.
+    Broken,
+}
+
+/// Reads a body of at most [`MAX_BODY_BYTES`], refusing a longer declared length without
+/// reading any of it, and a longer chunked body as soon as it passes the limit.
+async fn read_body(body: Incoming) -> Result<Bytes, BodyError> {
+    let limit = u64::try_from(MAX_BODY_BYTES).unwrap_or(u64::MAX);
+    if body.size_hint().lower() > limit {
+        return Err(BodyError::TooLarge);
+    }
+    let read = Limited::new(body, MAX_BODY_BYTES).collect();
+    match tokio::time::timeout(BODY_TIMEOUT, read).await {
+        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+        Ok(Err(e)) if e.is::<LengthLimitError>() => Err(BodyError::TooLarge),
+        Ok(Err(_)) => Err(BodyError::Broken),
+        Err(_) => Err(BodyError::Slow),
+    }
+}
+
+/// One request: route it, read its body if it goes to the model, decide, drop the body, hold
+/// the answer for its delay, answer.
+async fn handle(
+    shared: Arc<Shared>,
+    req: Request<Incoming>,
+) -> Result<Response<Full<Bytes>>, Infallible> {
+    let (parts, body) = req.into_parts();
+    let reply = match shared.route(&parts.method, parts.uri.path()) {
+        Route::Answer(reply) => reply,
+        Route::Model(call) => match read_body(body).await {
+            // The body is dropped here, before the answer's delay.
+            Ok(bytes) => shared.model_call(&call, &parts.headers, &bytes),
+            Err(BodyError::TooLarge) => body_too_large(call.api),
+            Err(BodyError::Slow) => refuse(
+                call.api,
+                408,
+                &format!(
+                    "Request body not received within {} s (capsize mock provider).",
+                    BODY_TIMEOUT.as_secs()
+                ),
+            ),
+            // hyper cannot write an answer to a connection that is gone; this one is for a
+            // client that only half-closed.
+            Err(BodyError::Broken) => refuse(
+                call.api,
+                400,
+                "Request body cut short (capsize mock provider).",
+            ),
+        },
+    };
+    drop(parts);
+    if !reply.delay.is_zero() {
+        tokio::time::sleep(reply.delay).await;
+    }
+    Ok(response(reply))
+}
+
+/// The HTTP response for a reply. A header that is not valid in HTTP is left out (none of ours
+/// is; this only keeps a future mistake from being a panic).
+fn response(reply: Reply) -> Response<Full<Bytes>> {
+    use hyper::header::{HeaderName, HeaderValue, CONTENT_TYPE};
+    let mut r = Response::new(Full::new(Bytes::from(reply.body)));
+    *r.status_mut() =
+        StatusCode::from_u16(reply.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let headers: &mut HeaderMap = r.headers_mut();
+    if let Ok(value) = HeaderValue::from_bytes(reply.content_type.as_bytes()) {
+        headers.insert(CONTENT_TYPE, value);
+    }
+    for (name, value) in reply.headers {
+        if let (Ok(name), Ok(value)) = (
+            HeaderName::from_bytes(name.as_bytes()),
+            HeaderValue::from_bytes(value.as_bytes()),
+        ) {
+            headers.append(name, value);
+        }
+    }
+    r
 }

@@ -7,7 +7,20 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::limits::{duration_from_secs, MAX_DURATION};
+
 const MINUTE: Duration = Duration::from_secs(60);
+
+/// `secs` rounded up to a whole nanosecond (so a retry after exactly this wait fits), within
+/// `[0, MAX_DURATION]`; NaN counts as the bound.
+fn ceil_nanos(secs: f64) -> Duration {
+    let nanos = (secs * 1e9).ceil();
+    if nanos.is_nan() || nanos >= MAX_DURATION.as_nanos() as f64 {
+        return MAX_DURATION;
+    }
+    // In [0, 3.2e16): exact enough, and within u64.
+    Duration::from_nanos(nanos.max(0.0) as u64)
+}
 
 /// How a per-minute limit is counted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
@@ -20,6 +33,16 @@ pub enum WindowKind {
     Fixed,
     /// The budget refills continuously, up to one minute's worth.
     TokenBucket,
+}
+
+/// The limit a request can never fit, however long it waits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Limit {
+    /// Fewer than one request a minute: no request fits (only a configuration built without
+    /// [`crate::RawProvider::build`] can say so).
+    Requests,
+    /// The request costs more tokens than a whole minute's `tpm`.
+    Tokens,
 }
 
 /// The state of one limit, for rate-limit headers.
@@ -85,11 +108,11 @@ impl Window {
         match &mut self.state {
             State::Sliding { log, tokens } => {
                 while let Some(&(t, cost)) = log.front() {
-                    if t + MINUTE > now {
+                    if t.saturating_add(MINUTE) > now {
                         break;
                     }
                     log.pop_front();
-                    *tokens -= cost;
+                    *tokens = tokens.saturating_sub(cost);
                 }
             }
             State::Fixed {
@@ -97,9 +120,9 @@ impl Window {
                 requests,
                 tokens,
             } => {
-                if now >= *start + MINUTE {
-                    let minutes = (now.as_nanos() / MINUTE.as_nanos()) as u32;
-                    *start = MINUTE * minutes;
+                if now >= start.saturating_add(MINUTE) {
+                    // The whole minute `now` is in.
+                    *start = Duration::from_secs(now.as_secs() - now.as_secs() % MINUTE.as_secs());
                     *requests = 0;
                     *tokens = 0;
                 }
@@ -123,32 +146,47 @@ impl Window {
         }
     }
 
+    /// Whether a request of `cost` tokens can ever fit, in an empty window: `Err` names the limit
+    /// it exceeds whatever the wait. The same for every [`WindowKind`]: an empty sliding or fixed
+    /// window, and a full bucket, hold one minute's worth of each limit.
+    pub fn admits(&self, cost: u64) -> Result<(), Limit> {
+        // NaN limits (only from a configuration built by hand) admit nothing.
+        if self.rpm.is_some_and(|r| r.is_nan() || r < 1.0) {
+            return Err(Limit::Requests);
+        }
+        // `cost as f64` rounds only above 2^53, far beyond any valid `tpm`.
+        if self.tpm.is_some_and(|t| t.is_nan() || cost as f64 > t) {
+            return Err(Limit::Tokens);
+        }
+        Ok(())
+    }
+
     /// Charges one request of `cost` tokens if it fits now; otherwise returns how long until it
-    /// would fit (`None` if it never can: it costs more than a whole minute's tokens).
+    /// would fit (`None` if it never can: see [`Window::admits`]).
     pub fn try_charge(&mut self, now: Duration, cost: u64) -> Result<(), Option<Duration>> {
         self.advance(now);
-        let (rpm, tpm) = (self.rpm, self.tpm);
-        if tpm.is_some_and(|t| cost as f64 > t) {
+        if self.admits(cost).is_err() {
             return Err(None);
         }
+        let (rpm, tpm) = (self.rpm, self.tpm);
         match &mut self.state {
             State::Sliding { log, tokens } => {
                 let fits = |n: usize, used: u64| {
                     rpm.is_none_or(|r| (n + 1) as f64 <= r)
-                        && tpm.is_none_or(|t| (used + cost) as f64 <= t)
+                        && tpm.is_none_or(|t| used.saturating_add(cost) as f64 <= t)
                 };
                 if fits(log.len(), *tokens) {
                     log.push_back((now, cost));
-                    *tokens += cost;
+                    *tokens = tokens.saturating_add(cost);
                     return Ok(());
                 }
                 // Walk the log in arrival order until enough of it has expired.
                 let (mut n, mut used) = (log.len(), *tokens);
                 for &(t, c) in log.iter() {
                     n -= 1;
-                    used -= c;
+                    used = used.saturating_sub(c);
                     if fits(n, used) {
-                        return Err(Some(t + MINUTE - now));
+                        return Err(Some(t.saturating_add(MINUTE).saturating_sub(now)));
                     }
                 }
                 Err(None)
@@ -158,14 +196,14 @@ impl Window {
                 requests,
                 tokens,
             } => {
-                let fits = rpm.is_none_or(|r| (*requests + 1) as f64 <= r)
-                    && tpm.is_none_or(|t| (*tokens + cost) as f64 <= t);
+                let fits = rpm.is_none_or(|r| requests.saturating_add(1) as f64 <= r)
+                    && tpm.is_none_or(|t| tokens.saturating_add(cost) as f64 <= t);
                 if fits {
-                    *requests += 1;
-                    *tokens += cost;
+                    *requests = requests.saturating_add(1);
+                    *tokens = tokens.saturating_add(cost);
                     return Ok(());
                 }
-                Err(Some(*start + MINUTE - now))
+                Err(Some(start.saturating_add(MINUTE).saturating_sub(now)))
             }
             State::Bucket {
                 requests, tokens, ..
@@ -180,7 +218,7 @@ impl Window {
                     *tokens -= cost as f64;
                     return Ok(());
                 }
-                Err(Some(Duration::from_nanos((wait * 1e9).ceil() as u64)))
+                Err(Some(ceil_nanos(wait)))
             }
         }
     }
@@ -193,9 +231,9 @@ impl Window {
         // is back when it has refilled what is used.
         let (used_requests, used_tokens, back_at) = match &self.state {
             State::Sliding { log, tokens } => {
-                let reset = log
-                    .back()
-                    .map_or(Duration::ZERO, |&(t, _)| t + MINUTE - now);
+                let reset = log.back().map_or(Duration::ZERO, |&(t, _)| {
+                    t.saturating_add(MINUTE).saturating_sub(now)
+                });
                 (log.len() as f64, *tokens as f64, Some(reset))
             }
             State::Fixed {
@@ -206,7 +244,7 @@ impl Window {
                 let reset = if *requests == 0 {
                     Duration::ZERO
                 } else {
-                    *start + MINUTE - now
+                    start.saturating_add(MINUTE).saturating_sub(now)
                 };
                 (*requests as f64, *tokens as f64, Some(reset))
             }
@@ -222,8 +260,7 @@ impl Window {
             limit.map(|l| Usage {
                 limit: l,
                 remaining: (l - used).max(0.0),
-                reset: back_at
-                    .unwrap_or_else(|| Duration::from_secs_f64((used / (l / 60.0)).max(0.0))),
+                reset: back_at.unwrap_or_else(|| duration_from_secs(used / (l / 60.0))),
             })
         };
         (usage(rpm, used_requests), usage(tpm, used_tokens))
@@ -235,7 +272,7 @@ mod tests {
     use super::*;
 
     fn s(x: f64) -> Duration {
-        Duration::from_secs_f64(x)
+        duration_from_secs(x)
     }
 
     #[test]

@@ -177,6 +177,13 @@ fn a_bad_scenario_file_is_one_line_and_exit_2() {
     let missing = dir.join("missing.toml");
     let out = run(&["--scenario", missing.to_str().unwrap()]);
     assert_one_line_failure(&out, 2, &["missing.toml", "cannot read"]);
+    // A device is refused at once, not read until memory runs out.
+    let out = run(&["--scenario", "/dev/zero"]);
+    assert_one_line_failure(
+        &out,
+        2,
+        &["/dev/zero: cannot read: not a regular file (a character device)"],
+    );
 }
 
 #[test]

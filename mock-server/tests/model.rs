@@ -10,7 +10,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use capsize_mock::{ConfigError, Decision, Latency, Outcome, ProviderModel, RawProvider};
+use capsize_mock::{ConfigError, Decision, Latency, Limit, Outcome, ProviderModel, RawProvider};
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
@@ -365,4 +365,56 @@ fn on_request_with_overrides_the_latency_for_one_request() {
     );
     assert_eq!(m.on_request_with(secs(1), 1, None).latency, Some(ms(100)));
     assert_eq!(m.on_request(secs(2), 1).latency, Some(ms(100)));
+}
+
+#[test]
+fn a_request_larger_than_the_tpm_is_a_413_under_every_window_whatever_the_retry_after() {
+    for window in ["sliding", "fixed", "token_bucket"] {
+        for retry_after in ["\"auto\"", "7", "\"none\""] {
+            let table = format!(
+                "tpm = 1000\nrpm = 100\nwindow = \"{window}\"\nretry_after = {retry_after}\n\
+                 max_in_flight = 1\noverload = \"429\""
+            );
+            let mut m = model(&table, 1);
+            let d = m.on_request(Duration::ZERO, 1_001);
+            assert_eq!(d.outcome, Outcome::TooLarge(Limit::Tokens), "{table}");
+            assert_eq!(d.status(), 413);
+            assert_eq!(
+                (d.retry_after, d.charged, d.latency),
+                (None, false, Some(Duration::ZERO)),
+                "{table}"
+            );
+            let h = d.headers();
+            assert!(
+                h.iter().all(|(n, _)| !n.starts_with("retry-after")),
+                "{h:?}"
+            );
+            assert_eq!(header(&h, "x-ratelimit-limit-tokens"), Some("1000"));
+            assert_eq!(header(&h, "x-ratelimit-remaining-tokens"), Some("1000"));
+            // Exactly the whole minute fits, and takes the one server.
+            assert_eq!(m.on_request(Duration::ZERO, 1_000).outcome, Outcome::Served);
+            // Too large is answered before capacity (the server is busy) and before quota (the
+            // minute is spent): no wait would help, so no 429 says otherwise.
+            let d = m.on_request(ms(50), u64::MAX);
+            assert_eq!(d.outcome, Outcome::TooLarge(Limit::Tokens), "{table}");
+            assert_eq!(m.on_request(ms(50), 1).outcome, Outcome::RateLimited);
+            let c = m.counters();
+            assert_eq!(
+                (c.received, c.served, c.rate_limited, c.errored, c.timed_out),
+                (4, 1, 1, 2, 0),
+                "{table}"
+            );
+            assert_eq!(c.tokens_charged, 1_000);
+        }
+    }
+    // A configuration built by hand with fewer than one request a minute admits nothing.
+    let mut c = config("rpm = 1").unwrap();
+    c.rpm = Some(0.5);
+    let mut m = ProviderModel::new(c, 1);
+    let d = m.on_request(Duration::ZERO, 1);
+    assert_eq!(
+        (d.outcome, d.status()),
+        (Outcome::TooLarge(Limit::Requests), 413)
+    );
+    assert_eq!(m.counters().errored, 1);
 }

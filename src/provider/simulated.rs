@@ -58,6 +58,8 @@ impl VirtualProvider {
             Outcome::RateLimited => ProviderError::rate_limited(scaled),
             Outcome::Error(code) => ProviderError::status(code).with_retry_after(scaled),
             Outcome::Timeout => ProviderError::timeout(),
+            // 413: no wait can help. As the HTTP provider classifies it: not retryable.
+            Outcome::TooLarge(_) => ProviderError::other("HTTP 413"),
             Outcome::Served => ProviderError::other("served is not an error"),
         }
     }

@@ -1,25 +1,25 @@
-//! The wiremock [`Respond`] implementation: routes a request, works out its token cost, asks the
-//! [`ProviderModel`] (fed real time, scaled) and turns the decision into a [`ResponseTemplate`]:
-//! status, rate-limit headers, a body in the provider's own shape and a `set_delay` for latency.
+//! The responder: routes a request, works out its token cost, asks the [`ProviderModel`] (fed
+//! real time, scaled) and turns the decision into a [`Reply`]: status, rate-limit headers, a body
+//! in the provider's own JSON shape and how long to hold the answer. Replies are data; the HTTP
+//! layer (`server.rs`) reads requests and writes replies.
 //!
-//! Bad requests (404, 405, 400) are answered here without reaching the model, so they are never
-//! charged. Nothing here panics on client input: a panic would drop the connection.
+//! Bad requests (400, 404, 405, 408, and 413 for a body over [`MAX_BODY_BYTES`]) are answered
+//! without reaching the model: never charged, never counted. Nothing here panics on client input.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
+use hyper::{HeaderMap, Method};
 use serde::Serialize;
 use tokio::time::Instant;
-use wiremock::http::Method;
-use wiremock::matchers::any;
-use wiremock::{Mock, Request, Respond, ResponseTemplate};
 
-use super::rotate::Rotation;
 use super::wire::{self, Api};
 use crate::latency::Latency;
+use crate::limits::{divide_duration, scale_duration, MAX_BODY_BYTES};
 use crate::model::{Counters, Decision, Outcome, ProviderModel};
+use crate::window::{Limit, Usage};
 
 /// Header giving a request's token cost, overriding the body's estimate.
 pub const TOKENS_HEADER: &str = "x-capsize-tokens";
@@ -36,7 +36,104 @@ pub const NEVER: Duration = Duration::from_secs(3600);
 /// the error would otherwise be multiplied by the scale.
 pub const TIMER_LAG: Duration = Duration::from_millis(1);
 
-/// Everything the responder (and the handle the caller keeps) shares.
+/// A response as data.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Reply {
+    /// HTTP status.
+    pub(crate) status: u16,
+    /// `content-type` of the body.
+    pub(crate) content_type: &'static str,
+    /// Further headers, names in lower case, in a fixed order.
+    pub(crate) headers: Vec<(&'static str, String)>,
+    /// The body.
+    pub(crate) body: Vec<u8>,
+    /// How long to hold the answer ([`NEVER`] for a request the model never answers).
+    pub(crate) delay: Duration,
+}
+
+impl Reply {
+    fn json(status: u16, body: &impl Serialize) -> Reply {
+        // Our bodies always serialise; the fallback is only for the impossible case.
+        let body = serde_json::to_vec(body).unwrap_or_else(|_| b"{}".to_vec());
+        Reply {
+            status,
+            content_type: "application/json",
+            headers: Vec::new(),
+            body,
+            delay: Duration::ZERO,
+        }
+    }
+
+    fn header(mut self, name: &'static str, value: impl Into<String>) -> Reply {
+        self.headers.push((name, value.into()));
+        self
+    }
+}
+
+/// A request refused before the model: an error body in `api`'s shape, not charged.
+pub(crate) fn refuse(api: Api, status: u16, message: &str) -> Reply {
+    Reply::json(status, &wire::error(api, status, message)).header(CHARGED_HEADER, "false")
+}
+
+/// The 413 for a body over [`MAX_BODY_BYTES`].
+pub(crate) fn body_too_large(api: Api) -> Reply {
+    let message = format!(
+        "Request body too large: over the limit of {MAX_BODY_BYTES} bytes (capsize mock provider)."
+    );
+    refuse(api, 413, &message)
+}
+
+/// At most the first 64 characters of `s`, for quoting client input in an error.
+pub(crate) fn clip(s: &str) -> String {
+    match s.char_indices().nth(64) {
+        Some((at, _)) => format!("{}...", &s[..at]),
+        None => s.to_string(),
+    }
+}
+
+fn not_allowed(api: Api, allow: &str, method: &Method, path: &str) -> Reply {
+    let message = format!(
+        "method {} not allowed on {} (allowed: {allow})",
+        clip(method.as_str()),
+        clip(path)
+    );
+    refuse(api, 405, &message).header("allow", allow)
+}
+
+/// A header's value as (lossy) text, trimmed, if present.
+fn header(headers: &HeaderMap, name: &str) -> Option<String> {
+    let v = headers.get(name)?;
+    Some(String::from_utf8_lossy(v.as_bytes()).trim().to_string())
+}
+
+/// Where a request goes.
+pub(crate) enum Route {
+    /// Answered without reading the body.
+    Answer(Reply),
+    /// To the model, once the body is read.
+    Model(Call),
+}
+
+/// A request bound for the model: whose API, and the tool's name for `/tools/{name}`.
+pub(crate) struct Call {
+    pub(crate) api: Api,
+    tool: Option<String>,
+}
+
+/// What a model-facing request asks for, once it has been read and found sound.
+struct Ask<'a> {
+    api: Api,
+    tokens: u64,
+    latency: Option<&'a Latency>,
+    kind: Kind<'a>,
+}
+
+enum Kind<'a> {
+    Chat(wire::Prompt),
+    Tool(&'a str),
+}
+
+/// Everything the server's tasks (and the handle the caller keeps) share.
 pub(crate) struct Shared {
     model: Mutex<ProviderModel>,
     latencies: BTreeMap<String, Latency>,
@@ -46,7 +143,6 @@ pub(crate) struct Shared {
     /// Wall-clock time since the Unix epoch at start (for `created` and Anthropic resets).
     wall_start: Duration,
     next_id: AtomicU64,
-    pub(crate) rotation: Rotation,
 }
 
 impl Shared {
@@ -64,7 +160,6 @@ impl Shared {
             start,
             wall_start,
             next_id: AtomicU64::new(1),
-            rotation: Rotation::default(),
         }
     }
 
@@ -75,193 +170,180 @@ impl Shared {
             .unwrap_or_else(PoisonError::into_inner)
             .counters()
     }
-}
 
-/// The catch-all responder mounted on the wiremock server.
-#[derive(Clone)]
-pub(crate) struct Responder(pub(crate) Arc<Shared>);
-
-/// The one mock the server has: every request, whatever its method and path, reaches the
-/// responder, which routes it (so unknown paths get our own 404 body, never wiremock's).
-pub(crate) fn catch_all(shared: &Arc<Shared>) -> Mock {
-    Mock::given(any()).respond_with(Responder(Arc::clone(shared)))
-}
-
-fn json(status: u16, body: &impl Serialize) -> ResponseTemplate {
-    // Our bodies always serialise; the fallback is only for the impossible case.
-    let bytes = serde_json::to_vec(body).unwrap_or_else(|_| b"{}".to_vec());
-    ResponseTemplate::new(status).set_body_raw(bytes, "application/json")
-}
-
-fn refuse(api: Api, status: u16, message: &str) -> ResponseTemplate {
-    json(status, &wire::error(api, status, message))
-}
-
-fn not_allowed(api: Api, allow: &str, method: &Method, path: &str) -> ResponseTemplate {
-    let message = format!("method {method} not allowed on {path} (allowed: {allow})");
-    refuse(api, 405, &message).insert_header("allow", allow)
-}
-
-/// A header's value as (lossy) text, trimmed, if present.
-fn header(req: &Request, name: &str) -> Option<String> {
-    let v = req.headers.get(name)?;
-    Some(String::from_utf8_lossy(v.as_bytes()).trim().to_string())
-}
-
-/// What a model-facing request asks for, once it has been read and found sound.
-struct Ask<'a> {
-    api: Api,
-    tokens: u64,
-    latency: Option<&'a Latency>,
-    kind: Kind<'a>,
-}
-
-enum Kind<'a> {
-    Chat(wire::Prompt),
-    Tool(&'a str),
-}
-
-impl Respond for Responder {
-    fn respond(&self, req: &Request) -> ResponseTemplate {
-        self.0.rotation.on_request(&self.0);
-        let path = req.url.path();
-        let method = &req.method;
+    /// Routes a request by method and path. Unknown paths get our own 404 body.
+    pub(crate) fn route(&self, method: &Method, path: &str) -> Route {
         let post = *method == Method::POST;
         let get = *method == Method::GET;
+        let model = |api, tool: Option<&str>| {
+            Route::Model(Call {
+                api,
+                tool: tool.map(str::to_string),
+            })
+        };
+        let answer = Route::Answer;
         match path {
-            "/healthz" if get => ResponseTemplate::new(200).set_body_string("ok"),
-            "/healthz" => not_allowed(Api::OpenAi, "GET", method, path),
-            "/stats" if get => json(200, &self.0.counters()),
-            "/stats" => not_allowed(Api::OpenAi, "GET", method, path),
-            "/v1/chat/completions" if post => self.model_call(req, Api::OpenAi, None),
-            "/v1/chat/completions" => not_allowed(Api::OpenAi, "POST", method, path),
-            "/v1/messages" if post => self.model_call(req, Api::Anthropic, None),
-            "/v1/messages" => not_allowed(Api::Anthropic, "POST", method, path),
+            "/healthz" if get => answer(Reply {
+                content_type: "text/plain",
+                body: b"ok".to_vec(),
+                ..Reply::json(200, &())
+            }),
+            "/healthz" => answer(not_allowed(Api::OpenAi, "GET", method, path)),
+            "/stats" if get => answer(Reply::json(200, &self.counters())),
+            "/stats" => answer(not_allowed(Api::OpenAi, "GET", method, path)),
+            "/v1/chat/completions" if post => model(Api::OpenAi, None),
+            "/v1/chat/completions" => answer(not_allowed(Api::OpenAi, "POST", method, path)),
+            "/v1/messages" if post => model(Api::Anthropic, None),
+            "/v1/messages" => answer(not_allowed(Api::Anthropic, "POST", method, path)),
             _ => match path.strip_prefix("/tools/") {
                 Some(name) if !name.is_empty() && !name.contains('/') => {
                     if post {
-                        self.model_call(req, Api::OpenAi, Some(name))
+                        model(Api::OpenAi, Some(name))
                     } else {
-                        not_allowed(Api::OpenAi, "POST", method, path)
+                        answer(not_allowed(Api::OpenAi, "POST", method, path))
                     }
                 }
-                _ => refuse(Api::OpenAi, 404, &format!("unknown path {path}")),
+                _ => answer(refuse(
+                    Api::OpenAi,
+                    404,
+                    &format!("unknown path {}", clip(path)),
+                )),
             },
         }
     }
-}
 
-impl Responder {
-    /// Reads a request bound for the model; `Err` is the 400 to answer instead.
+    /// Reads a request bound for the model; `Err` is the 400 message to answer instead.
     fn read<'a>(
         &'a self,
-        req: &Request,
-        api: Api,
-        tool: Option<&'a str>,
+        call: &'a Call,
+        headers: &HeaderMap,
+        body: &[u8],
     ) -> Result<Ask<'a>, String> {
-        let latency = match header(req, LATENCY_HEADER) {
+        let latency = match header(headers, LATENCY_HEADER) {
             None => None,
-            Some(name) => Some(self.0.latencies.get(&name).ok_or_else(|| {
-                let known: Vec<&str> = self.0.latencies.keys().map(String::as_str).collect();
+            Some(name) => Some(self.latencies.get(&name).ok_or_else(|| {
+                let known: Vec<&str> = self.latencies.keys().map(String::as_str).collect();
                 let known = if known.is_empty() {
                     "none".into()
                 } else {
                     known.join(", ")
                 };
-                format!("unknown {LATENCY_HEADER} '{name}' (known: {known})")
+                format!(
+                    "unknown {LATENCY_HEADER} '{}' (known: {known})",
+                    clip(&name)
+                )
             })?),
         };
-        let from_header = match header(req, TOKENS_HEADER) {
+        let from_header = match header(headers, TOKENS_HEADER) {
             None => None,
             Some(v) => Some(v.parse::<u64>().map_err(|_| {
-                format!("{TOKENS_HEADER} must be a non-negative integer, got '{v}'")
+                format!(
+                    "{TOKENS_HEADER} must be an integer in [0, {}], got '{}'",
+                    u64::MAX,
+                    clip(&v)
+                )
             })?),
         };
-        let (kind, estimate) = match tool {
-            Some(name) => (Kind::Tool(name), wire::tokens_of(req.body.len() as u64)),
+        let (kind, estimate) = match call.tool.as_deref() {
+            Some(name) => (
+                Kind::Tool(name),
+                wire::tokens_of(u64::try_from(body.len()).unwrap_or(u64::MAX)),
+            ),
             None => {
-                let prompt = wire::parse_prompt(api, &req.body)?;
+                let prompt = wire::parse_prompt(call.api, body)?;
                 let cost = prompt.cost();
                 (Kind::Chat(prompt), cost)
             }
         };
         Ok(Ask {
-            api,
+            api: call.api,
             tokens: from_header.unwrap_or(estimate),
             latency,
             kind,
         })
     }
 
-    fn model_call(&self, req: &Request, api: Api, tool: Option<&str>) -> ResponseTemplate {
-        let ask = match self.read(req, api, tool) {
+    /// The answer to a model-facing request whose body has been read (at most
+    /// [`MAX_BODY_BYTES`]). Nothing of the body is kept in the reply.
+    pub(crate) fn model_call(&self, call: &Call, headers: &HeaderMap, body: &[u8]) -> Reply {
+        let ask = match self.read(call, headers, body) {
             Ok(ask) => ask,
-            Err(message) => return refuse(api, 400, &message),
+            Err(message) => return refuse(call.api, 400, &message),
         };
-        let shared = &self.0;
-        let real = shared.start.elapsed();
-        let now = real.mul_f64(shared.time_scale);
-        let decision = shared
-            .model
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .on_request_with(now, ask.tokens, ask.latency);
-        let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
-        let real_decision = scaled(&decision, shared.time_scale);
-        let wall_now = shared.wall_start + real;
-        self.render(&ask, &real_decision, id, wall_now)
+        let (decision, real) = {
+            let mut model = self.model.lock().unwrap_or_else(PoisonError::into_inner);
+            // Read under the lock, so the model is told times in the order it sees requests.
+            let real = self.start.elapsed();
+            let now = scale_duration(real, self.time_scale);
+            (model.on_request_with(now, ask.tokens, ask.latency), real)
+        };
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let real_decision = scaled(&decision, self.time_scale);
+        let wall_now = self.wall_start.saturating_add(real);
+        render(&ask, &real_decision, id, wall_now)
     }
+}
 
-    /// The response for a decision whose durations are already real time.
-    fn render(&self, ask: &Ask, d: &Decision, id: u64, wall_now: Duration) -> ResponseTemplate {
-        let status = d.status();
-        let body = match (d.outcome, &ask.kind) {
-            (Outcome::Served, Kind::Chat(p)) => wire::served(ask.api, id, wall_now.as_secs(), p),
-            (Outcome::Served, Kind::Tool(name)) => wire::tool_result(name, id),
-            (Outcome::RateLimited, _) => {
-                let wait = d
-                    .retry_after
-                    .map(|r| format!(" Please try again in {}.", crate::headers::go_duration(r)))
-                    .unwrap_or_default();
-                let message = format!("Rate limit reached (capsize mock provider).{wait}");
-                wire::error(ask.api, status, &message)
-            }
-            (Outcome::Error(503), _) => wire::error(
-                ask.api,
-                status,
-                "The provider is unavailable (capsize mock).",
-            ),
-            (Outcome::Error(529), _) => wire::error(
-                ask.api,
-                status,
-                "The provider is overloaded (capsize mock).",
-            ),
-            (Outcome::Error(_), _) => {
-                wire::error(ask.api, status, "Internal server error (capsize mock).")
-            }
-            (Outcome::Timeout, _) => wire::error(ask.api, status, "Never answered."),
-        };
-        // Whether the quota was charged: a client books orphaned quota by it.
-        let mut t = json(status, &body)
-            .insert_header("x-request-id", format!("req_mock_{id}"))
-            .insert_header(CHARGED_HEADER, if d.charged { "true" } else { "false" });
-        for (name, value) in d.headers() {
-            t = t.insert_header(name, value);
-        }
-        for (name, value) in wire::anthropic_headers(d.requests, d.tokens, wall_now) {
-            t = t.insert_header(name, value);
-        }
-        let delay = match d.latency {
-            None => NEVER,
-            Some(l) => l,
-        };
-        let delay = delay.saturating_sub(TIMER_LAG);
-        if delay.is_zero() {
-            t
-        } else {
-            t.set_delay(delay)
-        }
+/// The message of a 413 for a request the limits can never admit.
+fn too_large_message(ask: &Ask, limit: Limit, d: &Decision) -> String {
+    let per_minute = |u: Option<Usage>| u.map_or("?".to_string(), |u| u.limit.to_string());
+    match limit {
+        Limit::Tokens => format!(
+            "Request too large: it costs {} tokens, more than the limit of {} tokens per minute, \
+             so it can never be served (capsize mock provider).",
+            ask.tokens,
+            per_minute(d.tokens)
+        ),
+        Limit::Requests => format!(
+            "Request too large: a limit of {} requests per minute admits no request, so it can \
+             never be served (capsize mock provider).",
+            per_minute(d.requests)
+        ),
     }
+}
+
+/// The reply for a decision whose durations are already real time.
+fn render(ask: &Ask, d: &Decision, id: u64, wall_now: Duration) -> Reply {
+    let status = d.status();
+    let body = match (d.outcome, &ask.kind) {
+        (Outcome::Served, Kind::Chat(p)) => wire::served(ask.api, id, wall_now.as_secs(), p),
+        (Outcome::Served, Kind::Tool(name)) => wire::tool_result(name, id),
+        (Outcome::RateLimited, _) => {
+            let wait = d
+                .retry_after
+                .map(|r| format!(" Please try again in {}.", crate::headers::go_duration(r)))
+                .unwrap_or_default();
+            let message = format!("Rate limit reached (capsize mock provider).{wait}");
+            wire::error(ask.api, status, &message)
+        }
+        (Outcome::TooLarge(limit), _) => {
+            wire::error(ask.api, status, &too_large_message(ask, limit, d))
+        }
+        (Outcome::Error(503), _) => wire::error(
+            ask.api,
+            status,
+            "The provider is unavailable (capsize mock).",
+        ),
+        (Outcome::Error(529), _) => wire::error(
+            ask.api,
+            status,
+            "The provider is overloaded (capsize mock).",
+        ),
+        (Outcome::Error(_), _) => {
+            wire::error(ask.api, status, "Internal server error (capsize mock).")
+        }
+        (Outcome::Timeout, _) => wire::error(ask.api, status, "Never answered."),
+    };
+    // Whether the quota was charged: a client books orphaned quota by it.
+    let mut reply = Reply::json(status, &body)
+        .header("x-request-id", format!("req_mock_{id}"))
+        .header(CHARGED_HEADER, if d.charged { "true" } else { "false" });
+    reply.headers.extend(d.headers());
+    reply
+        .headers
+        .extend(wire::anthropic_headers(d.requests, d.tokens, wall_now));
+    reply.delay = d.latency.unwrap_or(NEVER).saturating_sub(TIMER_LAG);
+    reply
 }
 
 /// `x` rounded up to a whole millisecond.
@@ -274,9 +356,9 @@ fn ceil_ms(x: Duration) -> Duration {
 /// rounded up to a whole millisecond, so a client that waits exactly `retry-after-ms` is
 /// never early.
 fn scaled(d: &Decision, scale: f64) -> Decision {
-    let real = |x: Duration| x.div_f64(scale);
-    let usage = |u: Option<crate::window::Usage>| {
-        u.map(|u| crate::window::Usage {
+    let real = |x: Duration| divide_duration(x, scale);
+    let usage = |u: Option<Usage>| {
+        u.map(|u| Usage {
             reset: real(u.reset),
             ..u
         })

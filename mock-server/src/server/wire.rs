@@ -44,13 +44,13 @@ struct Part {
 
 impl Content {
     fn chars(&self) -> u64 {
+        let count = |t: &str| u64::try_from(t.chars().count()).unwrap_or(u64::MAX);
         match self {
-            Content::Text(t) => t.chars().count() as u64,
+            Content::Text(t) => count(t),
             Content::Parts(parts) => parts
                 .iter()
                 .filter_map(|p| p.text.as_deref())
-                .map(|t| t.chars().count() as u64)
-                .sum(),
+                .fold(0, |n, t| n.saturating_add(count(t))),
         }
     }
 }
@@ -96,7 +96,7 @@ pub fn tokens_of(chars: u64) -> u64 {
 }
 
 fn sum_chars<'a>(contents: impl Iterator<Item = &'a Content>) -> u64 {
-    contents.map(Content::chars).sum()
+    contents.fold(0, |n, c| n.saturating_add(c.chars()))
 }
 
 /// Reads a request body of `api`; the error is serde's one-line reason.
@@ -172,6 +172,7 @@ pub fn error(api: Api, status: u16, message: &str) -> Value {
                 429 => ("rate_limit_exceeded", json!("rate_limit_exceeded")),
                 404 => ("invalid_request_error", json!("unknown_url")),
                 405 => ("invalid_request_error", json!("method_not_allowed")),
+                413 => ("invalid_request_error", json!("request_too_large")),
                 400..=499 => ("invalid_request_error", Value::Null),
                 503 => ("service_unavailable", Value::Null),
                 529 => ("overloaded", Value::Null),
@@ -185,6 +186,7 @@ pub fn error(api: Api, status: u16, message: &str) -> Value {
                 429 => "rate_limit_error",
                 529 => "overloaded_error",
                 404 => "not_found_error",
+                413 => "request_too_large",
                 400..=499 => "invalid_request_error",
                 504 => "timeout_error",
                 _ => "api_error",
@@ -224,7 +226,7 @@ pub fn anthropic_headers(
         if let Some(u) = usage {
             h.push((limit, format!("{}", u.limit.floor())));
             h.push((remaining, format!("{}", u.remaining.max(0.0).floor())));
-            h.push((reset, rfc3339(now + u.reset)));
+            h.push((reset, rfc3339(now.saturating_add(u.reset))));
         }
     }
     h
@@ -232,9 +234,12 @@ pub fn anthropic_headers(
 
 /// A time since the Unix epoch as RFC 3339 in UTC, whole seconds rounded up: `2025-01-31T12:00:05Z`.
 pub fn rfc3339(since_epoch: Duration) -> String {
-    let secs = since_epoch.as_secs() + u64::from(since_epoch.subsec_nanos() > 0);
+    let secs = since_epoch
+        .as_secs()
+        .saturating_add(u64::from(since_epoch.subsec_nanos() > 0));
     let (days, rem) = (secs / 86_400, secs % 86_400);
-    let (y, m, d) = civil_from_days(days as i64);
+    // At most u64::MAX / 86,400 days: well within i64.
+    let (y, m, d) = civil_from_days(i64::try_from(days).unwrap_or(i64::MAX / 2));
     format!(
         "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
         rem / 3600,
@@ -252,6 +257,7 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
     let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
     let mp = (5 * doy + 2) / 153;
+    // A day in 1..=31 and a month in 1..=12: the casts cannot truncate.
     let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
     let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
     let y = yoe + era * 400 + i64::from(m <= 2);

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod raw;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 

@@ -1,22 +1,20 @@
-//! wiremock's memory is bounded by rotating its catch-all mock every `ROTATE_EVERY` requests:
-//! thousands of concurrent requests through several rotation boundaries must all be answered by
-//! the model (no 404 from a server with no mock mounted, none lost), and every rotation must
-//! have finished in one poll.
+//! Thousands of requests from 64 concurrent workers (on keep-alive connections) are all
+//! answered by the model: none lost, none refused, every one counted.
 
 mod common;
 
 use std::sync::Arc;
 
-use capsize_mock::server::ROTATE_EVERY;
 use common::{chat_body, start};
 use tokio::sync::Mutex;
 
 const WORKERS: u64 = 64;
+const PER_WORKER: u64 = 64;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn requests_through_rotations_all_reach_the_model() {
+async fn concurrent_requests_all_reach_the_model() {
     let m = start("").await;
-    let per_worker = (ROTATE_EVERY * 16).div_ceil(WORKERS);
+    let per_worker = PER_WORKER;
     let sent = per_worker * WORKERS;
     let client = reqwest::Client::new();
     let statuses = Arc::new(Mutex::new(std::collections::BTreeMap::<u16, u64>::new()));
@@ -54,7 +52,4 @@ async fn requests_through_rotations_all_reach_the_model() {
     assert_eq!(statuses.into_iter().collect::<Vec<_>>(), vec![(200, sent)]);
     let c = m.counters();
     assert_eq!((c.received, c.served), (sent, sent));
-    let r = m.rotations();
-    assert!(r.done >= 12, "{r:?} after {sent} requests");
-    assert_eq!((r.interleaved, r.unsupported), (0, 0), "{r:?}");
 }
