@@ -65,10 +65,11 @@ fn latency(depth: u32) -> BoxedStrategy<Value> {
             ("mean_ms", m),
             ("sd_ms", sd)
         ])),
-        (num(50.0, 400.0), num(400.0, 2000.0)).prop_map(|(m, p)| table(vec![
+        // A log-normal's p95 lies between its mean and 3.87 times it.
+        (50.0..400.0f64, 1.05..3.8f64).prop_map(|(m, k)| table(vec![
             ("dist", "lognormal".into()),
-            ("mean_ms", m),
-            ("p95_ms", p)
+            ("mean_ms", Value::Float(m)),
+            ("p95_ms", Value::Float(m * k))
         ])),
         (num(-2.0, 6.0), num(0.0, 3.0)).prop_map(|(mu, s)| table(vec![
             ("dist", "lognormal".into()),

@@ -240,7 +240,7 @@ fn flags_are_held_to_the_bounds_of_the_keys_they_stand_for() {
     assert_eq!(o.status.code(), Some(2));
     assert_eq!(
         stderr(&o),
-        "capsize: --rpm: must be a number from 1 to 1000000000000 (per minute), got 1e-300\n"
+        "capsize: --rpm: must be a number in [1, 1e12] (per minute), got 1e-300\n"
     );
     let o = capsize(&["plan", "--rpm", "600", "--headroom", "1.5"]);
     assert_eq!(o.status.code(), Some(2));

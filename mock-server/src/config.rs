@@ -8,7 +8,7 @@ use serde::Deserialize;
 
 use crate::error::ConfigError;
 use crate::latency::{Latency, RawLatency};
-use crate::limits::{MAX_DURATION_SECS, MAX_IN_FLIGHT, MAX_PER_MINUTE};
+use crate::limits::{show, MAX_DURATION_SECS, MAX_IN_FLIGHT, MAX_PER_MINUTE};
 use crate::window::WindowKind;
 
 /// What a 429 says about when to retry.
@@ -132,18 +132,26 @@ pub struct ProviderConfig {
     pub timeout_rate: f64,
 }
 
-fn rate(key: &str, v: Option<f64>) -> Result<Option<f64>, ConfigError> {
-    match v {
-        // Below one a minute, no request could ever be served; above the maximum, token counts
-        // would no longer be exact.
-        Some(x) if !(x.is_finite() && (1.0..=MAX_PER_MINUTE).contains(&x)) => {
-            Err(ConfigError::new(
-                format!("provider.{key}"),
-                format!("must be a number in [1, {MAX_PER_MINUTE:e}] (per minute), got {x}"),
-            ))
-        }
-        v => Ok(v),
+/// A limit per minute (`rpm`, `tpm`, or a flag standing for one): at least 1, since below one
+/// a minute no request could ever be served; at most [`MAX_PER_MINUTE`], above which token
+/// counts would no longer be exact. `key` is named in the error as given.
+pub fn per_minute(key: &str, x: f64) -> Result<f64, ConfigError> {
+    if x.is_finite() && (1.0..=MAX_PER_MINUTE).contains(&x) {
+        Ok(x)
+    } else {
+        Err(ConfigError::new(
+            key,
+            format!(
+                "must be a number in [1, {MAX_PER_MINUTE:e}] (per minute), got {}",
+                show(x)
+            ),
+        ))
     }
+}
+
+fn rate(key: &str, v: Option<f64>) -> Result<Option<f64>, ConfigError> {
+    v.map(|x| per_minute(&format!("provider.{key}"), x))
+        .transpose()
 }
 
 fn share(key: &str, v: f64) -> Result<f64, ConfigError> {

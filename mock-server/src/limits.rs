@@ -39,6 +39,16 @@ pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 /// one is answered 431 by the HTTP layer.
 pub const MAX_HEAD_BYTES: usize = 64 * 1024;
 
+/// A number as a person reads it in an error: `1e308` and `1e-300`, not hundreds of digits;
+/// ordinary numbers as written (`0.5`, `600`).
+pub fn show(v: f64) -> String {
+    if v.is_finite() && v != 0.0 && !(1e-4..1e15).contains(&v.abs()) {
+        format!("{v:e}")
+    } else {
+        format!("{v}")
+    }
+}
+
 /// `ms` clamped to `[0, MAX_DURATION_MS]`. NaN becomes the bound: a draw that is not a number
 /// came from an overflow, so it is treated as the slowest answer, never as an instant one.
 pub fn clamp_ms(ms: f64) -> f64 {

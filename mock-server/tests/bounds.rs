@@ -162,7 +162,7 @@ fn retry_after_rates_and_max_in_flight_are_bounded() {
                 e.message,
                 format!(
                     "must be a number in [1, 1e12] (per minute), got {}",
-                    v.parse::<f64>().unwrap()
+                    capsize_mock::limits::show(v.parse::<f64>().unwrap())
                 ),
             );
         }

@@ -11,10 +11,10 @@ use std::time::Duration;
 /// A value that cannot be used: the key (or flag) and why.
 pub(crate) type Invalid = (String, String);
 
-/// The longest duration anywhere in a scenario: a year (the watchdog's horizon).
-pub const MAX_DURATION: Duration = Duration::from_secs(365 * 86_400);
-/// [`MAX_DURATION`] in milliseconds.
-pub const MAX_DURATION_MS: f64 = 365.0 * 86_400_000.0;
+/// The longest duration anywhere in a scenario, a year (the watchdog's horizon), and the largest
+/// provider limit per minute: the provider's own bounds, so one value is refused the same way
+/// in every table.
+pub use capsize_mock::limits::{MAX_DURATION, MAX_DURATION_MS, MAX_PER_MINUTE};
 /// The largest seed: seeds are written into TOML files, whose integers are signed 64-bit.
 pub const MAX_SEED: u64 = i64::MAX as u64;
 /// The most concurrent sessions of a closed-loop workload (each is a task).
@@ -36,8 +36,6 @@ pub const MAX_TOKENS: u64 = 1_000_000_000_000;
 pub const MAX_ARRIVAL_RATE: f64 = 1_000_000.0;
 /// The fastest call rate a `capsize plan` burst may be given, calls per second.
 pub const MAX_CALL_RATE: f64 = 1e9;
-/// The largest provider limit, per minute (requests or tokens).
-pub const MAX_PER_MINUTE: f64 = 1e12;
 /// The most calls in flight a scheduler may be given (0 stays "unbounded").
 pub const MAX_CONCURRENCY: u64 = 1_000_000;
 /// The most retries after a first attempt.
@@ -54,13 +52,7 @@ pub(crate) fn bad(key: &str, message: impl Into<String>) -> Invalid {
 }
 
 /// A number as a person reads it in an error: `1e308`, not three hundred digits.
-pub(crate) fn num(v: f64) -> String {
-    if v.is_finite() && v != 0.0 && !(1e-4..1e15).contains(&v.abs()) {
-        format!("{v:e}")
-    } else {
-        format!("{v}")
-    }
-}
+pub(crate) use capsize_mock::limits::show as num;
 
 /// A finite number above 0, at most `max`.
 pub(crate) fn positive(key: &str, v: f64, max: f64) -> Result<f64, Invalid> {
@@ -78,21 +70,10 @@ pub(crate) fn positive(key: &str, v: f64, max: f64) -> Result<f64, Invalid> {
     }
 }
 
-/// A provider limit per minute: at least 1 (below it no request could ever be served), at
-/// most [`MAX_PER_MINUTE`].
+/// A provider limit per minute, by the provider's own rule (at least 1, at most
+/// [`MAX_PER_MINUTE`]).
 pub(crate) fn per_minute(key: &str, v: f64) -> Result<f64, Invalid> {
-    if v.is_finite() && (1.0..=MAX_PER_MINUTE).contains(&v) {
-        Ok(v)
-    } else {
-        Err(bad(
-            key,
-            format!(
-                "must be a number from 1 to {} (per minute), got {}",
-                num(MAX_PER_MINUTE),
-                num(v)
-            ),
-        ))
-    }
+    capsize_mock::config::per_minute(key, v).map_err(|e| (e.key, e.message))
 }
 
 /// A number in (0, 1]: a share of a limit.
@@ -150,14 +131,18 @@ pub fn seed(key: &str, v: u64) -> Result<u64, Invalid> {
 }
 
 /// A drawn or computed duration in milliseconds as a [`Duration`], clamped to [0, a year]
-/// (NaN counts as 0): a draw from a long-tailed distribution never becomes a panic.
+/// (NaN counts as a year, as the provider's draws do): a draw from a long-tailed distribution
+/// never becomes a panic.
 pub fn clamped_millis(v: f64) -> Duration {
-    clamped_secs(v / 1000.0)
+    capsize_mock::limits::duration_from_ms(v)
 }
 
-/// As [`clamped_millis`], for seconds.
+/// As [`clamped_millis`], for seconds (converted directly, without a trip through ms).
 pub fn clamped_secs(v: f64) -> Duration {
-    if v.is_nan() || v <= 0.0 {
+    if v.is_nan() {
+        return MAX_DURATION;
+    }
+    if v <= 0.0 {
         return Duration::ZERO;
     }
     Duration::try_from_secs_f64(v).map_or(MAX_DURATION, |d| d.min(MAX_DURATION))
@@ -191,7 +176,7 @@ mod tests {
     fn drawn_durations_are_clamped() {
         assert_eq!(clamped_millis(f64::INFINITY), MAX_DURATION);
         assert_eq!(clamped_millis(1e300), MAX_DURATION);
-        assert_eq!(clamped_millis(f64::NAN), Duration::ZERO);
+        assert_eq!(clamped_millis(f64::NAN), MAX_DURATION);
         assert_eq!(clamped_millis(-5.0), Duration::ZERO);
         assert_eq!(clamped_millis(250.0), Duration::from_millis(250));
     }

@@ -313,30 +313,14 @@ fn apply_override(
 /// A scenario file's text (an error names the file). Only a regular file of at most
 /// [`bounds::MAX_SCENARIO_BYTES`] is read: `/dev/zero` is refused, not read without end.
 pub fn read(path: &Path) -> Result<String, ScenarioError> {
-    use std::io::Read;
     let fail = |message: String| ScenarioError {
         file: path.to_path_buf(),
         at: None,
         key: None,
         message,
     };
-    let max = bounds::MAX_SCENARIO_BYTES;
-    let file = std::fs::File::open(path).map_err(|e| fail(format!("cannot read: {e}")))?;
-    let meta = file
-        .metadata()
+    let bytes = capsize_mock::limits::read_regular_file(path, bounds::MAX_SCENARIO_BYTES)
         .map_err(|e| fail(format!("cannot read: {e}")))?;
-    if !meta.is_file() {
-        return Err(fail("cannot read: not a regular file".into()));
-    }
-    let mut bytes = Vec::new();
-    file.take(max + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| fail(format!("cannot read: {e}")))?;
-    if bytes.len() as u64 > max {
-        return Err(fail(format!(
-            "cannot read: larger than {max} bytes (a scenario file is a page of TOML)"
-        )));
-    }
     String::from_utf8(bytes).map_err(|_| fail("cannot read: not UTF-8 text".into()))
 }
 
