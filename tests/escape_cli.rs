@@ -10,8 +10,9 @@ mod common;
 use common::temp::Temp;
 
 /// Hostile strings in the name and the description (the adversarial pass's report-escape.toml,
-/// plus C1 and DEL).
-const HOSTILE: &str = r#"name = "x<img src=x onerror=alert(1)>\"'|`*_[l](javascript:alert(2))&amp;\u001b[31m\u009b\u007f"
+/// plus C1 and DEL in the description: a name with a control character is refused, since it
+/// names the output folder).
+const HOSTILE: &str = r#"name = "x<img src=x onerror=alert(1)>\"'|`*_[l](javascript:alert(2))&amp;"
 description = "<script>alert(1)</script> <img src=x onerror=alert(3)> | pipe | \n# Heading\n</td></tr></table><svg onload=alert(4)>\"quotes' & ampersand ]]> <!-- --> ${{ secrets.X }} \u001b[31mRED\u001b[0m\u009b2J\u007f"
 seed = 1
 
@@ -178,7 +179,18 @@ fn the_terminal_gets_no_control_character_from_a_scenario() {
     let base = capsize(&["baseline", s(&scenario), "--out", s(&t.path("b.json"))]);
     assert_eq!(base.status.code(), Some(0));
     assert_no_control("baseline's line", &String::from_utf8_lossy(&base.stdout));
-    // An error line quoting a name with an ESC in it.
+    // A name with control characters is refused, in one line that shows none of them.
+    let named = t.write(
+        "named.toml",
+        &HOSTILE.replacen("&amp;\"", "&amp;\\u001b[31m\\u009b\\u007f\"", 1),
+    );
+    let refused = capsize(&["run", s(&named), "--out", s(&out)]);
+    assert_eq!(refused.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&refused.stderr).into_owned();
+    assert!(err.contains("name: names the output folder"), "{err}");
+    assert_eq!(err.lines().count(), 1);
+    assert_no_control("the refusal", &err);
+    // An error line quoting a file name with an ESC in it.
     let evil = t.path("evil\u{1b}[2J\u{9b}.toml");
     let missing = capsize(&["run", s(&evil), "--out", s(&out)]);
     assert_eq!(missing.status.code(), Some(2));

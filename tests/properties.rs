@@ -5,7 +5,7 @@
 //! completes keeps the accounting identities. A sample also goes through the binary, which must
 //! exit 0, 2 or 4 with one line on stderr for a refusal or a failure.
 //!
-//! CI runs `PROPTEST_CASES` cases (default 256); run it longer with e.g.
+//! CI runs `PROPTEST_CASES` cases (default 3,000); run it longer with e.g.
 //! `PROPTEST_CASES=100000 cargo test --release --test properties`.
 
 use std::sync::mpsc;
@@ -399,13 +399,12 @@ fn small(mut s: Scenario) -> Scenario {
     let w = &mut s.workload;
     w.stop = match w.stop {
         Stop::Queries(n) => Stop::Queries(n.min(6)),
-        Stop::Duration(d) => {
-            let rate = match w.arrivals {
-                Arrivals::Open { rate, .. } => rate,
-                Arrivals::Closed { .. } => 1.0,
-            };
-            Stop::Duration(d.min(Duration::from_secs_f64((6.0 / rate).min(3600.0))))
-        }
+        // Open: about six arrivals. Closed: a session starts at most one query a model
+        // microsecond, so 5 ms is at most 5,000 queries a session (queries that take no time).
+        Stop::Duration(d) => Stop::Duration(d.min(match w.arrivals {
+            Arrivals::Open { rate, .. } => Duration::from_secs_f64((6.0 / rate).min(3600.0)),
+            Arrivals::Closed { .. } => Duration::from_millis(5),
+        })),
     };
     if let Arrivals::Closed { sessions } = &mut w.arrivals {
         *sessions = (*sessions).min(5);
@@ -492,7 +491,7 @@ fn cases() -> u32 {
     std::env::var("PROPTEST_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(256)
+        .unwrap_or(3000)
 }
 
 #[test]

@@ -284,3 +284,27 @@ fn a_baseline_that_compares_nothing_is_refused() {
         stderr(&o)
     );
 }
+
+#[test]
+fn a_closed_loop_of_queries_that_take_no_time_still_ends() {
+    // No calls, no think time, a duration stop: each query takes no time, so without the
+    // one-microsecond spacing the session would start queries at t = 0 for ever. With it, a
+    // session starts one query each microsecond: 2 sessions × 10 ms = 20,000 queries.
+    let t = Temp::new("reliability", "zero-time");
+    let out = t.path("o");
+    let s = t.write(
+        "zero.toml",
+        "name = \"zero\"\n[provider]\nlatency = { dist = \"constant\", ms = 0 }\n\
+         [workload]\nsessions = 2\nduration_s = 0.01\ncalls_per_query = 0\ntokens_per_call = 1\n",
+    );
+    let o = capsize(&[
+        "run",
+        s.to_str().unwrap(),
+        "--json",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let summary = json(&o);
+    assert_eq!(summary["queries_started"], 20_000);
+    assert_eq!(summary["queries"], 20_000);
+}

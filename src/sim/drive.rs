@@ -218,12 +218,19 @@ async fn one_query<P: Provider + 'static>(ctx: Rc<Ctx<P>>, intended: Instant) {
     ctx.recorder.query_done(now - intended, failed);
 }
 
+/// A closed-loop session starts at most one query per model microsecond: a query that takes no
+/// time (no calls, or calls of zero latency) with no think time would otherwise start the next
+/// at the same instant, for ever, under a duration stop. No query of real latency is affected.
+const MIN_QUERY_SPACING: Duration = Duration::from_micros(1);
+
 async fn session<P: Provider + 'static>(ctx: Rc<Ctx<P>>) {
     let mut intended = Instant::now();
     while ctx.take_ticket() {
+        let started = Instant::now();
         one_query(ctx.clone(), intended).await;
         let think = ctx.planner.borrow_mut().think();
-        intended = Instant::now() + ctx.scale.to_runtime(think);
+        let earliest = started + ctx.scale.to_runtime(MIN_QUERY_SPACING);
+        intended = (Instant::now() + ctx.scale.to_runtime(think)).max(earliest);
         ctx.pace.until(intended).await;
     }
 }
