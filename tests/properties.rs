@@ -409,11 +409,10 @@ fn small(mut s: Scenario) -> Scenario {
     if let Arrivals::Closed { sessions } = &mut w.arrivals {
         *sessions = (*sessions).min(5);
     }
-    let cap = |c: Count| match c {
+    w.calls_per_query = match w.calls_per_query {
         Count::Fixed(n) => Count::Fixed(n.min(12)),
         Count::Uniform(lo, hi) => Count::Uniform(lo.min(12), hi.min(12)),
     };
-    w.calls_per_query = cap(w.calls_per_query);
     w.rounds = w.rounds.min(4);
     if let Some(sub) = &mut w.subagents {
         sub.count = sub.count.min(4);
