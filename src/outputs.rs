@@ -27,10 +27,12 @@
 //!
 //! Nothing temporary is left behind, on success or on failure.
 
-use std::fs::{self, Metadata, OpenOptions};
+use std::fs::{self, OpenOptions};
 use std::io::{self, Write as _};
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use capsize_mock::limits::file_kind;
 
 /// A file that may not or could not be written: one line naming it and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -263,7 +265,13 @@ fn unwritable(path: &Path) -> Option<String> {
     while let Some(f) = folder {
         match fs::metadata(f) {
             Ok(m) if m.is_dir() => break,
-            Ok(m) => return Some(format!("{} is {}, not a folder", f.display(), kind(&m))),
+            Ok(m) => {
+                return Some(format!(
+                    "{} is {}, not a folder",
+                    f.display(),
+                    file_kind(&m)
+                ))
+            }
             Err(e) if e.kind() == io::ErrorKind::NotFound => folder = f.parent(),
             Err(e) => return Some(format!("cannot inspect {}: {e}", f.display())),
         }
@@ -277,40 +285,14 @@ fn unwritable(path: &Path) -> Option<String> {
             } else {
                 ""
             };
-            Some(format!("it is {}{through}, not a regular file", kind(&m)))
+            Some(format!(
+                "it is {}{through}, not a regular file",
+                file_kind(&m)
+            ))
         }
         // Absent, or a dangling symbolic link: the link is replaced, never written through.
         Err(e) if e.kind() == io::ErrorKind::NotFound => None,
         Err(e) => Some(format!("cannot inspect it: {e}")),
-    }
-}
-
-/// What a file that is not a regular file is, in words.
-fn kind(m: &Metadata) -> &'static str {
-    let t = m.file_type();
-    if t.is_dir() {
-        return "a folder";
-    }
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::FileTypeExt;
-        if t.is_char_device() {
-            return "a character device";
-        }
-        if t.is_block_device() {
-            return "a block device";
-        }
-        if t.is_fifo() {
-            return "a FIFO";
-        }
-        if t.is_socket() {
-            return "a socket";
-        }
-    }
-    if t.is_file() {
-        "a regular file"
-    } else {
-        "a special file"
     }
 }
 

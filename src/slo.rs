@@ -122,10 +122,9 @@ pub fn number(json: &Value, path: &str) -> Option<f64> {
     lookup(json, path)?.as_f64()
 }
 
-/// Every dotted path to a number (or `null`) in `json`, in key order: the metrics a
-/// threshold may name.
-pub fn metric_paths(json: &Value) -> Vec<String> {
-    fn walk(v: &Value, prefix: &str, out: &mut Vec<String>) {
+/// Every leaf of a JSON document as its dotted path and value, in the document's order.
+pub fn leaves(json: &Value) -> Vec<(String, &Value)> {
+    fn walk<'a>(v: &'a Value, prefix: &str, out: &mut Vec<(String, &'a Value)>) {
         match v {
             Value::Object(map) => {
                 for (k, v) in map {
@@ -137,13 +136,22 @@ pub fn metric_paths(json: &Value) -> Vec<String> {
                     walk(v, &path, out);
                 }
             }
-            Value::Number(_) | Value::Null => out.push(prefix.to_string()),
-            _ => {}
+            leaf => out.push((prefix.to_string(), leaf)),
         }
     }
     let mut out = Vec::new();
     walk(json, "", &mut out);
     out
+}
+
+/// Every dotted path to a number (or `null`) in `json`, in key order: the metrics a
+/// threshold may name.
+pub fn metric_paths(json: &Value) -> Vec<String> {
+    leaves(json)
+        .into_iter()
+        .filter(|(_, v)| matches!(v, Value::Number(_) | Value::Null))
+        .map(|(path, _)| path)
+        .collect()
 }
 
 #[cfg(test)]

@@ -3,9 +3,10 @@
 //! JUnit XML that parses, and a Markdown summary.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 mod common;
+use common::capsize;
 use common::temp::Temp;
 
 /// Writes `text` to `name` in `t` and returns its path as a string.
@@ -14,13 +15,6 @@ fn file(t: &Temp, name: &str, text: &str) -> String {
         .to_str()
         .expect("UTF-8 path")
         .to_string()
-}
-
-fn capsize(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_capsize"))
-        .args(args)
-        .output()
-        .expect("the capsize binary runs")
 }
 
 /// `capsize check SCENARIO --baseline BASE --out OUT` and `extra`.

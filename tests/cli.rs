@@ -1,14 +1,10 @@
 //! Pins the command line: `demo` prints what the scheduler measured, and bad flags exit 2.
 //! (`run`, `sweep`, `check` and the others have their own files.)
 
-use std::process::{Command, Output};
+use std::process::Command;
 
-fn capsize(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_capsize"))
-        .args(args)
-        .output()
-        .expect("the capsize binary runs")
-}
+mod common;
+use common::capsize;
 
 fn measured(stdout: &str, example: &str) -> String {
     let line = stdout

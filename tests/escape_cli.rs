@@ -4,9 +4,9 @@
 //! character from them.
 
 use std::path::Path;
-use std::process::{Command, Output};
 
 mod common;
+use common::capsize;
 use common::temp::Temp;
 
 /// Hostile strings in the name and the description (the adversarial pass's report-escape.toml,
@@ -38,13 +38,6 @@ max_concurrency = 2
 
 fn s(p: &Path) -> &str {
     p.to_str().expect("UTF-8 path")
-}
-
-fn capsize(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_capsize"))
-        .args(args)
-        .output()
-        .expect("the capsize binary runs")
 }
 
 /// No ESC, DEL or C1 control character, and no other C0 than the newline.

@@ -2,12 +2,11 @@
 //! failed, 2 bad input (nothing written), 4 the run could not finish, 5 the outputs could not
 //! be written. Every failure is one line on stderr.
 
-use std::os::unix::process::CommandExt;
-use std::process::{Command, Output};
+use std::process::Output;
 
 mod common;
 use common::temp::Temp;
-use common::{capsize, stderr};
+use common::{capsize, capsize_limited, stderr};
 
 const RESEARCH: &str = "scenarios/research-agent.toml";
 
@@ -99,30 +98,15 @@ fn five_the_outputs_could_not_be_written() {
     // Files may grow to 100 bytes: summary.json cannot be written.
     let t = Temp::new("exit", "five");
     let out = t.path("o");
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_capsize"));
-    cmd.args([
+    let args = [
         "run",
         RESEARCH,
         "--set",
         "workload.queries=5",
         "--out",
         out.to_str().unwrap(),
-    ]);
-    // SAFETY: signal and setrlimit are async-signal-safe.
-    unsafe {
-        cmd.pre_exec(|| {
-            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
-            let lim = libc::rlimit {
-                rlim_cur: 100,
-                rlim_max: 100,
-            };
-            if libc::setrlimit(libc::RLIMIT_FSIZE, &lim) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    let o = cmd.output().expect("the capsize binary runs");
+    ];
+    let o = capsize_limited(&args, 100);
     one_line(&o, 5);
     assert!(stderr(&o).contains("cannot write"), "{}", stderr(&o));
     assert!(!out.join("summary.json").exists());

@@ -6,12 +6,12 @@
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::FileTypeExt;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 mod common;
 use common::temp::Temp;
+use common::{capsize, capsize_limited};
 
 /// A small scenario (5 queries): runs in milliseconds. Its latencies come from `lat.csv`.
 const SMALL: &str = r#"name = "outputs-test"
@@ -44,13 +44,6 @@ fn scenario(t: &Temp) -> PathBuf {
 
 fn s(p: &Path) -> &str {
     p.to_str().expect("UTF-8 path")
-}
-
-fn capsize(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_capsize"))
-        .args(args)
-        .output()
-        .expect("the capsize binary runs")
 }
 
 fn stderr(o: &Output) -> String {
@@ -283,8 +276,7 @@ fn a_target_that_is_a_folder_is_refused_before_the_run() {
 
 /// `capsize sweep` with the size of any file it writes limited to `limit` bytes.
 fn sweep_limited(scenario: &Path, out: &Path, seed: &str, limit: u64) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_capsize"));
-    cmd.args([
+    let args = [
         "sweep",
         s(scenario),
         "--jobs",
@@ -293,23 +285,8 @@ fn sweep_limited(scenario: &Path, out: &Path, seed: &str, limit: u64) -> Output 
         seed,
         "--out",
         s(out),
-    ]);
-    // SAFETY: signal and setrlimit are async-signal-safe.
-    unsafe {
-        cmd.pre_exec(move || {
-            // Past the limit a write fails with EFBIG instead of the process being killed.
-            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
-            let lim = libc::rlimit {
-                rlim_cur: limit,
-                rlim_max: limit,
-            };
-            if libc::setrlimit(libc::RLIMIT_FSIZE, &lim) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    cmd.output().expect("the capsize binary runs")
+    ];
+    capsize_limited(&args, limit)
 }
 
 #[test]

@@ -3,17 +3,11 @@
 //! bad input refused in one line with exit 2 and nothing written.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 mod common;
+use common::capsize;
 use common::temp::Temp;
-
-fn capsize(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_capsize"))
-        .args(args)
-        .output()
-        .expect("the capsize binary runs")
-}
 
 const AGENT: &str = "scenarios/research-agent.toml";
 

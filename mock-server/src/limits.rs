@@ -129,7 +129,9 @@ pub fn read_regular_file(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
-fn file_kind(meta: &std::fs::Metadata) -> &'static str {
+/// What a file is, in words ("a folder", "a FIFO", "a regular file", ...), for errors that
+/// refuse anything but a regular file.
+pub fn file_kind(meta: &std::fs::Metadata) -> &'static str {
     let t = meta.file_type();
     if t.is_dir() {
         return "a folder";
@@ -150,7 +152,11 @@ fn file_kind(meta: &std::fs::Metadata) -> &'static str {
             return "a socket";
         }
     }
-    "not a file"
+    if t.is_file() {
+        "a regular file"
+    } else {
+        "a special file"
+    }
 }
 
 #[cfg(test)]

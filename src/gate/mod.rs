@@ -131,23 +131,7 @@ pub fn read_baseline(path: &Path, scenario: &str, mode: &str) -> Result<Value, G
 /// one that is compared. Nothing is dropped silently: a baseline that compares nothing would
 /// pass every run.
 fn baseline_metrics(json: &Value) -> Result<(), String> {
-    fn walk(v: &Value, path: &str, out: &mut Vec<(String, Value)>) {
-        match v {
-            Value::Object(map) => {
-                for (k, v) in map {
-                    let p = if path.is_empty() {
-                        k.clone()
-                    } else {
-                        format!("{path}.{k}")
-                    };
-                    walk(v, &p, out);
-                }
-            }
-            leaf => out.push((path.to_string(), leaf.clone())),
-        }
-    }
-    let mut leaves = Vec::new();
-    walk(json, "", &mut leaves);
+    let leaves = slo::leaves(json);
     let mut gated = 0;
     for (path, value) in leaves {
         if matches!(path.as_str(), "scenario" | "mode") {
@@ -158,7 +142,7 @@ fn baseline_metrics(json: &Value) -> Result<(), String> {
                 "{path}: not a metric of summary.json; write the baseline with `capsize baseline`"
             ));
         };
-        match (&value, dir) {
+        match (value, dir) {
             (Value::Number(_), Direction::NotGated) => {}
             (Value::Number(_), _) => gated += 1,
             (Value::Null, Direction::NotGated) => {}

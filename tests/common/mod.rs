@@ -44,3 +44,27 @@ pub fn capsize(args: &[&str]) -> std::process::Output {
 pub fn stderr(o: &std::process::Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
+
+/// The `capsize` binary with `args`, every file it writes limited to `limit` bytes (a write
+/// past it fails with EFBIG instead of the process being killed).
+#[cfg(unix)]
+pub fn capsize_limited(args: &[&str], limit: u64) -> std::process::Output {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_capsize"));
+    cmd.args(args);
+    // SAFETY: signal and setrlimit are async-signal-safe.
+    unsafe {
+        cmd.pre_exec(move || {
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+            let lim = libc::rlimit {
+                rlim_cur: limit,
+                rlim_max: limit,
+            };
+            if libc::setrlimit(libc::RLIMIT_FSIZE, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    cmd.output().expect("the capsize binary runs")
+}
