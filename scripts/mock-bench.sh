@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Throughput of the mock provider on loopback: requests/s of the release `capsize-mock` (no
 # limits, zero latency: every request a 200 from the model) under wrk at 64 connections, beside
-# a bare 200-OK hyper server (mock-server/examples/bare.rs, one thread like wiremock) for scale.
+# a bare 200-OK hyper server (mock-server/examples/bare.rs, on one thread like the mock's own server) for scale.
 # Both get the same POST of an OpenAI chat body. Prints both figures and their ratio.
 #
 # Needs: cargo, wrk (Debian: apt-get install -y wrk), python3.

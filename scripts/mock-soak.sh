@@ -2,7 +2,7 @@
 # Soak test of the mock provider's memory: drives N requests (default 1,000,000) at full speed
 # through the release `capsize-mock` with an exact-count load generator (mock-server/examples/
 # load.rs, 64 keep-alive connections), samples the server's RSS from /proc, and checks that
-#   - every request was answered 200 or 429 (no 404 from a rotation, no connection error),
+#   - every request was answered 200 or 429 (no other status, no connection error),
 #   - /stats received == requests sent,
 #   - peak RSS (VmHWM) stays under 150 MiB.
 # The provider is a 600,000 RPM token bucket (a full minute's worth at the start, then 10,000
