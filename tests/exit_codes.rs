@@ -66,6 +66,18 @@ fn two_bad_input_and_nothing_written() {
     one_line(&o, 2);
     assert!(stderr(&o).contains("scheduler.headroom: must be in (0, 1], got 2"));
     assert!(!out.exists());
+    // The same for `capsize article` given a folder without the article's scenarios.
+    let none = t.path("none");
+    let o = capsize(&[
+        "article",
+        "--scenarios",
+        none.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    one_line(&o, 2);
+    assert!(stderr(&o).contains("cannot read"), "{}", stderr(&o));
+    assert!(!out.exists());
 }
 
 #[test]

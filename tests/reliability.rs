@@ -308,3 +308,23 @@ fn a_closed_loop_of_queries_that_take_no_time_still_ends() {
     assert_eq!(summary["queries_started"], 20_000);
     assert_eq!(summary["queries"], 20_000);
 }
+
+#[test]
+fn a_latency_of_any_size_is_clamped_not_a_panic() {
+    // A lognormal with sigma 100 draws values far beyond any Duration: each is clamped to a
+    // year (the documented bound), and the run completes.
+    let t = Temp::new("reliability", "lognormal");
+    let out = t.path("o");
+    let o = capsize(&[
+        "run",
+        &repro("panic-lognormal.toml"),
+        "--json",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let s = json(&o);
+    assert_eq!(s["queries_started"], 5);
+    let year_ms = 365.0 * 86_400_000.0;
+    let max = s["latency_ms"]["call"]["max"].as_f64().unwrap();
+    assert!(max > 0.0 && max <= year_ms * 1.001, "{max}");
+}

@@ -316,6 +316,10 @@ pub fn main() -> ExitCode {
             Ok(md) => out(&md),
             Err(e) => match e.downcast_ref::<OutputError>().map(output_failure) {
                 Some((code, line)) => fail(code, line),
+                // A scenario that cannot be read or is invalid is bad input, as everywhere.
+                None if e.is::<crate::scenario::ScenarioError>() => {
+                    fail(EXIT_BAD_INPUT, format!("{e:#}"))
+                }
                 None => fail(EXIT_RUN_FAILED, format!("{e:#}")),
             },
         },
