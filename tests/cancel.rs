@@ -12,7 +12,7 @@ use std::time::Duration;
 use capsize::scheduler::observe::EventLog;
 use capsize::scheduler::{
     CallError, CallSpec, EventKind, FanOut, Interrupt, Limit, LimiterConfig, ProviderError,
-    Scheduler, SchedulerConfig, Scope, Stage,
+    Scheduler, SchedulerConfig, Scope, Stage, Work,
 };
 use futures_util::future::join_all;
 use tokio::time::{sleep, Instant};
@@ -258,8 +258,8 @@ async fn cancelling_a_child_spares_the_parent_and_its_siblings() {
     let values: Vec<usize> = in_b.into_iter().map(Result::unwrap).collect();
     assert_eq!(values, vec![0, 1]);
     assert_eq!(in_parent.unwrap(), 7);
-    assert_eq!(parent.interrupted(true), None);
-    assert_eq!(b.scope().interrupted(true), None);
+    assert_eq!(parent.interrupted(Work::Unsent), None);
+    assert_eq!(b.scope().interrupted(Work::Unsent), None);
     let mut drops = probe.drops();
     drops.sort_unstable();
     assert_eq!(
@@ -269,7 +269,10 @@ async fn cancelling_a_child_spares_the_parent_and_its_siblings() {
 
     // The link is there, downward only: the parent's cancel does reach the sibling.
     parent.cancel();
-    assert_eq!(b.scope().interrupted(true), Some(Interrupt::Cancelled));
+    assert_eq!(
+        b.scope().interrupted(Work::Unsent),
+        Some(Interrupt::Cancelled)
+    );
 }
 
 #[tokio::test(start_paused = true)]

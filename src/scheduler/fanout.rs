@@ -17,7 +17,7 @@ use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::time::Instant;
 
 use super::error::CallError;
-use super::scope::Scope;
+use super::scope::{Scope, Work};
 
 /// An error that may be an interruption (cancel, deadline, budget) rather than a failure.
 pub trait Interruption {
@@ -129,7 +129,9 @@ impl FanOut {
                 // Stopped by this fan-out's own cancel, not by its scope (a parent's cancel or
                 // deadline stops every job from outside: those are failures).
                 Err(e)
-                    if cancelled && e.is_interrupt() && self.scope.interrupted(true).is_none() =>
+                    if cancelled
+                        && e.is_interrupt()
+                        && self.scope.interrupted(Work::Unsent).is_none() =>
                 {
                     failed.cancelled.push(i)
                 }

@@ -76,7 +76,7 @@ pub use self::fanout::FanOut;
 pub use self::limit::{Limit, LimiterConfig, RateLimiter};
 pub use self::observe::{CallId, Event, EventKind, Observer};
 pub use self::retry::{Classify, FailureKind, Jitter, ProviderError, RetryPolicy};
-pub use self::scope::Scope;
+pub use self::scope::{Scope, Work};
 
 use self::observe::RetryCause;
 use self::retry::Decision;
@@ -283,7 +283,7 @@ impl Scheduler {
             );
             CallError::Interrupted { stage, cause }
         };
-        if let Some(cause) = scope.interrupted(true) {
+        if let Some(cause) = scope.interrupted(Work::Unsent) {
             return Err(stop(Stage::Queued, cause, false));
         }
         let _permit = match &self.inner.permits {
@@ -292,7 +292,7 @@ impl Scheduler {
                 Ok(p) => Some(p),
                 // The semaphore is never closed, so `acquire` cannot fail; treat it as a cancel.
                 // Waits are boxed: kept out of the call's own future, which stays small to move.
-                Err(_) => match Box::pin(scope.run(true, sem.acquire())).await {
+                Err(_) => match Box::pin(scope.run(Work::Unsent, sem.acquire())).await {
                     Ok(Ok(p)) => {
                         now = Instant::now();
                         Some(p)
@@ -317,7 +317,7 @@ impl Scheduler {
             } else {
                 Stage::Backoff
             };
-            if let Some(cause) = scope.interrupted(true) {
+            if let Some(cause) = scope.interrupted(Work::Unsent) {
                 return Err(stop(waited, cause, unsent));
             }
             if let Some(limiter) = &self.inner.limiter {
@@ -325,10 +325,10 @@ impl Scheduler {
                 // A reservation the buckets hold already goes at once: no wait to report.
                 if !reservation.is_ready() {
                     self.emit_at(id, EventKind::LimiterWaitStart, now);
-                    let ready = Box::pin(scope.run(true, reservation.ready())).await;
+                    let ready = Box::pin(scope.run(Work::Unsent, reservation.ready())).await;
                     // Ready at the very instant the scope stopped: stopped wins, and the
                     // reservation (not yet taken) is refunded when dropped.
-                    if let Some(cause) = ready.err().or_else(|| scope.interrupted(true)) {
+                    if let Some(cause) = ready.err().or_else(|| scope.interrupted(Work::Unsent)) {
                         drop(reservation);
                         return Err(stop(Stage::Limiter, cause, unsent));
                     }
@@ -339,8 +339,8 @@ impl Scheduler {
             }
             self.emit_at(id, EventKind::Sent { attempt: number }, now);
             let work = attempt(Attempt { call: id, number });
-            let outcome = if scope.watches(false) {
-                match Box::pin(scope.run(false, work)).await {
+            let outcome = if scope.watches(Work::Sent) {
+                match Box::pin(scope.run(Work::Sent, work)).await {
                     Ok(outcome) => outcome,
                     Err(cause) => return Err(stop(Stage::InFlight, cause, false)),
                 }
@@ -406,7 +406,8 @@ impl Scheduler {
                         now,
                     );
                     if let Err(cause) =
-                        Box::pin(scope.run(true, tokio::time::sleep_until(now + delay))).await
+                        Box::pin(scope.run(Work::Unsent, tokio::time::sleep_until(now + delay)))
+                            .await
                     {
                         return Err(stop(Stage::Backoff, cause, false));
                     }

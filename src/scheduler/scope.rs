@@ -20,6 +20,24 @@ use tokio_util::sync::CancellationToken;
 use super::budget::Budget;
 use super::error::Interrupt;
 
+/// Which work a scope is asked about: an exhausted budget stops work not yet sent, not work
+/// already at the provider (its tokens are spent either way).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Work {
+    /// Not sent yet (queued, waiting for the limiter, backing off): a cancel, a stop, a
+    /// deadline or an exhausted budget stops it.
+    Unsent,
+    /// Sent: a cancel, a stop or a deadline stops it; the budget no longer does.
+    Sent,
+}
+
+impl Work {
+    fn budget_counts(self) -> bool {
+        self == Work::Unsent
+    }
+}
+
 /// Cancellation token, deadline and budget shared by a piece of work and everything it spawns.
 #[derive(Debug, Clone, Default)]
 pub struct Scope {
@@ -96,9 +114,8 @@ impl Scope {
         self.budget.as_ref()
     }
 
-    /// What has stopped this scope already, if anything. `budget` says whether an exhausted
-    /// budget counts (it stops work that is pending, not work already sent).
-    pub fn interrupted(&self, budget: bool) -> Option<Interrupt> {
+    /// What has stopped `work` in this scope already, if anything.
+    pub fn interrupted(&self, work: Work) -> Option<Interrupt> {
         let now = Instant::now();
         if self.cancel.as_ref().is_some_and(|t| t.is_cancelled())
             || self.stop_at.is_some_and(|s| now >= s)
@@ -108,7 +125,7 @@ impl Scope {
         if self.deadline.is_some_and(|d| now >= d) {
             return Some(Interrupt::DeadlineExceeded);
         }
-        if budget {
+        if work.budget_counts() {
             if let Some(e) = self.budget.as_ref().and_then(Budget::exhausted) {
                 return Some(Interrupt::BudgetExhausted(e));
             }
@@ -116,25 +133,25 @@ impl Scope {
         None
     }
 
-    /// Whether anything can stop work in this scope: a token, a deadline, or (if `budget`) a
-    /// budget. Work in a scope that watches nothing can simply be awaited.
-    pub fn watches(&self, budget: bool) -> bool {
+    /// Whether anything can stop `work` in this scope: a token, a stop time, a deadline, or
+    /// (for unsent work) a budget. Work in a scope that watches nothing can simply be awaited.
+    pub fn watches(&self, work: Work) -> bool {
         self.cancel.is_some()
             || self.stop_at.is_some()
             || self.deadline.is_some()
-            || (budget && self.budget.is_some())
+            || (work.budget_counts() && self.budget.is_some())
     }
 
-    /// Runs `work` until it finishes or the scope stops it (dropping it). Work that finishes at
-    /// the same instant the scope stops keeps its result. `budget` as in [`Scope::interrupted`].
-    pub async fn run<F: Future>(&self, budget: bool, work: F) -> Result<F::Output, Interrupt> {
-        if let Some(i) = self.interrupted(budget) {
+    /// Runs `fut`, work of kind `work`, until it finishes or the scope stops it (dropping it).
+    /// Work that finishes at the same instant the scope stops keeps its result.
+    pub async fn run<F: Future>(&self, work: Work, fut: F) -> Result<F::Output, Interrupt> {
+        if let Some(i) = self.interrupted(work) {
             return Err(i);
         }
-        if !self.watches(budget) {
-            return Ok(work.await);
+        if !self.watches(work) {
+            return Ok(fut.await);
         }
-        let watch_budget = budget.then_some(()).and(self.budget.as_ref());
+        let watch_budget = self.budget.as_ref().filter(|_| work.budget_counts());
         let cancelled = async {
             match &self.cancel {
                 Some(t) => t.cancelled().await,
@@ -161,7 +178,7 @@ impl Scope {
         };
         tokio::select! {
             biased;
-            out = work => Ok(out),
+            out = fut => Ok(out),
             _ = cancelled => Err(Interrupt::Cancelled),
             _ = stopped => Err(Interrupt::Cancelled),
             _ = expired => Err(Interrupt::DeadlineExceeded),

@@ -23,6 +23,7 @@ use crate::recorder::Recorder;
 use crate::scenario::{Arrivals, ModelTurn, Scenario, Stop, Subagents};
 use crate::scheduler::{
     Budget, CallError, CallSpec, FanOut, Interrupt, ProviderError, Scheduler, Scope, TurnPolicy,
+    Work,
 };
 use crate::timescale::TimeScale;
 use crate::workload::{PlannedCall, Planner, QueryPlan};
@@ -52,7 +53,7 @@ struct Ctx<P> {
 impl<P: Provider> Ctx<P> {
     /// Whether another query may start now.
     fn take_ticket(&self) -> bool {
-        if self.root.interrupted(false).is_some() {
+        if self.root.interrupted(Work::Sent).is_some() {
             return false;
         }
         let ok = match self.stop {
@@ -112,7 +113,7 @@ async fn run_agent<P: Provider>(
         failed |= results
             .iter()
             .any(|r| matches!(r, Err(e) if !matches!(e, CallError::NotRun(_))));
-        if scope.interrupted(true).is_some() {
+        if scope.interrupted(Work::Unsent).is_some() {
             return true;
         }
     }
@@ -145,7 +146,7 @@ async fn run_query<P: Provider>(
         }
     });
     let mut failed = fan.gather(jobs).await.into_iter().any(|f| f);
-    if sub.synthesis_tokens > 0 && scope.interrupted(false).is_none() {
+    if sub.synthesis_tokens > 0 && scope.interrupted(Work::Sent).is_none() {
         let left = budget.remaining();
         let synth = scope.clone().with_budget(budget);
         let result = ctx
@@ -194,7 +195,7 @@ async fn one_query<P: Provider + 'static>(ctx: Rc<Ctx<P>>, intended: Instant) {
             Scope::new(),
             abandoned.clone(),
         ));
-        match scope.run(false, work.as_mut()).await {
+        match scope.run(Work::Sent, work.as_mut()).await {
             Ok(failed) => failed,
             Err(_) => {
                 ctx.detached.set(ctx.detached.get() + 1);
@@ -208,7 +209,7 @@ async fn one_query<P: Provider + 'static>(ctx: Rc<Ctx<P>>, intended: Instant) {
             }
         }
     };
-    if scope.interrupted(false).is_some() {
+    if scope.interrupted(Work::Sent).is_some() {
         abandoned.set(true);
         ctx.recorder.query_abandoned();
         return;
