@@ -103,13 +103,15 @@ async fn truncate_runs_the_cap_and_tells_the_model_about_the_rest() {
     let (results, _) = turn(&sched, truncate, &calls, &[350; 30], t0).await;
     assert_eq!(t0.elapsed(), ms(350));
     assert_all_ran(&results[..8]);
+    let over_cap = NotRunReason::OverCap { cap: 8, asked: 30 };
     for r in &results[8..] {
-        let Err(CallError::NotRun(msg)) = r else {
+        let Err(CallError::NotRun(reason)) = r else {
             panic!("expected NotRun, got {r:?}");
         };
+        assert_eq!(*reason, over_cap);
+        let msg = reason.to_string();
         assert!(msg.contains("at most 8") && msg.contains("30"), "{msg:?}");
     }
-    let over_cap = NotRunReason::OverCap { cap: 8, asked: 30 };
     let not_run = log.count(|k| {
         *k == EventKind::NotRun {
             reason: over_cap.clone(),

@@ -111,11 +111,9 @@ impl Scheduler {
         };
         let mut results: Vec<Option<Result<T, CallError<E>>>> = (0..asked).map(|_| None).collect();
         for slot in &mut results[run..] {
-            self.not_run(NotRunReason::OverCap { cap, asked });
-            *slot = Some(Err(CallError::NotRun(format!(
-                "this turn asked for {asked} tool calls and at most {cap} run in one turn; \
-                 call it again in a later turn if it is still needed"
-            ))));
+            let reason = NotRunReason::OverCap { cap, asked };
+            self.not_run(reason.clone());
+            *slot = Some(Err(CallError::NotRun(reason)));
         }
         let indices: Vec<usize> = (0..run).collect();
         for batch in indices.chunks(cap) {

@@ -6,6 +6,7 @@ use std::time::Duration;
 use thiserror::Error;
 
 use super::budget::BudgetExhausted;
+use super::observe::NotRunReason;
 
 /// A scheduler setting that cannot work, naming the setting.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -99,9 +100,9 @@ pub enum CallError<E> {
         /// Why no further retry was made.
         reason: GiveUp,
     },
-    /// Not run at all: the turn's cap on parallel tool calls was reached.
+    /// Not run at all, and why (the turn's cap on parallel tool calls was reached).
     #[error("not run: {0}")]
-    NotRun(String),
+    NotRun(NotRunReason),
 }
 
 fn give_up_text(reason: &GiveUp) -> String {

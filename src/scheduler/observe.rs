@@ -37,6 +37,18 @@ pub enum NotRunReason {
     },
 }
 
+impl std::fmt::Display for NotRunReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NotRunReason::OverCap { cap, asked } => write!(
+                f,
+                "this turn asked for {asked} tool calls and at most {cap} run in one turn; \
+                 call it again in a later turn if it is still needed"
+            ),
+        }
+    }
+}
+
 /// What happened.
 #[derive(Debug, Clone, PartialEq)]
 pub enum EventKind {
