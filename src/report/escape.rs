@@ -78,7 +78,7 @@ pub fn xml(s: &str) -> String {
 /// Backslash-escaped: `\`, `` ` ``, `*`, `|`, `#`, `~`, `$` always; `_` unless between two
 /// letters or digits (where it cannot emphasise: `max_concurrency` stays as written); `]`
 /// before `(`, `[`, `:` or at the end (no link, image or link definition can form); and what
-/// would open a block at the start of a line (see [`block_marker`]).
+/// would open a block at the start of a line (see `block_marker`).
 pub fn markdown(s: &str) -> String {
     let mut out = escape(s, true, |before, c, after, out| {
         let word = |c: Option<char>| c.is_some_and(char::is_alphanumeric);

@@ -1,7 +1,7 @@
 //! Running a scenario: the real scheduler against the provider, in virtual or in real time.
 //!
 //! Virtual time (`run`): the in-process provider model on a paused current-thread tokio runtime.
-//! Rules it follows (see DESIGN.md): the model runs under a time scale (one model millisecond is
+//! Rules it follows (the README's "How the simulation works" says why): the model runs under a time scale (one model millisecond is
 //! one virtual second, so tokio's 1 ms timer tick is a model microsecond); every wait is to an
 //! absolute instant; a virtual-time watchdog turns a run that cannot finish into an error; tasks
 //! are bounded; every random stream is seeded from the scenario's seed.
