@@ -150,7 +150,7 @@ pub(crate) fn seed_flag(s: &str) -> Result<u64, String> {
             crate::scenario::bounds::MAX_SEED
         )
     })?;
-    crate::scenario::bounds::seed("--seed", v).map_err(|(_, m)| m)
+    crate::scenario::bounds::seed("--seed", v).map_err(|e| e.message)
 }
 
 /// Prints `capsize: <message>` on stderr (control characters shown visibly: a message may

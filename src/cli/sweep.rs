@@ -88,7 +88,7 @@ fn flag<T>(
 ) -> Result<Option<f64>, String> {
     v.map(|x| check(&format!("--{name}"), x))
         .transpose()
-        .map_err(|(key, m)| format!("{key}: {m}"))
+        .map_err(|e| format!("{}: {}", e.key, e.message))
 }
 
 /// `capsize plan`.

@@ -8,8 +8,23 @@
 
 use std::time::Duration;
 
-/// A value that cannot be used: the key (or flag) and why.
-pub(crate) type Invalid = (String, String);
+/// A value that cannot be used: the key (or flag) it is under, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Invalid {
+    /// The dotted key, or the flag.
+    pub key: String,
+    /// What is wrong, one line.
+    pub message: String,
+}
+
+impl From<capsize_mock::ConfigError> for Invalid {
+    fn from(e: capsize_mock::ConfigError) -> Self {
+        Invalid {
+            key: e.key,
+            message: e.message,
+        }
+    }
+}
 
 /// The longest duration anywhere in a scenario, a year (the watchdog's horizon), and the largest
 /// provider limit per minute: the provider's own bounds, so one value is refused the same way
@@ -48,7 +63,10 @@ pub const MAX_SCENARIO_BYTES: u64 = 1 << 20;
 pub const MAX_NAME_CHARS: usize = 100;
 
 pub(crate) fn bad(key: &str, message: impl Into<String>) -> Invalid {
-    (key.to_string(), message.into())
+    Invalid {
+        key: key.to_string(),
+        message: message.into(),
+    }
 }
 
 /// A number as a person reads it in an error: `1e308`, not three hundred digits.
@@ -73,7 +91,7 @@ pub(crate) fn positive(key: &str, v: f64, max: f64) -> Result<f64, Invalid> {
 /// A provider limit per minute, by the provider's own rule (at least 1, at most
 /// [`MAX_PER_MINUTE`]).
 pub(crate) fn per_minute(key: &str, v: f64) -> Result<f64, Invalid> {
-    capsize_mock::config::per_minute(key, v).map_err(|e| (e.key, e.message))
+    Ok(capsize_mock::config::per_minute(key, v)?)
 }
 
 /// A number in (0, 1]: a share of a limit.
@@ -163,7 +181,7 @@ mod tests {
             -1.0,
             MAX_DURATION_MS * 1.0001,
         ] {
-            let (key, message) = millis("scheduler.timeout_ms", v).unwrap_err();
+            let Invalid { key, message } = millis("scheduler.timeout_ms", v).unwrap_err();
             assert_eq!(key, "scheduler.timeout_ms");
             assert!(message.contains("a year"), "{message}");
         }

@@ -11,7 +11,7 @@ use std::fmt;
 
 use crate::slo::Threshold;
 
-type Invalid = (String, String);
+use super::bounds::{bad, Invalid};
 
 /// One value of a swept key: an integer stays an integer (`4`, not `4.0`), so integer keys
 /// accept it.
@@ -71,17 +71,20 @@ fn tidy(v: f64) -> f64 {
 fn range(key: &str, from: f64, to: f64, step: f64, ints: bool) -> Result<Vec<AxisValue>, Invalid> {
     let k = sweep_key(key);
     if !(from.is_finite() && to.is_finite() && step.is_finite()) {
-        return Err((k, "from, to and step must be numbers".into()));
+        return Err(bad(&k, "from, to and step must be numbers"));
     }
     if step <= 0.0 {
-        return Err((k, format!("step must be positive, got {step}")));
+        return Err(bad(&k, format!("step must be positive, got {step}")));
     }
     if from > to {
-        return Err((k, format!("from ({from}) is above to ({to})")));
+        return Err(bad(&k, format!("from ({from}) is above to ({to})")));
     }
     let n = ((to - from) / step + 1e-9).floor() as usize + 1;
     if n > MAX_RANGE {
-        return Err((k, format!("the range has {n} values; at most {MAX_RANGE}")));
+        return Err(bad(
+            &k,
+            format!("the range has {n} values; at most {MAX_RANGE}"),
+        ));
     }
     Ok((0..n)
         .map(|i| {
@@ -99,9 +102,9 @@ fn range(key: &str, from: f64, to: f64, step: f64, ints: bool) -> Result<Vec<Axi
 pub fn axis(key: &str, value: &toml::Value) -> Result<Axis, Invalid> {
     let k = sweep_key(key);
     if key.is_empty() || key.split('.').any(str::is_empty) {
-        return Err((
-            k,
-            "must be a dotted key path such as \"scheduler.max_concurrency\"".into(),
+        return Err(bad(
+            &k,
+            "must be a dotted key path such as \"scheduler.max_concurrency\"",
         ));
     }
     let number = |v: &toml::Value| match v {
@@ -112,25 +115,24 @@ pub fn axis(key: &str, value: &toml::Value) -> Result<Axis, Invalid> {
     let values = match value {
         toml::Value::Array(items) => items
             .iter()
-            .map(|v| number(v).ok_or_else(|| (k.clone(), format!("{v} is not a number"))))
+            .map(|v| number(v).ok_or_else(|| bad(&k, format!("{v} is not a number"))))
             .collect::<Result<Vec<_>, _>>()?,
         toml::Value::Table(t) => {
             for name in t.keys() {
                 if !["from", "to", "step"].contains(&name.as_str()) {
-                    return Err((
-                        k,
+                    return Err(bad(
+                        &k,
                         format!("unknown key {name:?} in a range (from, to, step)"),
                     ));
                 }
             }
             let get = |name: &str| {
                 t.get(name).map(|v| {
-                    number(v).ok_or_else(|| (k.clone(), format!("{name} = {v} is not a number")))
+                    number(v).ok_or_else(|| bad(&k, format!("{name} = {v} is not a number")))
                 })
             };
-            let from =
-                get("from").ok_or_else(|| (k.clone(), "a range needs from".to_string()))??;
-            let to = get("to").ok_or_else(|| (k.clone(), "a range needs to".to_string()))??;
+            let from = get("from").ok_or_else(|| bad(&k, "a range needs from"))??;
+            let to = get("to").ok_or_else(|| bad(&k, "a range needs to"))??;
             let step = get("step").transpose()?.unwrap_or(AxisValue::Int(1));
             let ints = [from, to, step]
                 .iter()
@@ -139,31 +141,28 @@ pub fn axis(key: &str, value: &toml::Value) -> Result<Axis, Invalid> {
         }
         toml::Value::String(s) => {
             let (a, b) = s.split_once("..=").ok_or_else(|| {
-                (
-                    k.clone(),
+                bad(
+                    &k,
                     format!("{s:?} is not a range: write \"1..=64\" (integers)"),
                 )
             })?;
             let int = |x: &str| {
-                x.trim().parse::<i64>().map_err(|_| {
-                    (
-                        k.clone(),
-                        format!("{s:?}: {:?} is not an integer", x.trim()),
-                    )
-                })
+                x.trim()
+                    .parse::<i64>()
+                    .map_err(|_| bad(&k, format!("{s:?}: {:?} is not an integer", x.trim())))
             };
             let (a, b) = (int(a)?, int(b)?);
             range(key, a as f64, b as f64, 1.0, true)?
         }
         other => {
-            return Err((
-                k,
+            return Err(bad(
+                &k,
                 format!("{other} is not a list, a range table or a \"a..=b\" string"),
             ))
         }
     };
     if values.is_empty() {
-        return Err((k, "has no values".into()));
+        return Err(bad(&k, "has no values"));
     }
     Ok(Axis {
         key: key.to_string(),
@@ -192,10 +191,13 @@ pub fn slo(table: &toml::Table) -> Result<Slo, Invalid> {
                 }
             }
             (_, toml::Value::String(expr)) => {
-                thresholds.push(Threshold::parse(metric, expr).map_err(|e| (k, e))?);
+                thresholds.push(Threshold::parse(metric, expr).map_err(|e| bad(&k, e))?);
             }
             (_, other) => {
-                return Err((k, format!("{other} is not a comparison such as \"< 2000\"")));
+                return Err(bad(
+                    &k,
+                    format!("{other} is not a comparison such as \"< 2000\""),
+                ));
             }
         }
     }
@@ -212,7 +214,7 @@ fn percent(metric: &str, v: &toml::Value) -> Result<f64, Invalid> {
         _ => None,
     };
     p.filter(|p: &f64| p.is_finite() && *p >= 0.0)
-        .ok_or_else(|| (k, format!("{v} is not a percentage such as \"5%\"")))
+        .ok_or_else(|| bad(&k, format!("{v} is not a percentage such as \"5%\"")))
 }
 
 #[cfg(test)]

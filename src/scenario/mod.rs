@@ -368,7 +368,7 @@ pub fn parse(text: &str, path: &Path, sets: &[String]) -> Result<Scenario, Scena
         }
     }
     let base = path.parent().unwrap_or(Path::new("."));
-    validate::validate(raw, base).map_err(|(key, message)| {
+    validate::validate(raw, base).map_err(|bounds::Invalid { key, message }| {
         if set_keys.contains(&key) {
             fail(None, Some(key), format!("{message} (from --set)"))
         } else {

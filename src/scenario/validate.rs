@@ -112,7 +112,7 @@ fn workload(w: &RawWorkload, base: &Path) -> Result<Workload, Invalid> {
             latency: match &t.latency {
                 Some(l) => Some(
                     l.build("workload.model_turn.latency", base)
-                        .map_err(|e| (e.key, e.message))?,
+                        .map_err(Invalid::from)?,
                 ),
                 None => None,
             },
@@ -121,7 +121,7 @@ fn workload(w: &RawWorkload, base: &Path) -> Result<Workload, Invalid> {
     let think_time = match &w.think_time {
         Some(l) => Some(
             l.build("workload.think_time", base)
-                .map_err(|e| (e.key, e.message))?,
+                .map_err(Invalid::from)?,
         ),
         None => None,
     };
@@ -381,7 +381,7 @@ pub(super) fn validate(raw: RawScenario, base: &Path) -> Result<Scenario, Invali
             ),
         ));
     }
-    let provider = raw.provider.build(base).map_err(|e| (e.key, e.message))?;
+    let provider = raw.provider.build(base).map_err(Invalid::from)?;
     let workload = workload(&raw.workload, base)?;
     fits(&workload, provider.tpm)?;
     let (slo, slo_tolerance) = raw

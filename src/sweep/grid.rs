@@ -74,7 +74,7 @@ pub fn flag(text: &str) -> Result<Axis, String> {
         .ok()
         .and_then(|mut t| t.remove("v"))
         .ok_or_else(|| format!("--sweep {text:?}: cannot read {values:?} as a list or a range"))?;
-    grid::axis(key, &value).map_err(|(_, m)| format!("--sweep {key}: {m}"))
+    grid::axis(key, &value).map_err(|e| format!("--sweep {key}: {}", e.message))
 }
 
 /// The grid of a sweep and the scenario of each point.
