@@ -21,7 +21,7 @@ pub mod provider;
 pub mod recorder;
 pub mod report;
 pub mod scenario;
-pub mod scheduler;
+pub use capsize_scheduler as scheduler;
 pub mod sim;
 pub mod slo;
 pub mod sweep;

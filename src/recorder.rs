@@ -347,7 +347,9 @@ impl Observer for Recorder {
                 c.not_run += 1;
                 return;
             }
-            EventKind::LimiterWaitStart | EventKind::LimiterWaitEnd => {}
+            // Limiter waits, and any kind added later, change no count; their times are in the
+            // call's breakdown.
+            _ => {}
         }
         let Some(i) = event.call.checked_sub(s.first_live).map(|i| i as usize) else {
             return; // an event of a call that has ended already: nothing to add

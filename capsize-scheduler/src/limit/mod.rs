@@ -19,7 +19,7 @@ use tokio::time::Instant;
 
 use self::bucket::Bucket;
 use self::queue::Queue;
-use crate::scheduler::error::ConfigError;
+use crate::error::{ConfigError, InvalidHeadroom, InvalidLimit, LimitField, LimitKind};
 
 /// One provider limit and the bucket that enforces it on the client.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -74,24 +74,28 @@ impl LimiterConfig {
     fn bucket(
         &self,
         limit: Option<Limit>,
-        key: &'static str,
+        kind: LimitKind,
         now: Instant,
     ) -> Result<Option<Bucket>, ConfigError> {
         let Some(limit) = limit else { return Ok(None) };
         if !(limit.per_minute.is_finite() && limit.per_minute > 0.0) {
-            return Err(ConfigError::new(
-                key,
-                format!("must be a positive number, got {}", limit.per_minute),
-            ));
+            return Err(InvalidLimit {
+                kind,
+                field: LimitField::PerMinute,
+                value: limit.per_minute,
+            }
+            .into());
         }
         let rate = limit.per_minute * self.headroom / 60.0;
         let capacity = match limit.burst {
             Some(b) if b.is_finite() && b > 0.0 => b,
             Some(b) => {
-                return Err(ConfigError::new(
-                    key,
-                    format!("burst must be a positive number, got {b}"),
-                ))
+                return Err(InvalidLimit {
+                    kind,
+                    field: LimitField::Burst,
+                    value: b,
+                }
+                .into())
             }
             None => rate.max(1.0),
         };
@@ -111,16 +115,13 @@ impl RateLimiter {
     /// Builds the limiter; its buckets start full now.
     pub fn new(config: &LimiterConfig) -> Result<Self, ConfigError> {
         if !(config.headroom > 0.0 && config.headroom <= 1.0) {
-            return Err(ConfigError::new(
-                "headroom",
-                format!("must be in (0, 1], got {}", config.headroom),
-            ));
+            return Err(InvalidHeadroom(config.headroom).into());
         }
         let now = Instant::now();
         Ok(RateLimiter {
             queue: Mutex::new(Queue::new(
-                config.bucket(config.requests, "rpm", now)?,
-                config.bucket(config.tokens, "tpm", now)?,
+                config.bucket(config.requests, LimitKind::Requests, now)?,
+                config.bucket(config.tokens, LimitKind::Tokens, now)?,
             )),
             changed: Notify::new(),
         })

@@ -7,8 +7,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use capsize::scheduler::observe::EventLog;
-use capsize::scheduler::{
+use capsize_scheduler::observe::EventLog;
+use capsize_scheduler::{
     Attempt, CallError, CallSpec, EventKind, FailureKind, GiveUp, Jitter, Limit, LimiterConfig,
     ProviderError, RetryPolicy, Scheduler, SchedulerConfig, Scope,
 };

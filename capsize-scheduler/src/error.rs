@@ -8,27 +8,86 @@ use thiserror::Error;
 use super::budget::BudgetExhausted;
 use super::observe::NotRunReason;
 
-/// A scheduler setting that cannot work, naming the setting.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
-#[error("{key}: {message}")]
-pub struct ConfigError {
-    /// The setting, as scenario files name it (`headroom`, `rpm`, `retry.base_ms`, ...).
-    pub key: &'static str,
-    /// What is wrong with it.
-    pub message: String,
+/// A scheduler setting that cannot work. Each variant is a named error of its own, so a caller
+/// can say which of its settings is wrong in its own words.
+#[derive(Debug, Clone, PartialEq, Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The limiter's headroom is outside (0, 1].
+    #[error(transparent)]
+    Headroom(#[from] InvalidHeadroom),
+    /// A rate or burst of a limit is not a positive number.
+    #[error(transparent)]
+    Limit(#[from] InvalidLimit),
+    /// The retry backoff's cap is below its base.
+    #[error(transparent)]
+    Backoff(#[from] InvalidBackoff),
 }
 
-impl ConfigError {
-    pub(crate) fn new(key: &'static str, message: impl Into<String>) -> Self {
-        ConfigError {
-            key,
-            message: message.into(),
-        }
+/// The limiter's headroom (the share of each limit the client may use) is outside (0, 1].
+#[derive(Debug, Clone, Copy, PartialEq, Error)]
+#[error("headroom must be in (0, 1], got {0}")]
+pub struct InvalidHeadroom(pub f64);
+
+/// Which of the provider's limits a setting belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum LimitKind {
+    /// Requests per minute.
+    Requests,
+    /// Tokens per minute.
+    Tokens,
+}
+
+/// Which number of a [`Limit`](crate::Limit) is wrong.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum LimitField {
+    /// The sustained rate, per minute.
+    PerMinute,
+    /// The bucket's capacity.
+    Burst,
+}
+
+/// A limit's rate or burst is not a positive, finite number.
+#[derive(Debug, Clone, Copy, PartialEq, Error)]
+#[error("{} {} must be a positive number, got {value}", kind_text(*.kind), field_text(*.field))]
+pub struct InvalidLimit {
+    /// The limit.
+    pub kind: LimitKind,
+    /// Its rate or its burst.
+    pub field: LimitField,
+    /// The value given.
+    pub value: f64,
+}
+
+fn kind_text(kind: LimitKind) -> &'static str {
+    match kind {
+        LimitKind::Requests => "requests-per-minute limit:",
+        LimitKind::Tokens => "tokens-per-minute limit:",
     }
+}
+
+fn field_text(field: LimitField) -> &'static str {
+    match field {
+        LimitField::PerMinute => "rate",
+        LimitField::Burst => "burst",
+    }
+}
+
+/// The retry backoff's cap is below its base, so no backoff could be drawn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+#[error("backoff cap {cap:?} must be at least its base {base:?}")]
+pub struct InvalidBackoff {
+    /// The first retry's ceiling.
+    pub base: Duration,
+    /// The ceiling no backoff exceeds.
+    pub cap: Duration,
 }
 
 /// Where a call was when something stopped it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
 pub enum Stage {
     /// Waiting for a concurrency permit (nothing reserved yet).
     Queued,
@@ -53,6 +112,7 @@ impl fmt::Display for Stage {
 
 /// What stopped a piece of work from outside.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum Interrupt {
     /// Its cancellation token was cancelled (a user stop, a sibling's failure, a parent's cancel).
     #[error("cancelled")]
@@ -67,6 +127,7 @@ pub enum Interrupt {
 
 /// Why a retry was not made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum GiveUp {
     /// The error is not one the retry policy retries.
     NotRetryable,
@@ -81,6 +142,7 @@ pub enum GiveUp {
 
 /// Why a call did not return a value.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum CallError<E> {
     /// Stopped from outside before it finished.
     #[error("{cause} while {stage}")]

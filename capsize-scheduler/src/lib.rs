@@ -13,7 +13,7 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use capsize::scheduler::{
+//! use capsize_scheduler::{
 //!     CallSpec, FanOut, Limit, LimiterConfig, ProviderError, Scheduler, SchedulerConfig, Scope,
 //! };
 //!
@@ -51,6 +51,8 @@
 //! # }
 //! ```
 
+#![warn(missing_docs, unreachable_pub)]
+
 pub mod budget;
 pub mod dispatch;
 mod error;
@@ -71,7 +73,10 @@ use tokio::time::Instant;
 
 pub use self::budget::{Budget, BudgetExhausted};
 pub use self::dispatch::{Access, CapPolicy, TurnPolicy};
-pub use self::error::{CallError, ConfigError, GiveUp, Interrupt, Stage};
+pub use self::error::{
+    CallError, ConfigError, GiveUp, Interrupt, InvalidBackoff, InvalidHeadroom, InvalidLimit,
+    LimitField, LimitKind, Stage,
+};
 pub use self::fanout::FanOut;
 pub use self::limit::{Limit, LimiterConfig, RateLimiter};
 pub use self::observe::{CallId, Event, EventKind, Observer};

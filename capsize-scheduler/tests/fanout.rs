@@ -7,9 +7,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use capsize::scheduler::fanout::Failures;
-use capsize::scheduler::observe::EventLog;
-use capsize::scheduler::{
+use capsize_scheduler::fanout::Failures;
+use capsize_scheduler::observe::EventLog;
+use capsize_scheduler::{
     CallError, CallSpec, EventKind, FailureKind, FanOut, GiveUp, Interrupt, ProviderError,
     Scheduler, Scope, Stage,
 };

@@ -15,6 +15,7 @@ use super::Scheduler;
 
 /// Whether a tool only reads shared state or changes it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Access {
     /// Safe to run beside other calls.
     Read,
@@ -69,6 +70,7 @@ impl<T: ToolCall + ?Sized> ToolCall for &T {
 
 /// What happens to the calls of a turn beyond its cap.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum CapPolicy {
     /// Run the first `max_parallel` calls; answer the rest "not run".
     #[default]

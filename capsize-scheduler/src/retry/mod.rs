@@ -15,10 +15,11 @@ use thiserror::Error;
 use tokio::time::Instant;
 
 pub use self::after::{parse_http_date, retry_after_from_headers, HeaderError};
-use super::error::{ConfigError, GiveUp};
+use super::error::{ConfigError, GiveUp, InvalidBackoff};
 
 /// How a backoff delay is randomised.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum Jitter {
     /// Uniform in `[0, d]`: the best spread, the default.
     #[default]
@@ -42,6 +43,7 @@ impl Jitter {
 
 /// What kind of failure an attempt ended in, as far as retrying is concerned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum FailureKind {
     /// HTTP 429 (or the provider's equivalent), with its Retry-After if it sent one.
     RateLimited {
@@ -168,6 +170,7 @@ impl Default for RetryPolicy {
 
 /// What to do after a failed attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Decision {
     /// Retry after `delay`.
     Retry {
@@ -182,13 +185,11 @@ impl RetryPolicy {
     /// Checks the policy can work.
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.cap < self.base {
-            return Err(ConfigError::new(
-                "retry.cap_ms",
-                format!(
-                    "must be at least base_ms ({:?}), got {:?}",
-                    self.base, self.cap
-                ),
-            ));
+            return Err(InvalidBackoff {
+                base: self.base,
+                cap: self.cap,
+            }
+            .into());
         }
         Ok(())
     }

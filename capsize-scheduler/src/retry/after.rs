@@ -11,6 +11,7 @@ use thiserror::Error;
 
 /// A rate-limit header that could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum HeaderError {
     /// The value is not a number of seconds, milliseconds, or an HTTP-date.
     #[error("header {header}: cannot read {value:?} as {expected}")]

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use capsize::scheduler::{
+use capsize_scheduler::{
     Budget, BudgetExhausted, CallError, CallSpec, EventKind, FanOut, Interrupt, Limit,
     LimiterConfig, ProviderError, Scheduler, SchedulerConfig, Scope, Stage,
 };

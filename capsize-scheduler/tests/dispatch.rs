@@ -5,9 +5,9 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use capsize::scheduler::dispatch::{CapPolicy, Tool, TurnPolicy};
-use capsize::scheduler::observe::{EventLog, NotRunReason};
-use capsize::scheduler::{
+use capsize_scheduler::dispatch::{CapPolicy, Tool, TurnPolicy};
+use capsize_scheduler::observe::{EventLog, NotRunReason};
+use capsize_scheduler::{
     CallError, CallSpec, EventKind, ProviderError, Scheduler, SchedulerConfig,
 };
 use tokio::time::{sleep, Instant};

@@ -16,6 +16,7 @@ pub type CallId = u64;
 
 /// Why a retry was scheduled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum RetryCause {
     /// The provider answered 429.
     RateLimited,
@@ -27,6 +28,7 @@ pub enum RetryCause {
 
 /// Why a call was never run.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum NotRunReason {
     /// The turn asked for more parallel tool calls than its cap (`truncate` policy).
     OverCap {
@@ -51,6 +53,7 @@ impl std::fmt::Display for NotRunReason {
 
 /// What happened.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum EventKind {
     /// The call was submitted (it now waits for a permit).
     Queued {

@@ -9,8 +9,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use capsize::scheduler::observe::EventLog;
-use capsize::scheduler::{
+use capsize_scheduler::observe::EventLog;
+use capsize_scheduler::{
     CallError, CallSpec, EventKind, FanOut, Interrupt, Limit, LimiterConfig, ProviderError,
     Scheduler, SchedulerConfig, Scope, Stage, Work,
 };

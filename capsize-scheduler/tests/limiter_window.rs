@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use capsize::scheduler::{
+use capsize_scheduler::{
     CallSpec, EventKind, Limit, LimiterConfig, ProviderError, RetryPolicy, Scheduler,
     SchedulerConfig, Scope,
 };

@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 /// A budget was spent: the call or step asking for more was refused.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum BudgetExhausted {
     /// A charge asked for more tokens than were left.
     #[error("token budget '{budget}' exhausted: asked for {requested}, {remaining} left")]

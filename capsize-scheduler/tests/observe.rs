@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
-use capsize::scheduler::observe::{Breakdown, EventLog, RetryCause};
-use capsize::scheduler::{
+use capsize_scheduler::observe::{Breakdown, EventLog, RetryCause};
+use capsize_scheduler::{
     CallSpec, EventKind, Jitter, Limit, LimiterConfig, ProviderError, RetryPolicy, Scheduler,
     SchedulerConfig,
 };
