@@ -54,6 +54,7 @@
 #![warn(missing_docs, unreachable_pub)]
 
 pub mod budget;
+mod call;
 pub mod dispatch;
 mod error;
 pub mod fanout;
@@ -64,7 +65,7 @@ mod scope;
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use rand::rngs::Xoshiro256PlusPlus;
 use rand::{Rng, SeedableRng};
@@ -83,8 +84,7 @@ pub use self::observe::{CallId, Event, EventKind, Observer};
 pub use self::retry::{Classify, FailureKind, Jitter, ProviderError, RetryPolicy};
 pub use self::scope::{Scope, Work};
 
-use self::observe::RetryCause;
-use self::retry::Decision;
+use self::call::Call;
 
 /// What a scheduler enforces.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -266,169 +266,18 @@ impl Scheduler {
         Fut: Future<Output = Result<T, E>>,
         E: Classify,
     {
-        let id = self.next_id();
-        let scope = &spec.scope;
-        // One clock reading per step: `now` is read again after every await.
-        let mut now = Instant::now();
-        let tokens = spec.tokens;
-        self.emit_at(id, EventKind::Queued { tokens }, now);
-        let mut charged = false;
-        let stop = |stage: Stage, cause: Interrupt, charged: bool| {
-            if charged {
-                if let Some(b) = scope.budget() {
-                    b.refund(spec.tokens);
-                }
-            }
-            self.emit(
-                id,
-                EventKind::Cancelled {
-                    stage,
-                    cause: cause.clone(),
-                },
-            );
-            CallError::Interrupted { stage, cause }
-        };
-        if let Some(cause) = scope.interrupted(Work::Unsent) {
-            return Err(stop(Stage::Queued, cause, false));
-        }
-        let _permit = match &self.inner.permits {
-            None => None,
-            Some(sem) => match sem.try_acquire() {
-                Ok(p) => Some(p),
-                // The semaphore is never closed, so `acquire` cannot fail; treat it as a cancel.
-                // Waits are boxed: kept out of the call's own future, which stays small to move.
-                Err(_) => match Box::pin(scope.run(Work::Unsent, sem.acquire())).await {
-                    Ok(Ok(p)) => {
-                        now = Instant::now();
-                        Some(p)
-                    }
-                    Ok(Err(_)) => return Err(stop(Stage::Queued, Interrupt::Cancelled, false)),
-                    Err(cause) => return Err(stop(Stage::Queued, cause, false)),
-                },
-            },
-        };
-        if let Some(b) = scope.budget() {
-            if let Err(e) = b.charge(spec.tokens) {
-                return Err(stop(Stage::Queued, Interrupt::BudgetExhausted(e), false));
-            }
-            charged = true;
-        }
+        let mut call = Call::open(self, &spec);
+        let _permit = call.acquire_permit().await?;
+        call.charge_budget()?;
         let mut number = 1;
         loop {
-            // Nothing is reserved or sent for a call its scope has stopped already.
-            let unsent = charged && number == 1;
-            let waited = if number == 1 {
-                Stage::Queued
-            } else {
-                Stage::Backoff
-            };
-            if let Some(cause) = scope.interrupted(Work::Unsent) {
-                return Err(stop(waited, cause, unsent));
-            }
-            if let Some(limiter) = &self.inner.limiter {
-                let mut reservation = limiter.reserve_at(tokens, now);
-                // A reservation the buckets hold already goes at once: no wait to report.
-                if !reservation.is_ready() {
-                    self.emit_at(id, EventKind::LimiterWaitStart, now);
-                    let ready = Box::pin(scope.run(Work::Unsent, reservation.ready())).await;
-                    // Ready at the very instant the scope stopped: stopped wins, and the
-                    // reservation (not yet taken) is refunded when dropped.
-                    if let Some(cause) = ready.err().or_else(|| scope.interrupted(Work::Unsent)) {
-                        drop(reservation);
-                        return Err(stop(Stage::Limiter, cause, unsent));
-                    }
-                    now = Instant::now();
-                    self.emit_at(id, EventKind::LimiterWaitEnd, now);
-                }
-                reservation.admit();
-            }
-            self.emit_at(id, EventKind::Sent { attempt: number }, now);
-            let work = attempt(Attempt { call: id, number });
-            let outcome = if scope.watches(Work::Sent) {
-                match Box::pin(scope.run(Work::Sent, work)).await {
-                    Ok(outcome) => outcome,
-                    Err(cause) => return Err(stop(Stage::InFlight, cause, false)),
-                }
-            } else {
-                work.await
-            };
-            now = Instant::now();
-            let error = match outcome {
-                Ok(value) => {
-                    self.emit_at(id, EventKind::Completed { attempts: number }, now);
-                    return Ok(value);
-                }
+            call.wait_for_limiter(number).await?;
+            let error = match call.send(number, &mut attempt).await? {
+                Ok(value) => return Ok(value),
                 Err(error) => error,
             };
-            let kind = error.classify();
-            if let FailureKind::RateLimited { retry_after } = kind {
-                self.emit_at(
-                    id,
-                    EventKind::RateLimited {
-                        attempt: number,
-                        retry_after,
-                    },
-                    now,
-                );
-            }
-            let policy = &self.inner.retry;
-            if let (Some(limiter), Some(wait)) = (&self.inner.limiter, policy.retry_after(&kind)) {
-                limiter.pause_until(now + wait);
-            }
-            let decision = {
-                let mut rng = self
-                    .inner
-                    .rng
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner);
-                policy.decide(&kind, number - 1, now, scope.deadline(), &mut **rng)
-            };
-            match decision {
-                Decision::GiveUp(reason) => {
-                    self.emit_at(
-                        id,
-                        EventKind::Failed {
-                            attempts: number,
-                            reason,
-                        },
-                        now,
-                    );
-                    return Err(CallError::Failed {
-                        error,
-                        attempts: number,
-                        reason,
-                    });
-                }
-                Decision::Retry { delay } => {
-                    let cause = retry_cause(&kind);
-                    self.emit_at(
-                        id,
-                        EventKind::RetryScheduled {
-                            attempt: number,
-                            delay,
-                            cause,
-                        },
-                        now,
-                    );
-                    if let Err(cause) =
-                        Box::pin(scope.run(Work::Unsent, tokio::time::sleep_until(now + delay)))
-                            .await
-                    {
-                        return Err(stop(Stage::Backoff, cause, false));
-                    }
-                    now = Instant::now();
-                }
-            }
+            call.after_failure(error, number).await?;
             number += 1;
         }
-    }
-}
-
-fn retry_cause(kind: &FailureKind) -> RetryCause {
-    match kind {
-        FailureKind::RateLimited { .. } => RetryCause::RateLimited,
-        FailureKind::Status { code, .. } => RetryCause::Status(*code),
-        // `Other` is never retried, so it never reaches here.
-        FailureKind::Timeout | FailureKind::Other => RetryCause::Timeout,
     }
 }

@@ -1,0 +1,227 @@
+//! One call's way through the scheduler, as its steps: acquire a permit, charge the budget,
+//! wait for the limiter, make an attempt, and after a failure report it, pause the limiter for
+//! a Retry-After and back off (or give up).
+//!
+//! Each step reads the clock once after each of its awaits and passes the reading on, so the
+//! events of one instant carry that instant and nothing reads the clock twice for one decision.
+
+use std::future::Future;
+use std::sync::PoisonError;
+
+use tokio::sync::SemaphorePermit;
+use tokio::time::Instant;
+
+use crate::observe::{CallId, EventKind, RetryCause};
+use crate::retry::{Classify, Decision, FailureKind};
+use crate::{Attempt, CallError, CallSpec, Interrupt, Scheduler, Stage, Work};
+
+/// A call in progress: where it is, what it holds, and the last clock reading.
+pub(crate) struct Call<'a> {
+    scheduler: &'a Scheduler,
+    spec: &'a CallSpec,
+    id: CallId,
+    now: Instant,
+    /// Charged to the budget and not sent yet: a stop now refunds the charge.
+    refundable: bool,
+}
+
+impl<'a> Call<'a> {
+    /// Opens the call: takes its id and reports it queued.
+    pub(crate) fn open(scheduler: &'a Scheduler, spec: &'a CallSpec) -> Self {
+        let call = Call {
+            scheduler,
+            spec,
+            id: scheduler.next_id(),
+            now: Instant::now(),
+            refundable: false,
+        };
+        let tokens = spec.tokens;
+        call.emit(EventKind::Queued { tokens });
+        call
+    }
+
+    fn emit(&self, kind: EventKind) {
+        self.scheduler.emit_at(self.id, kind, self.now);
+    }
+
+    /// Ends the call as stopped from outside at `stage`, refunding an unsent charge.
+    fn stop<E>(&self, stage: Stage, cause: Interrupt) -> CallError<E> {
+        if self.refundable {
+            if let Some(b) = self.spec.scope.budget() {
+                b.refund(self.spec.tokens);
+            }
+        }
+        let kind = EventKind::Cancelled {
+            stage,
+            cause: cause.clone(),
+        };
+        // A stop can come from a wait that did not read the clock: read it now.
+        self.scheduler.emit(self.id, kind);
+        CallError::Interrupted { stage, cause }
+    }
+
+    /// Waits for a concurrency permit (none when unbounded); held until the call ends.
+    pub(crate) async fn acquire_permit<E>(
+        &mut self,
+    ) -> Result<Option<SemaphorePermit<'a>>, CallError<E>> {
+        let scope = &self.spec.scope;
+        if let Some(cause) = scope.interrupted(Work::Unsent) {
+            return Err(self.stop(Stage::Queued, cause));
+        }
+        let Some(sem) = &self.scheduler.inner.permits else {
+            return Ok(None);
+        };
+        if let Ok(permit) = sem.try_acquire() {
+            return Ok(Some(permit));
+        }
+        // Waits are boxed: kept out of the call's own future, which stays small to move.
+        match Box::pin(scope.run(Work::Unsent, sem.acquire())).await {
+            Ok(Ok(permit)) => {
+                self.now = Instant::now();
+                Ok(Some(permit))
+            }
+            // The semaphore is never closed, so `acquire` cannot fail; treat it as a cancel.
+            Ok(Err(_)) => Err(self.stop(Stage::Queued, Interrupt::Cancelled)),
+            Err(cause) => Err(self.stop(Stage::Queued, cause)),
+        }
+    }
+
+    /// Draws the call's tokens from the scope's budget, if it has one.
+    pub(crate) fn charge_budget<E>(&mut self) -> Result<(), CallError<E>> {
+        if let Some(b) = self.spec.scope.budget() {
+            if let Err(e) = b.charge(self.spec.tokens) {
+                return Err(self.stop(Stage::Queued, Interrupt::BudgetExhausted(e)));
+            }
+            self.refundable = true;
+        }
+        Ok(())
+    }
+
+    /// Before attempt `number`: checks the scope still wants it, then reserves one request and
+    /// the call's tokens in the limiter and waits until they are paid for.
+    pub(crate) async fn wait_for_limiter<E>(&mut self, number: u32) -> Result<(), CallError<E>> {
+        let scope = &self.spec.scope;
+        // Nothing is reserved or sent for a call its scope has stopped already.
+        let waited = if number == 1 {
+            Stage::Queued
+        } else {
+            Stage::Backoff
+        };
+        if let Some(cause) = scope.interrupted(Work::Unsent) {
+            return Err(self.stop(waited, cause));
+        }
+        let Some(limiter) = &self.scheduler.inner.limiter else {
+            return Ok(());
+        };
+        let mut reservation = limiter.reserve_at(self.spec.tokens, self.now);
+        // A reservation the buckets hold already goes at once: no wait to report.
+        if !reservation.is_ready() {
+            self.emit(EventKind::LimiterWaitStart);
+            let ready = Box::pin(scope.run(Work::Unsent, reservation.ready())).await;
+            // Ready at the very instant the scope stopped: stopped wins, and the reservation
+            // (not yet taken) is refunded when dropped.
+            if let Some(cause) = ready.err().or_else(|| scope.interrupted(Work::Unsent)) {
+                drop(reservation);
+                return Err(self.stop(Stage::Limiter, cause));
+            }
+            self.now = Instant::now();
+            self.emit(EventKind::LimiterWaitEnd);
+        }
+        reservation.admit();
+        Ok(())
+    }
+
+    /// Sends attempt `number` and waits for its answer (or for the scope to stop it, if the
+    /// scope watches work at the provider).
+    pub(crate) async fn send<T, E, F, Fut>(&mut self, number: u32, attempt: &mut F) -> Sent<T, E>
+    where
+        F: FnMut(Attempt) -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        self.emit(EventKind::Sent { attempt: number });
+        self.refundable = false;
+        let work = attempt(Attempt {
+            call: self.id,
+            number,
+        });
+        let scope = &self.spec.scope;
+        let outcome = if scope.watches(Work::Sent) {
+            match Box::pin(scope.run(Work::Sent, work)).await {
+                Ok(outcome) => outcome,
+                Err(cause) => return Err(self.stop(Stage::InFlight, cause)),
+            }
+        } else {
+            work.await
+        };
+        self.now = Instant::now();
+        if outcome.is_ok() {
+            self.emit(EventKind::Completed { attempts: number });
+        }
+        Ok(outcome)
+    }
+
+    /// After attempt `number` failed with `error`: reports a 429, pauses the limiter for its
+    /// Retry-After, and either gives up (the error) or backs off until the next attempt.
+    pub(crate) async fn after_failure<E: Classify>(
+        &mut self,
+        error: E,
+        number: u32,
+    ) -> Result<(), CallError<E>> {
+        let kind = error.classify();
+        if let FailureKind::RateLimited { retry_after } = kind {
+            self.emit(EventKind::RateLimited {
+                attempt: number,
+                retry_after,
+            });
+        }
+        let inner = &self.scheduler.inner;
+        let policy = &inner.retry;
+        if let (Some(limiter), Some(wait)) = (&inner.limiter, policy.retry_after(&kind)) {
+            limiter.pause_until(self.now + wait);
+        }
+        let decision = {
+            let mut rng = inner.rng.lock().unwrap_or_else(PoisonError::into_inner);
+            let deadline = self.spec.scope.deadline();
+            policy.decide(&kind, number - 1, self.now, deadline, &mut **rng)
+        };
+        let delay = match decision {
+            Decision::GiveUp(reason) => {
+                self.emit(EventKind::Failed {
+                    attempts: number,
+                    reason,
+                });
+                return Err(CallError::Failed {
+                    error,
+                    attempts: number,
+                    reason,
+                });
+            }
+            Decision::Retry { delay } => delay,
+        };
+        let cause = retry_cause(&kind);
+        self.emit(EventKind::RetryScheduled {
+            attempt: number,
+            delay,
+            cause,
+        });
+        let backoff = tokio::time::sleep_until(self.now + delay);
+        if let Err(cause) = Box::pin(self.spec.scope.run(Work::Unsent, backoff)).await {
+            return Err(self.stop(Stage::Backoff, cause));
+        }
+        self.now = Instant::now();
+        Ok(())
+    }
+
+}
+
+/// An attempt's answer, or the stop that ended the call while it was in flight.
+pub(crate) type Sent<T, E> = Result<Result<T, E>, CallError<E>>;
+
+fn retry_cause(kind: &FailureKind) -> RetryCause {
+    match kind {
+        FailureKind::RateLimited { .. } => RetryCause::RateLimited,
+        FailureKind::Status { code, .. } => RetryCause::Status(*code),
+        // `Other` is never retried, so it never reaches here.
+        FailureKind::Timeout | FailureKind::Other => RetryCause::Timeout,
+    }
+}
