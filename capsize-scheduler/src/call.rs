@@ -211,7 +211,6 @@ impl<'a> Call<'a> {
         self.now = Instant::now();
         Ok(())
     }
-
 }
 
 /// An attempt's answer, or the stop that ended the call while it was in flight.

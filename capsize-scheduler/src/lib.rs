@@ -1,24 +1,23 @@
-//! The scheduler: what an agent puts between its tool and model calls and a rate-limited provider.
+//! The scheduler an LLM agent puts between its tool and model calls and a rate-limited
+//! provider: bounded fan-out, RPM/TPM token buckets, retries with jitter and Retry-After,
+//! cancellation and deadlines, read/write tool dispatch, and token budgets for subagents.
 //!
-//! Every call goes through the same steps, each observable and each stoppable by the call's
-//! [`Scope`]: wait for a concurrency permit (a FIFO semaphore of `max_concurrency`), draw its
-//! tokens from the budget, reserve one request and its tokens in the rate limiter and wait for
-//! them, send, and on a retryable failure back off (at least the provider's Retry-After, which
-//! also pauses the limiter for everyone) and go round again.
+//! It is the product of capsize (the workspace this crate lives in), which runs it unchanged
+//! against a simulated provider in virtual time and against an HTTP provider in real time, to
+//! size `max_concurrency` and the headroom. It depends on nothing of the simulator.
 //!
-//! The scheduler reads time only through `tokio::time` and draws randomness only from the RNG it
-//! is given, so under tokio's paused clock it runs as an exact, repeatable discrete-event
-//! simulation, and under a normal runtime it is the production code. It knows nothing of what is
-//! on the other side of a call.
+//! # A tutorial in five steps
+//!
+//! ## 1. Configure
+//!
+//! A [`SchedulerConfig`] says how many calls may be in flight at once, which client-side rate
+//! limits to keep (a share, the *headroom*, of the provider's RPM and TPM), and how to retry.
+//! [`Scheduler::builder`] checks it ([`ConfigError`] names the setting that cannot work) and
+//! seeds the jitter RNG, so two schedulers built alike retry alike.
 //!
 //! ```
-//! use std::time::Duration;
-//! use capsize_scheduler::{
-//!     CallSpec, FanOut, Limit, LimiterConfig, ProviderError, Scheduler, SchedulerConfig, Scope,
-//! };
+//! use capsize_scheduler::{Limit, LimiterConfig, Scheduler, SchedulerConfig};
 //!
-//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
-//! # async fn main() {
 //! // 600 RPM and 10M TPM at 70 % headroom, at most 4 calls in flight.
 //! let config = SchedulerConfig {
 //!     max_concurrency: 4,
@@ -30,26 +29,142 @@
 //!     ..SchedulerConfig::default()
 //! };
 //! let scheduler = Scheduler::builder(config).seed(42).build().unwrap();
+//! # let _ = scheduler;
+//! ```
 //!
-//! // Eight tool calls of 2,000 tokens, gathered: every result comes back, Ok or Err.
-//! let fan = FanOut::new(&Scope::new());
-//! let results = fan
+//! ## 2. Make a call
+//!
+//! [`Scheduler::call`] takes a [`CallSpec`] (the call's token cost and the [`Scope`] that may
+//! stop it) and an attempt function, called once per attempt. The call waits for a permit,
+//! charges its budget, waits for the limiter, then sends; a failure the [`RetryPolicy`] retries
+//! (a 429, a 5xx, a timeout: see [`Classify`]) backs off and goes round again. A Retry-After
+//! from the provider is waited out in full, and pauses the limiter for every call.
+//!
+//! ```
+//! # use std::time::Duration;
+//! # use capsize_scheduler::{CallSpec, ProviderError, Scheduler, SchedulerConfig};
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() {
+//! let scheduler = Scheduler::builder(SchedulerConfig::default()).build().unwrap();
+//! let started = tokio::time::Instant::now();
+//! let answer = scheduler
+//!     .call(CallSpec::new(2_000), |attempt| async move {
+//!         if attempt.number == 1 {
+//!             // The provider says 429, come back in 2 s.
+//!             return Err(ProviderError::rate_limited(Some(Duration::from_secs(2))));
+//!         }
+//!         Ok("42")
+//!     })
+//!     .await;
+//! assert_eq!(answer.unwrap(), "42");
+//! assert!(started.elapsed() >= Duration::from_secs(2)); // never sooner than Retry-After
+//! # }
+//! ```
+//!
+//! ## 3. Fan out
+//!
+//! [`FanOut`] runs a turn's calls concurrently in one scope: [`FanOut::gather`] returns every
+//! result in order, [`FanOut::as_completed`] yields them as they finish, and
+//! [`FanOut::all_or_nothing`] cancels the rest at the first failure. The permits, not the
+//! fan-out, bound how many are in flight.
+//!
+//! ```
+//! # use std::time::Duration;
+//! # use capsize_scheduler::{CallSpec, FanOut, ProviderError, Scheduler, SchedulerConfig, Scope};
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() {
+//! let config = SchedulerConfig { max_concurrency: 4, ..SchedulerConfig::default() };
+//! let scheduler = Scheduler::builder(config).build().unwrap();
+//! let started = tokio::time::Instant::now();
+//! // Eight tool calls of 400 ms, four at a time: two waves, 800 ms of virtual time.
+//! let results = FanOut::new(&Scope::new())
 //!     .gather((0..8).map(|i| {
 //!         let scheduler = &scheduler;
 //!         move |scope: Scope| async move {
+//!             let spec = CallSpec::new(2_000).in_scope(&scope);
 //!             scheduler
-//!                 .call(CallSpec::new(2_000).in_scope(&scope), |_attempt| async move {
-//!                     tokio::time::sleep(Duration::from_millis(400)).await; // the HTTP request
+//!                 .call(spec, |_attempt| async move {
+//!                     tokio::time::sleep(Duration::from_millis(400)).await; // the request
 //!                     Ok::<_, ProviderError>(i)
 //!                 })
 //!                 .await
 //!         }
 //!     }))
 //!     .await;
-//! assert_eq!(results.len(), 8);
 //! assert!(results.iter().all(|r| r.is_ok()));
+//! assert_eq!(started.elapsed(), Duration::from_millis(800));
 //! # }
 //! ```
+//!
+//! ## 4. Stop work: scopes, deadlines, budgets
+//!
+//! A [`Scope`] carries a cancellation token, a deadline, a stop time and a [`Budget`]; a
+//! [`Scope::child`] inherits all of them, so cancelling an agent cancels its subagents. A call
+//! stopped before it is sent refunds its tokens and its limiter reservation; a call at the
+//! provider is stopped by a cancel or a deadline but not by a spent budget (its tokens are
+//! spent either way). [`Budget::child`] lends a subagent part of its parent's tokens.
+//!
+//! ```
+//! # use capsize_scheduler::{Budget, CallError, CallSpec, Interrupt, ProviderError, Scheduler,
+//! #     SchedulerConfig, Scope};
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() {
+//! let scheduler = Scheduler::builder(SchedulerConfig::default()).build().unwrap();
+//! let agent = Budget::new("agent", 10_000, None);
+//! let subagent = Scope::new().with_budget(agent.child("researcher", 3_000, None));
+//! let call = |tokens| scheduler.call(CallSpec::new(tokens).in_scope(&subagent), |_| async {
+//!     Ok::<_, ProviderError>(())
+//! });
+//! assert!(call(2_000).await.is_ok());
+//! // 1,000 tokens left of the subagent's 3,000: the next call is refused before it is sent.
+//! let refused = call(2_000).await.unwrap_err();
+//! assert!(matches!(refused.interrupt(), Some(Interrupt::BudgetExhausted(_))));
+//! # }
+//! ```
+//!
+//! ## 5. Dispatch a model turn's tool calls
+//!
+//! [`Scheduler::dispatch`] runs one turn's tool calls by a [`TurnPolicy`]: tools declared
+//! [`Access::Read`] run in parallel, [`Access::Write`] ones one at a time in the model's order,
+//! and beyond `max_parallel` the rest are answered "not run" ([`CapPolicy::Truncate`]) or run
+//! in batches ([`CapPolicy::Batch`]).
+//!
+//! ```
+//! # use std::time::Duration;
+//! # use capsize_scheduler::dispatch::Tool;
+//! # use capsize_scheduler::{CallSpec, ProviderError, Scheduler, SchedulerConfig, TurnPolicy};
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() {
+//! let scheduler = Scheduler::builder(SchedulerConfig::default()).build().unwrap();
+//! let turn = [Tool::read("search"), Tool::write("save"), Tool::read("fetch"), Tool::write("mail")];
+//! let started = tokio::time::Instant::now();
+//! let results = scheduler
+//!     .dispatch(&TurnPolicy::default(), &turn, |_, _tool| {
+//!         scheduler.call(CallSpec::new(500), |_| async {
+//!             tokio::time::sleep(Duration::from_millis(100)).await;
+//!             Ok::<_, ProviderError>(())
+//!         })
+//!     })
+//!     .await;
+//! assert_eq!(results.len(), 4);
+//! // Both reads together (100 ms), then each write alone (100 ms each).
+//! assert_eq!(started.elapsed(), Duration::from_millis(300));
+//! # }
+//! ```
+//!
+//! # Time, and ties
+//!
+//! The scheduler reads time only through `tokio::time` and draws randomness only from the RNG
+//! it is given. Under tokio's paused clock (`start_paused = true`, as in the examples above) it
+//! is an exact, repeatable discrete-event simulation; under a normal runtime it is production
+//! code. When things happen at one instant, one rule decides: a result that arrives at the
+//! instant its caller stops waiting is kept, and nothing starts at or after a stop or deadline.
+//!
+//! [`observe`] reports every step of every call as an [`Event`] to an [`Observer`], which is how
+//! capsize measures where the time went.
+//!
+//! `examples/http_agent.rs` is a runnable agent that fans tool calls out over HTTP with
+//! reqwest: `cargo run -p capsize-scheduler --example http_agent`.
 
 #![warn(missing_docs, unreachable_pub)]
 

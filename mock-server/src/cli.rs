@@ -58,7 +58,7 @@ impl From<WindowArg> for WindowKind {
 /// flags alone, or from both (a flag overrides the scenario's key).
 #[derive(Debug, Clone, PartialEq, Args)]
 pub struct MockArgs {
-    /// A scenario TOML: its [provider] table, seed and [workload.model_turn] latency are used.
+    /// A scenario TOML: its provider table, seed and model-turn latency are used.
     #[arg(long, value_name = "FILE")]
     pub scenario: Option<PathBuf>,
     /// Requests per minute (default: unlimited).
