@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use capsize::sim::SCALE;
+use capsize::engine::sim::SCALE;
 use rand::rngs::Xoshiro256PlusPlus;
 use rand::{RngExt, SeedableRng};
 use tokio::time::{sleep_until, Instant};

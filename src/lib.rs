@@ -4,26 +4,20 @@
 //! The heart of the crate is [`scheduler`], the library an agent embeds: bounded fan-out, RPM/TPM
 //! token buckets, retry with jitter and Retry-After, cancellation, read/write tool dispatch and
 //! subagent budgets. It reads time only through `tokio::time`, so the same code runs in virtual
-//! time (tokio's paused clock) and in real time. The command-line tool ([`cli`]) drives it.
+//! time (tokio's paused clock) and in real time. The command-line tool ([`cli`]) drives it
+//! through the [`engine`] (one run of a scenario), the [`analysis`] (closed forms, objectives,
+//! the CI gate) and the [`output`] (reports and files).
 //!
 //! capsize grew out of an article on running LLM tool calls concurrently (semaphores, RPM/TPM
 //! budgets, retries, cancellation, subagent budgets). "The article" in these docs is that one:
-//! its worked numbers are test oracles, and [`article`] reproduces each of them, with the
-//! closed form, the simulated value and a verdict (`capsize article`).
+//! its worked numbers are test oracles, and `capsize article` reproduces each of them, with the
+//! closed form, the simulated value and a verdict.
 
-pub mod article;
-pub mod cli;
-pub mod demo;
-pub mod gate;
-pub mod outputs;
-pub mod plan;
-pub mod provider;
-pub mod recorder;
-pub mod report;
-pub mod scenario;
+// The layers, in the order data flows: scenario -> workload -> scheduler -> provider ->
+// recorder -> report. ARCHITECTURE.md walks through them.
 pub use capsize_scheduler as scheduler;
-pub mod sim;
-pub mod slo;
-pub mod sweep;
-pub mod timescale;
-pub mod workload;
+
+pub mod analysis;
+pub mod cli;
+pub mod engine;
+pub mod output;

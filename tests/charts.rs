@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use capsize::report::charts::{self, Chart, Reference, Series, XAxis};
+use capsize::output::report::charts::{self, Chart, Reference, Series, XAxis};
 
 mod common;
 use common::temp::Temp;

@@ -11,9 +11,9 @@
 use std::sync::mpsc;
 use std::time::Duration;
 
-use capsize::report::summary::Summary;
-use capsize::scenario::{self, Arrivals, Count, Scenario, Stop};
-use capsize::sim::{self, SimError};
+use capsize::engine::scenario::{self, Arrivals, Count, Scenario, Stop};
+use capsize::engine::sim::{self, SimError};
+use capsize::output::report::summary::Summary;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use toml::{Table, Value};

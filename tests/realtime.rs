@@ -6,9 +6,9 @@
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use capsize::report::summary::Summary;
-use capsize::scenario::{parse, Scenario};
-use capsize::sim::{self, RealtimeOptions, SimOutcome};
+use capsize::engine::scenario::{parse, Scenario};
+use capsize::engine::sim::{self, RealtimeOptions, SimOutcome};
+use capsize::output::report::summary::Summary;
 
 /// Where a test body runs.
 #[derive(Debug, Clone, Copy)]

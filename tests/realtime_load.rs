@@ -4,9 +4,9 @@
 
 use std::path::Path;
 
-use capsize::report::summary::Summary;
-use capsize::scenario::parse;
-use capsize::sim::{self, RealtimeOptions};
+use capsize::engine::scenario::parse;
+use capsize::engine::sim::{self, RealtimeOptions};
+use capsize::output::report::summary::Summary;
 
 /// 125 sessions x 8 calls with no concurrency limit: 1,000 requests in flight, each answered
 /// after 2 s of model time (200 ms of real time at 10x), twice over.

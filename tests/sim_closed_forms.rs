@@ -3,9 +3,9 @@
 
 use std::path::Path;
 
-use capsize::report::summary::Summary;
-use capsize::scenario::{parse, Scenario};
-use capsize::sim::{self, SimOutcome};
+use capsize::engine::scenario::{parse, Scenario};
+use capsize::engine::sim::{self, SimOutcome};
+use capsize::output::report::summary::Summary;
 
 fn scenario(toml: &str) -> Scenario {
     parse(toml, Path::new("test.toml"), &[]).unwrap_or_else(|e| panic!("{e}"))

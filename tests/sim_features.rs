@@ -4,9 +4,9 @@
 
 use std::path::Path;
 
-use capsize::report::summary::Summary;
-use capsize::scenario::{parse, Scenario};
-use capsize::sim::{self, SimError};
+use capsize::engine::scenario::{parse, Scenario};
+use capsize::engine::sim::{self, SimError};
+use capsize::output::report::summary::Summary;
 
 fn scenario(toml: &str, sets: &[&str]) -> Scenario {
     let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();

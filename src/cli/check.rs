@@ -7,10 +7,10 @@ use clap::Args as ClapArgs;
 
 use super::{default_out, fail, load, load_and_run, out, output_failure, realtime_options, run_in};
 use super::{ScenarioArgs, EXIT_BAD_INPUT};
-use crate::gate;
-use crate::outputs::OutputSet;
-use crate::report::escape;
-use crate::report::summary::Summary;
+use crate::analysis::check;
+use crate::output::files::OutputSet;
+use crate::output::report::escape;
+use crate::output::report::summary::Summary;
 
 /// Exit code of a check that failed.
 const EXIT_CHECK_FAILED: u8 = 1;
@@ -71,7 +71,7 @@ pub fn check(args: CheckArgs) -> ExitCode {
         Ok(r) => r,
         Err(e) => return fail(EXIT_BAD_INPUT, e),
     };
-    if let Err(e) = gate::validate(&scenario.slo, &scenario.slo_tolerance) {
+    if let Err(e) = check::validate(&scenario.slo, &scenario.slo_tolerance) {
         return fail(
             EXIT_BAD_INPUT,
             format!("{}: {e}", args.input.scenario.display()),
@@ -83,7 +83,7 @@ pub fn check(args: CheckArgs) -> ExitCode {
         "virtual"
     };
     let baseline = match &args.baseline {
-        Some(path) => match gate::read_baseline(path, &scenario.name, mode) {
+        Some(path) => match check::read_baseline(path, &scenario.name, mode) {
             Ok(b) => Some(b),
             Err(e) => return fail(EXIT_BAD_INPUT, e),
         },
@@ -104,7 +104,7 @@ pub fn check(args: CheckArgs) -> ExitCode {
     if let Some(path) = &args.baseline {
         outputs.input(path, "the baseline (--baseline)");
     }
-    crate::report::declare_run(&mut outputs, &dir);
+    crate::output::report::declare_run(&mut outputs, &dir);
     for (path, flag) in [(&args.junit, "--junit"), (&args.summary_md, "--summary-md")] {
         if let Some(path) = path {
             outputs.output(path, flag);
@@ -121,9 +121,9 @@ pub fn check(args: CheckArgs) -> ExitCode {
     };
     let summary = Summary::new(&scenario, &outcome);
     let run = serde_json::to_value(&summary).expect("a summary always serialises");
-    let mut checks = gate::objectives(&scenario.slo, &run);
+    let mut checks = check::objectives(&scenario.slo, &run);
     if let Some(b) = &baseline {
-        checks.extend(gate::against_baseline(
+        checks.extend(check::against_baseline(
             b,
             &run,
             args.tolerance,
@@ -135,7 +135,7 @@ pub fn check(args: CheckArgs) -> ExitCode {
             " against baseline {} (seed {}) at {} % tolerance",
             path.display(),
             b.get("seed").map_or("?".into(), |v| v.to_string()),
-            crate::plan::fmt_num(args.tolerance)
+            crate::analysis::plan::fmt_num(args.tolerance)
         ),
         _ => String::new(),
     };
@@ -143,12 +143,12 @@ pub fn check(args: CheckArgs) -> ExitCode {
         "{} (seed {}, {mode}){against}",
         scenario.name, scenario.seed
     );
-    crate::report::put_run(&mut outputs, &dir, &summary, &outcome.recording);
+    crate::output::report::put_run(&mut outputs, &dir, &summary, &outcome.recording);
     if let Some(path) = &args.junit {
-        outputs.put(path, gate::junit(&scenario.name, &checks));
+        outputs.put(path, check::junit(&scenario.name, &checks));
     }
     if let Some(path) = &args.summary_md {
-        outputs.put(path, gate::markdown(&title, &checks));
+        outputs.put(path, check::markdown(&title, &checks));
     }
     if let Err(e) = outputs.commit() {
         let (code, e) = output_failure(&e);
@@ -157,7 +157,7 @@ pub fn check(args: CheckArgs) -> ExitCode {
     let printed = out(&format!(
         "capsize check: {}\n\n{}",
         escape::terminal(&title),
-        gate::table(&checks)
+        check::table(&checks)
     ));
     if checks.iter().all(|c| c.pass) {
         printed
@@ -191,6 +191,6 @@ pub fn baseline(args: BaselineArgs) -> ExitCode {
         escape::terminal(&scenario.name),
         scenario.seed,
         summary.queries,
-        crate::plan::fmt_num(summary.latency_ms.query.p95)
+        crate::analysis::plan::fmt_num(summary.latency_ms.query.p95)
     ))
 }

@@ -14,11 +14,11 @@ mod sweep;
 
 use clap::{Args as ClapArgs, Parser, Subcommand};
 
-use crate::outputs::{OutputError, OutputSet};
-use crate::report::escape;
-use crate::report::summary::Summary;
-use crate::scenario::Scenario;
-use crate::sim::{RealtimeOptions, SimError, SimOutcome};
+use crate::engine::scenario::Scenario;
+use crate::engine::sim::{RealtimeOptions, SimError, SimOutcome};
+use crate::output::files::{OutputError, OutputSet};
+use crate::output::report::escape;
+use crate::output::report::summary::Summary;
 
 /// Exit code for bad input.
 pub const EXIT_BAD_INPUT: u8 = 2;
@@ -147,10 +147,10 @@ pub(crate) fn seed_flag(s: &str) -> Result<u64, String> {
     let v: u64 = s.trim().parse().map_err(|_| {
         format!(
             "{s:?} is not a whole number from 0 to {}",
-            crate::scenario::bounds::MAX_SEED
+            crate::engine::scenario::bounds::MAX_SEED
         )
     })?;
-    crate::scenario::bounds::seed("--seed", v).map_err(|e| e.message)
+    crate::engine::scenario::bounds::seed("--seed", v).map_err(|e| e.message)
 }
 
 /// Prints `capsize: <message>` on stderr (control characters shown visibly: a message may
@@ -210,7 +210,7 @@ pub(crate) type Failure = (u8, String);
 
 /// Loads the scenario with its overrides (and seed).
 pub(crate) fn load(args: &ScenarioArgs) -> Result<Scenario, Failure> {
-    let mut scenario = crate::scenario::load(&args.scenario, &args.sets)
+    let mut scenario = crate::engine::scenario::load(&args.scenario, &args.sets)
         .map_err(|e| (EXIT_BAD_INPUT, e.to_string()))?;
     if let Some(seed) = args.seed {
         scenario.seed = seed;
@@ -224,8 +224,8 @@ pub(crate) fn run_in(
     realtime: Option<&RealtimeOptions>,
 ) -> Result<SimOutcome, Failure> {
     let result = match realtime {
-        None => crate::sim::run(scenario),
-        Some(opts) => crate::sim::run_realtime(scenario, opts),
+        None => crate::engine::sim::run(scenario),
+        Some(opts) => crate::engine::sim::run_realtime(scenario, opts),
     };
     result.map_err(|e| match e {
         // A configuration the scheduler refuses is bad input, however it got past validation.
@@ -253,7 +253,7 @@ fn run(args: RunArgs) -> ExitCode {
     let loaded = load_and_run(&args.input, |scenario| {
         dir = default_out(&args.out, &scenario.name);
         outputs.scenario(&args.input.scenario, &args.input.sets);
-        crate::report::declare_run(&mut outputs, &dir);
+        crate::output::report::declare_run(&mut outputs, &dir);
         outputs.check().map_err(|e| output_failure(&e))
     });
     let (scenario, outcome) = match loaded {
@@ -261,7 +261,7 @@ fn run(args: RunArgs) -> ExitCode {
         Err((code, e)) => return fail(code, e),
     };
     let summary = Summary::new(&scenario, &outcome);
-    crate::report::put_run(&mut outputs, &dir, &summary, &outcome.recording);
+    crate::output::report::put_run(&mut outputs, &dir, &summary, &outcome.recording);
     if let Err(e) = outputs.commit() {
         let (code, e) = output_failure(&e);
         return fail(code, e);
@@ -270,7 +270,7 @@ fn run(args: RunArgs) -> ExitCode {
         out(&summary.to_json())
     } else {
         let files = "{summary.json, query_latency.hgrm, call_latency.hgrm}";
-        let table = crate::report::table(&summary);
+        let table = crate::output::report::table(&summary);
         let dir = escape::terminal(&dir.display().to_string());
         out(&format!("{table}\n  wrote {dir}/{files}\n"))
     }
@@ -305,19 +305,19 @@ pub fn main() -> ExitCode {
         }
     };
     match args.command {
-        Command::Demo => out(&crate::demo::render(&crate::demo::rows())),
+        Command::Demo => out(&crate::output::demo::render(&crate::output::demo::rows())),
         Command::Run(args) => run(args),
         Command::Sweep(args) => sweep::sweep(args),
         Command::Plan(args) => sweep::plan(args),
         Command::Article {
             scenarios,
             out: dir,
-        } => match crate::article::reproduce(&scenarios, &dir) {
+        } => match crate::output::article::reproduce(&scenarios, &dir) {
             Ok(md) => out(&md),
             Err(e) => match e.downcast_ref::<OutputError>().map(output_failure) {
                 Some((code, line)) => fail(code, line),
                 // A scenario that cannot be read or is invalid is bad input, as everywhere.
-                None if e.is::<crate::scenario::ScenarioError>() => {
+                None if e.is::<crate::engine::scenario::ScenarioError>() => {
                     fail(EXIT_BAD_INPUT, format!("{e:#}"))
                 }
                 None => fail(EXIT_RUN_FAILED, format!("{e:#}")),

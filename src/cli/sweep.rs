@@ -7,12 +7,12 @@ use clap::Args as ClapArgs;
 
 use super::{default_out, fail, out, output_failure, realtime_options, ClockArgs};
 use super::{EXIT_BAD_INPUT, EXIT_RUN_FAILED, EXIT_WRITE_FAILED};
-use crate::outputs::OutputSet;
-use crate::plan::{self, PlanInput};
-use crate::report::escape;
-use crate::scenario::bounds;
-use crate::sim;
-use crate::sweep::{self, report as capacity, table, Grid, GridError, SweepOptions};
+use crate::analysis::plan::{self, PlanInput};
+use crate::engine::scenario::bounds;
+use crate::engine::sim;
+use crate::output::files::OutputSet;
+use crate::output::report::escape;
+use crate::output::sweep::{self, report as capacity, table, Grid, GridError, SweepOptions};
 
 /// Flags of `capsize sweep`.
 #[derive(Debug, ClapArgs)]
@@ -94,7 +94,7 @@ fn flag<T>(
 /// `capsize plan`.
 pub fn plan(args: PlanArgs) -> ExitCode {
     let mut input = match &args.scenario {
-        Some(path) => match crate::scenario::load(path, &[]) {
+        Some(path) => match crate::engine::scenario::load(path, &[]) {
             Ok(s) => PlanInput::from_scenario(&s),
             Err(e) => return fail(EXIT_BAD_INPUT, e),
         },
@@ -170,7 +170,7 @@ pub fn sweep(args: SweepArgs) -> ExitCode {
         Err(GridError::Flag(e)) => return fail(EXIT_BAD_INPUT, e),
     };
     let first = &grid.points[0].1;
-    if let Err(e) = crate::gate::validate(&first.slo, &first.slo_tolerance) {
+    if let Err(e) = crate::analysis::check::validate(&first.slo, &first.slo_tolerance) {
         return fail(EXIT_BAD_INPUT, format!("{}: {e}", args.scenario.display()));
     }
     let jobs = args
@@ -223,7 +223,7 @@ pub fn sweep(args: SweepArgs) -> ExitCode {
     }
     let mut svgs = Vec::new();
     for (stem, chart) in &charts {
-        match crate::report::charts::svg(chart) {
+        match crate::output::report::charts::svg(chart) {
             Ok(svg) => svgs.push((*stem, svg)),
             Err(e) => return fail(EXIT_WRITE_FAILED, e),
         }

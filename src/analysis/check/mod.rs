@@ -1,0 +1,323 @@
+//! The CI gate: a run's summary.json held against the scenario's objectives (`[slo]`) and,
+//! optionally, against a baseline run, metric by metric, knowing which way is worse.
+//!
+//! A baseline comparison allows each metric to get worse by a tolerance, a percentage of its
+//! baseline value (`--tolerance`, or `[slo.tolerance]` per metric). A metric whose baseline is
+//! 0 may not get worse at all. Improvements always pass.
+
+pub mod direction;
+mod render;
+
+use std::path::Path;
+
+use serde_json::Value;
+use thiserror::Error;
+
+use crate::analysis::slo::{self, Threshold};
+use crate::output::report::summary::Summary;
+pub use direction::{direction, Direction};
+pub use render::{junit, markdown, table};
+
+/// What a check holds the run against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// One of the scenario's `[slo]` objectives.
+    Objective,
+    /// The same metric in the baseline run.
+    Baseline,
+}
+
+impl Kind {
+    /// `objective` or `baseline`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Objective => "objective",
+            Kind::Baseline => "baseline",
+        }
+    }
+}
+
+/// One check and its outcome.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Check {
+    /// What it is held against.
+    pub kind: Kind,
+    /// The summary.json metric, as a dotted path.
+    pub metric: String,
+    /// The run's value (`None`: absent or null).
+    pub value: Option<f64>,
+    /// What the value had to be, for people: `< 2000`, `<= 1,750 (baseline 1,667 +5 %)`.
+    pub expected: String,
+    /// Whether it held.
+    pub pass: bool,
+    /// The verdict, for people: `pass`, `12.3 % worse than the baseline`, `no value`.
+    pub verdict: String,
+}
+
+/// Bad input to the gate: one line naming what is wrong and where.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum GateError {
+    /// An objective or tolerance names a metric summary.json does not have.
+    #[error("{at}: {metric:?} is not a summary.json metric (e.g. latency_ms.query.p95, throughput.queries_per_s, provider.rate_limited)")]
+    UnknownMetric {
+        /// Where it is named.
+        at: String,
+        /// The name.
+        metric: String,
+    },
+    /// The baseline file cannot be used.
+    #[error("baseline {path}: {reason}")]
+    Baseline {
+        /// The file.
+        path: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+}
+
+/// Checks that every metric the scenario's `[slo]` names (objectives and tolerances) exists in
+/// summary.json.
+pub fn validate(thresholds: &[Threshold], tolerances: &[(String, f64)]) -> Result<(), GateError> {
+    let known = Summary::metric_paths();
+    let named = thresholds
+        .iter()
+        .map(|t| ("slo", &t.metric))
+        .chain(tolerances.iter().map(|(m, _)| ("slo.tolerance", m)));
+    for (table, metric) in named {
+        if !known.iter().any(|k| k == metric) {
+            return Err(GateError::UnknownMetric {
+                at: format!("[{table}]"),
+                metric: metric.clone(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Reads a baseline (a summary.json) for a run of `scenario` in `mode`.
+pub fn read_baseline(path: &Path, scenario: &str, mode: &str) -> Result<Value, GateError> {
+    let bad = |reason: String| GateError::Baseline {
+        path: path.display().to_string(),
+        reason,
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| bad(format!("cannot read: {e}")))?;
+    let json: Value = serde_json::from_str(&text)
+        .map_err(|e| bad(format!("not JSON ({e}); write one with `capsize baseline`")))?;
+    let field = |k: &str| json.get(k).cloned().unwrap_or(Value::Null);
+    if field("schema_version").as_u64() != Some(1) {
+        return Err(bad(format!(
+            "not a summary.json of schema_version 1 (schema_version is {}); write one with `capsize baseline`",
+            field("schema_version")
+        )));
+    }
+    if field("scenario").as_str() != Some(scenario) {
+        return Err(bad(format!(
+            "is a run of scenario {}, not {scenario:?}",
+            field("scenario")
+        )));
+    }
+    if field("mode").as_str() != Some(mode) {
+        return Err(bad(format!(
+            "is a {} run, this is a {mode:?} run: compare runs of one mode",
+            field("mode")
+        )));
+    }
+    baseline_metrics(&json).map_err(bad)?;
+    Ok(json)
+}
+
+/// Checks every metric a baseline holds: a known summary.json metric, a number (or null for a
+/// metric that is not gated, such as the utilization of a limit that is not set), and at least
+/// one that is compared. Nothing is dropped silently: a baseline that compares nothing would
+/// pass every run.
+fn baseline_metrics(json: &Value) -> Result<(), String> {
+    let leaves = slo::leaves(json);
+    let mut gated = 0;
+    for (path, value) in leaves {
+        if matches!(path.as_str(), "scenario" | "mode") {
+            continue;
+        }
+        let Some(dir) = direction(&path) else {
+            return Err(format!(
+                "{path}: not a metric of summary.json; write the baseline with `capsize baseline`"
+            ));
+        };
+        match (value, dir) {
+            (Value::Number(_), Direction::NotGated) => {}
+            (Value::Number(_), _) => gated += 1,
+            (Value::Null, Direction::NotGated) => {}
+            (other, _) => {
+                return Err(format!("{path}: must be a number, got {other}"));
+            }
+        }
+    }
+    if gated == 0 {
+        return Err(
+            "holds no metrics to compare (nothing to check); write one with `capsize baseline`"
+                .into(),
+        );
+    }
+    Ok(())
+}
+
+/// The run against each objective.
+pub fn objectives(thresholds: &[Threshold], run: &Value) -> Vec<Check> {
+    thresholds
+        .iter()
+        .map(|t| {
+            let value = t.value(run);
+            let pass = t.met(run);
+            let verdict = match (value, pass) {
+                (None, _) => "no value".to_string(),
+                (Some(_), true) => "pass".to_string(),
+                (Some(_), false) => "FAIL".to_string(),
+            };
+            Check {
+                kind: Kind::Objective,
+                metric: t.metric.clone(),
+                value,
+                expected: t.condition(),
+                pass,
+                verdict,
+            }
+        })
+        .collect()
+}
+
+/// The run against the baseline, for every metric both hold a number for (in the baseline's
+/// order), each allowed to get worse by its tolerance in percent: `tolerances` for the metrics
+/// it names, `default_pct` for the rest. A metric the baseline has and the run lacks fails.
+pub fn against_baseline(
+    baseline: &Value,
+    run: &Value,
+    default_pct: f64,
+    tolerances: &[(String, f64)],
+) -> Vec<Check> {
+    let mut checks = Vec::new();
+    for metric in slo::metric_paths(baseline) {
+        let Some(dir) = direction(&metric).filter(|d| *d != Direction::NotGated) else {
+            continue;
+        };
+        let Some(base) = slo::number(baseline, &metric) else {
+            continue;
+        };
+        let pct = tolerances
+            .iter()
+            .find(|(m, _)| *m == metric)
+            .map_or(default_pct, |(_, p)| *p);
+        let slack = base.abs() * pct / 100.0;
+        let (limit, op) = match dir {
+            Direction::HigherIsWorse => (base + slack, "<="),
+            _ => (base - slack, ">="),
+        };
+        let value = slo::number(run, &metric);
+        let pass = value.is_some_and(|v| match dir {
+            Direction::HigherIsWorse => v <= limit,
+            _ => v >= limit,
+        });
+        let f = crate::analysis::plan::fmt_num;
+        let verdict = match value {
+            None => "no value in this run".to_string(),
+            Some(_) if pass => "pass".to_string(),
+            Some(v) if base == 0.0 => format!("FAIL: {} where the baseline had 0", f(v)),
+            Some(v) => format!("FAIL: {:.1} % worse", ((v - base) / base).abs() * 100.0),
+        };
+        checks.push(Check {
+            kind: Kind::Baseline,
+            expected: format!("{op} {} (baseline {}, {} %)", f(limit), f(base), f(pct)),
+            metric,
+            value,
+            pass,
+            verdict,
+        });
+    }
+    checks
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_baseline_comparison_knows_which_way_is_worse() {
+        let base = json!({"latency_ms": {"query": {"p95": 1000.0, "count": 100}},
+                          "throughput": {"queries_per_s": 2.0}, "provider": {"rate_limited": 0},
+                          "seed": 1, "rpm_utilization": null});
+        let run = json!({"latency_ms": {"query": {"p95": 1060.0, "count": 100}},
+                         "throughput": {"queries_per_s": 1.8}, "provider": {"rate_limited": 1},
+                         "seed": 2, "rpm_utilization": 0.5});
+        let checks = against_baseline(&base, &run, 5.0, &[]);
+        let by = |m: &str| checks.iter().find(|c| c.metric == m).expect(m);
+        // 6 % slower than 1000 at 5 %: fails; 10 % less throughput: fails; 0 → 1: fails.
+        assert!(!by("latency_ms.query.p95").pass);
+        assert_eq!(by("latency_ms.query.p95").verdict, "FAIL: 6.0 % worse");
+        assert!(!by("throughput.queries_per_s").pass);
+        assert!(!by("provider.rate_limited").pass);
+        assert!(by("latency_ms.query.count").pass);
+        // Not gated, or null in the baseline: not compared.
+        assert!(checks
+            .iter()
+            .all(|c| c.metric != "seed" && c.metric != "rpm_utilization"));
+        // A per-metric tolerance of 10 % lets the 6 % pass; improvements always pass.
+        let tol = [("latency_ms.query.p95".to_string(), 10.0)];
+        let checks = against_baseline(&base, &run, 5.0, &tol);
+        assert!(
+            checks
+                .iter()
+                .find(|c| c.metric == "latency_ms.query.p95")
+                .unwrap()
+                .pass
+        );
+        let better = json!({"latency_ms": {"query": {"p95": 500.0, "count": 200}},
+                            "throughput": {"queries_per_s": 4.0}, "provider": {"rate_limited": 0}});
+        assert!(against_baseline(&base, &better, 0.0, &[])
+            .iter()
+            .all(|c| c.pass));
+        // A metric the run lacks fails.
+        let missing = json!({"throughput": {"queries_per_s": 2.0}});
+        assert!(against_baseline(&base, &missing, 5.0, &[])
+            .iter()
+            .any(|c| !c.pass && c.verdict == "no value in this run"));
+    }
+
+    #[test]
+    fn a_baseline_must_hold_metrics_and_every_one_a_number() {
+        let empty = json!({"schema_version": 1, "scenario": "s", "mode": "virtual"});
+        let e = baseline_metrics(&empty).unwrap_err();
+        assert!(e.contains("nothing to check"), "{e}");
+        let text = json!({"schema_version": 1, "scenario": "s", "mode": "virtual",
+                          "attempts": "40"});
+        assert_eq!(
+            baseline_metrics(&text).unwrap_err(),
+            "attempts: must be a number, got \"40\""
+        );
+        let null = json!({"schema_version": 1, "attempts": null});
+        assert_eq!(
+            baseline_metrics(&null).unwrap_err(),
+            "attempts: must be a number, got null"
+        );
+        let unknown = json!({"schema_version": 1, "attempts": 3, "throughput": {"qps": 1}});
+        assert!(baseline_metrics(&unknown)
+            .unwrap_err()
+            .starts_with("throughput.qps: not a metric"));
+        let ok = json!({"schema_version": 1, "attempts": 3, "rpm_utilization": null});
+        assert_eq!(baseline_metrics(&ok), Ok(()));
+    }
+
+    #[test]
+    fn objectives_name_only_metrics_summary_json_has() {
+        let ok = Threshold::parse("latency_ms.query.p95", "< 2000").unwrap();
+        assert_eq!(validate(std::slice::from_ref(&ok), &[]), Ok(()));
+        let typo = Threshold::parse("latency_ms.querry.p95", "< 2000").unwrap();
+        assert!(matches!(
+            validate(&[typo], &[]),
+            Err(GateError::UnknownMetric { .. })
+        ));
+        let tol = [("throughput.qps".to_string(), 5.0)];
+        assert!(matches!(
+            validate(&[ok], &tol),
+            Err(GateError::UnknownMetric { .. })
+        ));
+    }
+}

@@ -1,0 +1,14 @@
+//! The engine: one run of a scenario, from the file to its recording.
+//!
+//! Data flows one way through it: a [`scenario`] (read and validated) gives a [`workload`]
+//! (sessions, model turns, tool calls); [`sim`] runs the workload through the real
+//! [scheduler](crate::scheduler) against a [`provider`] (the mock's model in virtual time, or
+//! HTTP in real time), and a [`recorder`] turns the scheduler's and provider's events into
+//! histograms and counts. [`timescale`] converts between model time and the clock a run uses.
+
+pub mod provider;
+pub mod recorder;
+pub mod scenario;
+pub mod sim;
+pub mod timescale;
+pub mod workload;

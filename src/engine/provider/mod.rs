@@ -1,0 +1,55 @@
+//! The provider side of a run: where a call's attempt goes and how its answer comes back.
+//!
+//! [`Provider`] is what the workload driver calls for every attempt. Two implementations:
+//! [`simulated::VirtualProvider`] feeds the clockless provider model the (paused) runtime clock
+//! in-process; [`http::HttpProvider`] sends a real HTTP request to the mock provider (or any
+//! compatible server). Both book the provider-side facts the recorder needs: arrivals over time
+//! and orphaned quota (requests charged whose answers nobody used).
+
+pub mod http;
+pub mod simulated;
+
+use std::cell::Cell;
+use std::future::Future;
+
+use crate::engine::recorder::Recorder;
+use crate::scheduler::ProviderError;
+
+/// What an attempt asks the provider for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequestKind {
+    /// A tool call (the provider's own latency).
+    Tool,
+    /// A model turn between rounds (the workload's model-turn latency, if it has one).
+    ModelTurn,
+}
+
+/// Where attempts go. `abandoned` turns true when the caller has given up on the query: an
+/// answer that arrives after that is orphaned quota.
+pub trait Provider {
+    /// One attempt of `tokens`. Resolves when the answer arrives, or at the client's timeout;
+    /// dropping the future abandons the request.
+    fn request(
+        &self,
+        tokens: u64,
+        kind: RequestKind,
+        abandoned: &Cell<bool>,
+    ) -> impl Future<Output = Result<(), ProviderError>>;
+}
+
+/// Counts a charged request as orphaned if it is dropped unanswered, or answered after its
+/// query was abandoned.
+struct OrphanWatch<'a> {
+    charged: bool,
+    answered: bool,
+    abandoned: &'a Cell<bool>,
+    recorder: &'a Recorder,
+}
+
+impl Drop for OrphanWatch<'_> {
+    fn drop(&mut self) {
+        if self.charged && (!self.answered || self.abandoned.get()) {
+            self.recorder.orphaned();
+        }
+    }
+}

@@ -1,0 +1,387 @@
+//! The recorder: turns scheduler events and provider arrivals into HDR histograms, counters and
+//! a per-second series, in model time. Memory is bounded by what is in flight (one entry per
+//! live call) plus one row per simulated second, never by the number of calls.
+
+use std::collections::VecDeque;
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+use tokio::time::Instant;
+
+use crate::engine::timescale::TimeScale;
+use crate::scheduler::observe::{Breakdown, CallId, Event, EventKind, Observer};
+use crate::scheduler::Interrupt;
+
+/// Histogram values are microseconds of model time, up to a day, 3 significant digits.
+fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 86_400_000_000, 3).expect("static histogram bounds are valid")
+}
+
+/// What an orchestrator had left for its synthesis turn, over the queries that reached it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Syntheses {
+    /// Synthesis turns attempted (the subagents done, the query not abandoned).
+    pub attempted: u64,
+    /// Of those, refused by the query's budget.
+    pub refused: u64,
+    /// Sum of the tokens left in the query's budget when each synthesis started.
+    pub left_sum: u64,
+    /// The fewest tokens left when a synthesis started (`u64::MAX` before the first).
+    pub left_min: u64,
+}
+
+/// Counts of what happened to calls.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CallCounts {
+    /// Calls submitted to the scheduler (not counting "not run").
+    pub calls: u64,
+    /// Calls that succeeded.
+    pub completed: u64,
+    /// Calls that failed for good.
+    pub failed: u64,
+    /// Calls stopped by a cancel, deadline or budget.
+    pub cancelled: u64,
+    /// Calls answered "not run" (over the per-turn cap).
+    pub not_run: u64,
+    /// Attempts sent.
+    pub attempts: u64,
+    /// 429s the client saw.
+    pub rate_limited: u64,
+    /// Retries scheduled.
+    pub retries: u64,
+    /// Calls stopped because the budget they drew on was spent.
+    pub budget_exhausted: u64,
+}
+
+/// Requests and tokens the provider received in one bin of model time.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Second {
+    /// Requests received (whatever their fate).
+    pub requests: u64,
+    /// Requests the provider charged (not refused).
+    pub charged: u64,
+    /// Tokens charged.
+    pub tokens: u64,
+    /// Requests refused with 429.
+    pub rate_limited: u64,
+}
+
+impl Second {
+    fn merge(self, o: Second) -> Second {
+        Second {
+            requests: self.requests + o.requests,
+            charged: self.charged + o.charged,
+            tokens: self.tokens + o.tokens,
+            rate_limited: self.rate_limited + o.rate_limited,
+        }
+    }
+}
+
+/// The most bins a [`Series`] keeps.
+pub const MAX_BINS: usize = 4096;
+
+/// Provider arrivals over time: bins of `bin_s` seconds, starting at one second and doubling
+/// in width whenever more than [`MAX_BINS`] would be needed, so memory stays fixed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Series {
+    /// Width of a bin, in seconds of model time.
+    pub bin_s: u64,
+    /// The bins, from time 0.
+    pub bins: Vec<Second>,
+}
+
+impl Series {
+    fn bin(&mut self, at_s: u64) -> &mut Second {
+        while at_s / self.bin_s >= MAX_BINS as u64 {
+            self.bins = self
+                .bins
+                .chunks(2)
+                .map(|p| p.iter().fold(Second::default(), |a, b| a.merge(*b)))
+                .collect();
+            self.bin_s *= 2;
+        }
+        let i = (at_s / self.bin_s) as usize;
+        if self.bins.len() <= i {
+            self.bins.resize(i + 1, Second::default());
+        }
+        &mut self.bins[i]
+    }
+}
+
+/// The busiest 60-second window (whole seconds) of charged requests and tokens, kept online.
+#[derive(Debug, Clone)]
+struct Peak60 {
+    ring: [(u64, u64); 60],
+    second: u64,
+    sum: (u64, u64),
+    peak: (u64, u64),
+}
+
+impl Default for Peak60 {
+    fn default() -> Self {
+        Peak60 {
+            ring: [(0, 0); 60],
+            second: 0,
+            sum: (0, 0),
+            peak: (0, 0),
+        }
+    }
+}
+
+impl Peak60 {
+    fn add(&mut self, at_s: u64, requests: u64, tokens: u64) {
+        // Seconds that left the window [at_s − 59, at_s] take their counts with them.
+        if at_s > self.second {
+            for s in (self.second + 1)..=at_s.min(self.second + 60) {
+                let old = std::mem::take(&mut self.ring[(s % 60) as usize]);
+                self.sum = (self.sum.0 - old.0, self.sum.1 - old.1);
+            }
+            self.second = at_s;
+        }
+        let slot = &mut self.ring[(at_s % 60) as usize];
+        *slot = (slot.0 + requests, slot.1 + tokens);
+        self.sum = (self.sum.0 + requests, self.sum.1 + tokens);
+        self.peak = (self.peak.0.max(self.sum.0), self.peak.1.max(self.sum.1));
+    }
+}
+
+/// Everything recorded, in model time.
+#[derive(Debug, Clone)]
+pub struct Recording {
+    /// Latency of queries whose calls all succeeded, from the query's intended start (µs).
+    pub query: Histogram<u64>,
+    /// Call latency of successful calls, from submission (µs).
+    pub call: Histogram<u64>,
+    /// Per successful call: waiting for a permit (µs).
+    pub queue: Histogram<u64>,
+    /// Per successful call: waiting for the rate limiter (µs).
+    pub limiter: Histogram<u64>,
+    /// Per successful call: backing off before retries (µs).
+    pub backoff: Histogram<u64>,
+    /// Per successful call: sent and waiting for answers (µs).
+    pub service: Histogram<u64>,
+    /// Per charged request: time queued at the provider for a free server (µs).
+    pub provider_queue: Histogram<u64>,
+    /// Per query: how late it started after its intended start (µs; zero in virtual time).
+    pub start_lateness: Histogram<u64>,
+    /// Call counters.
+    pub calls: CallCounts,
+    /// Queries that finished (all calls answered, whatever the answers).
+    pub queries_completed: u64,
+    /// Queries with at least one failed or cancelled call.
+    pub queries_failed: u64,
+    /// Queries abandoned by their caller (parent timeout or user stop).
+    pub queries_abandoned: u64,
+    /// Requests the provider charged whose answer was thrown away.
+    pub orphaned_requests: u64,
+    /// Orchestrators' synthesis turns and the budget left for them.
+    pub syntheses: Syntheses,
+    /// Provider arrivals over time.
+    pub series: Series,
+    /// Requests the provider charged.
+    pub charged_requests: u64,
+    /// The most requests charged in any 60 s window (whole seconds).
+    pub peak_requests_60s: u64,
+    /// The most tokens charged in any 60 s window (whole seconds).
+    pub peak_tokens_60s: u64,
+}
+
+struct State {
+    scale: TimeScale,
+    /// Calls not yet ended, by id − `first_live` (ids count up, so this stays short).
+    live: VecDeque<Option<(Instant, Breakdown)>>,
+    first_live: CallId,
+    rec: Recording,
+    peak: Peak60,
+}
+
+/// Collects a run's measurements. Shared by the scheduler (as its observer), the provider and
+/// the workload.
+pub struct Recorder {
+    state: Mutex<State>,
+}
+
+fn micros(d: Duration) -> u64 {
+    d.as_micros().min(u64::MAX as u128) as u64
+}
+
+impl Recorder {
+    /// A recorder for a run whose runtime clock relates to model time by `scale`.
+    pub fn new(scale: TimeScale) -> Self {
+        let h = histogram();
+        Recorder {
+            state: Mutex::new(State {
+                scale,
+                live: VecDeque::new(),
+                first_live: 0,
+                rec: Recording {
+                    query: h.clone(),
+                    call: h.clone(),
+                    queue: h.clone(),
+                    limiter: h.clone(),
+                    backoff: h.clone(),
+                    service: h.clone(),
+                    provider_queue: h.clone(),
+                    start_lateness: h,
+                    calls: CallCounts::default(),
+                    queries_completed: 0,
+                    queries_failed: 0,
+                    queries_abandoned: 0,
+                    orphaned_requests: 0,
+                    syntheses: Syntheses {
+                        left_min: u64::MAX,
+                        ..Syntheses::default()
+                    },
+                    series: Series {
+                        bin_s: 1,
+                        bins: Vec::new(),
+                    },
+                    charged_requests: 0,
+                    peak_requests_60s: 0,
+                    peak_tokens_60s: 0,
+                },
+                peak: Peak60::default(),
+            }),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A query finished `latency` (virtual) after its intended start. Only queries whose calls
+    /// all succeeded (or were "not run") enter the latency histogram; failed ones are counted.
+    pub fn query_done(&self, latency: Duration, failed: bool) {
+        let mut s = self.lock();
+        if failed {
+            s.rec.queries_failed += 1;
+        } else {
+            let v = micros(s.scale.to_model(latency));
+            s.rec.query.saturating_record(v);
+        }
+        s.rec.queries_completed += 1;
+    }
+
+    /// A query started `late` (runtime) after its intended start.
+    pub fn query_started(&self, late: Duration) {
+        let mut s = self.lock();
+        let v = micros(s.scale.to_model(late));
+        s.rec.start_lateness.saturating_record(v);
+    }
+
+    /// Queries ended so far (finished or abandoned).
+    pub fn queries_ended(&self) -> u64 {
+        let s = self.lock();
+        s.rec.queries_completed + s.rec.queries_abandoned
+    }
+
+    /// A query was abandoned by its caller.
+    pub fn query_abandoned(&self) {
+        self.lock().rec.queries_abandoned += 1;
+    }
+
+    /// The provider charged a request whose answer was thrown away.
+    pub fn orphaned(&self) {
+        self.lock().rec.orphaned_requests += 1;
+    }
+
+    /// An orchestrator started its synthesis turn with `left` tokens in its budget; `refused`
+    /// if the budget turned it down.
+    pub fn synthesis(&self, left: u64, refused: bool) {
+        let s = &mut self.lock().rec.syntheses;
+        s.attempted += 1;
+        s.refused += u64::from(refused);
+        s.left_sum += left;
+        s.left_min = s.left_min.min(left);
+    }
+
+    /// The provider received a request at model time `at`.
+    pub fn arrival(&self, at: Duration, tokens: u64, charged: bool, rate_limited: bool) {
+        let mut guard = self.lock();
+        let s = &mut *guard;
+        let at_s = at.as_secs();
+        let bin = s.rec.series.bin(at_s);
+        bin.requests += 1;
+        bin.rate_limited += u64::from(rate_limited);
+        if charged {
+            bin.charged += 1;
+            bin.tokens += tokens;
+            s.rec.charged_requests += 1;
+            s.peak.add(at_s, 1, tokens);
+            (s.rec.peak_requests_60s, s.rec.peak_tokens_60s) = s.peak.peak;
+        }
+    }
+
+    /// A charged request waited `queued` (model time) at the provider for a free server.
+    pub fn provider_queued(&self, queued: Duration) {
+        self.lock()
+            .rec
+            .provider_queue
+            .saturating_record(micros(queued));
+    }
+
+    /// Everything recorded so far.
+    pub fn finish(&self) -> Recording {
+        self.lock().rec.clone()
+    }
+}
+
+impl Observer for Recorder {
+    fn on_event(&self, event: &Event) {
+        let mut guard = self.lock();
+        let s = &mut *guard;
+        let c = &mut s.rec.calls;
+        match &event.kind {
+            EventKind::Queued { .. } => c.calls += 1,
+            EventKind::Sent { .. } => c.attempts += 1,
+            EventKind::RateLimited { .. } => c.rate_limited += 1,
+            EventKind::RetryScheduled { .. } => c.retries += 1,
+            EventKind::Completed { .. } => c.completed += 1,
+            EventKind::Failed { .. } => c.failed += 1,
+            EventKind::Cancelled { cause, .. } => {
+                c.cancelled += 1;
+                c.budget_exhausted += u64::from(matches!(cause, Interrupt::BudgetExhausted(_)));
+            }
+            EventKind::NotRun { .. } => {
+                c.not_run += 1;
+                return;
+            }
+            // Limiter waits, and any kind added later, change no count; their times are in the
+            // call's breakdown.
+            _ => {}
+        }
+        let Some(i) = event.call.checked_sub(s.first_live).map(|i| i as usize) else {
+            return; // an event of a call that has ended already: nothing to add
+        };
+        if s.live.len() <= i {
+            s.live.resize(i + 1, None);
+        }
+        let entry = s.live[i].get_or_insert_with(|| (event.at, Breakdown::default()));
+        entry.1.apply(event);
+        if !event.kind.is_terminal() {
+            return;
+        }
+        let Some((queued, split)) = s.live[i].take() else {
+            return;
+        };
+        while s.live.front().is_some_and(Option::is_none) {
+            s.live.pop_front();
+            s.first_live += 1;
+        }
+        if let EventKind::Completed { .. } = event.kind {
+            let scale = s.scale;
+            let r = &mut s.rec;
+            r.call
+                .saturating_record(micros(scale.to_model(event.at - queued)));
+            r.queue
+                .saturating_record(micros(scale.to_model(split.queue)));
+            r.limiter
+                .saturating_record(micros(scale.to_model(split.limiter)));
+            r.backoff
+                .saturating_record(micros(scale.to_model(split.backoff)));
+            r.service
+                .saturating_record(micros(scale.to_model(split.service)));
+        }
+    }
+}

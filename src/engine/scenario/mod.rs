@@ -1,0 +1,378 @@
+//! Scenario files: read the TOML, apply `--set` overrides, and validate into a [`Scenario`].
+//!
+//! Two phases, as in ripgrep: the raw form ([`raw`]) is what serde reads, unknown keys refused;
+//! [`Scenario`] is the resolved, checked configuration the simulator is built from. Every error
+//! is one line naming the file, the key, and line:column where known.
+
+pub mod bounds;
+pub mod raw;
+pub mod sweep_slo;
+mod validate;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use capsize_mock::{Latency, ProviderConfig};
+use rand::{Rng, RngExt};
+use thiserror::Error;
+
+use crate::analysis::slo::Threshold;
+use crate::scheduler::{RetryPolicy, TurnPolicy};
+use raw::RawScenario;
+pub use sweep_slo::{Axis, AxisValue};
+
+/// A scenario that cannot be used: one line naming the file, where, the key, and what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub struct ScenarioError {
+    /// The file.
+    pub file: PathBuf,
+    /// 1-based line and column, where known.
+    pub at: Option<(usize, usize)>,
+    /// The dotted key at fault, where known.
+    pub key: Option<String>,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for ScenarioError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.file.display())?;
+        if let Some((line, col)) = self.at {
+            write!(f, ":{line}:{col}")?;
+        }
+        f.write_str(": ")?;
+        if let Some(key) = &self.key {
+            write!(f, "{key}: ")?;
+        }
+        f.write_str(&self.message)
+    }
+}
+
+/// An integer that is fixed or drawn per use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Count {
+    /// Always this.
+    Fixed(u64),
+    /// Uniform over `min..=max`.
+    Uniform(u64, u64),
+}
+
+impl Count {
+    /// Draws one value.
+    pub fn sample(&self, rng: &mut (impl Rng + ?Sized)) -> u64 {
+        match *self {
+            Count::Fixed(n) => n,
+            Count::Uniform(lo, hi) => rng.random_range(lo..=hi),
+        }
+    }
+
+    /// The mean.
+    pub fn mean(&self) -> f64 {
+        match *self {
+            Count::Fixed(n) => n as f64,
+            Count::Uniform(lo, hi) => (lo + hi) as f64 / 2.0,
+        }
+    }
+}
+
+/// How queries arrive.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Arrivals {
+    /// `sessions` users, each sending its next query when the last is done (after think time).
+    Closed {
+        /// Concurrent sessions.
+        sessions: u64,
+    },
+    /// Queries arrive at `rate` per second, whatever happens to earlier ones.
+    Open {
+        /// Queries per second.
+        rate: f64,
+        /// Exponential gaps (true) or even ones.
+        poisson: bool,
+    },
+}
+
+/// When the run ends.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Stop {
+    /// After this many queries have started (and then finished).
+    Queries(u64),
+    /// No query starts after this much model time.
+    Duration(Duration),
+}
+
+/// A model turn between rounds of tool calls.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelTurn {
+    /// Tokens of the LLM call.
+    pub tokens: u64,
+    /// Its latency; `None`: the provider's.
+    pub latency: Option<Latency>,
+}
+
+/// The validated `[workload]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Workload {
+    /// Arrival process.
+    pub arrivals: Arrivals,
+    /// Stop condition.
+    pub stop: Stop,
+    /// Tool calls per round.
+    pub calls_per_query: Count,
+    /// Tokens per tool call.
+    pub tokens_per_call: Count,
+    /// Rounds of tool calls per query.
+    pub rounds: u32,
+    /// The model turn between rounds.
+    pub model_turn: Option<ModelTurn>,
+    /// Think time between a session's queries.
+    pub think_time: Option<Latency>,
+    /// Share of tool calls that write.
+    pub write_fraction: f64,
+    /// The caller abandons a query after this long.
+    pub parent_timeout: Option<Duration>,
+    /// The user stops everything at this time.
+    pub stop_at: Option<Duration>,
+    /// Orchestrator and budgeted subagents, if the query fans out to them.
+    pub subagents: Option<Subagents>,
+}
+
+/// The validated `[workload.subagents]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Subagents {
+    /// Subagents per query.
+    pub count: u64,
+    /// Each one's token budget.
+    pub budget_tokens: u64,
+    /// The query's token budget.
+    pub orchestrator_budget: u64,
+    /// Iteration cap per subagent.
+    pub max_iterations: Option<u32>,
+    /// Tokens of the synthesis turn (0: none).
+    pub synthesis_tokens: u64,
+}
+
+/// The validated `[scheduler]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SchedulerSettings {
+    /// Calls in flight at once (0 unbounded).
+    pub max_concurrency: usize,
+    /// Share of the provider's limits the client-side buckets allow.
+    pub headroom: f64,
+    /// Whether the client-side RPM/TPM buckets are on.
+    pub rate_limit: bool,
+    /// Bucket capacity in seconds of refill.
+    pub burst_s: f64,
+    /// Retry policy (durations in model time).
+    pub retry: RetryPolicy,
+    /// The client's timeout per attempt.
+    pub timeout: Duration,
+    /// Cap on tool calls per turn.
+    pub turn: TurnPolicy,
+    /// Cancelled work is dropped (true) or left running (false).
+    pub transport_cancel: bool,
+}
+
+/// A validated scenario.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scenario {
+    /// Name (the default output folder is `reports/<name>/`).
+    pub name: String,
+    /// What it shows.
+    pub description: Option<String>,
+    /// Seed of every random stream.
+    pub seed: u64,
+    /// The provider.
+    pub provider: ProviderConfig,
+    /// The traffic.
+    pub workload: Workload,
+    /// The scheduler.
+    pub scheduler: SchedulerSettings,
+    /// What `capsize sweep` varies (empty: nothing).
+    pub sweep: Vec<Axis>,
+    /// Objectives on summary.json fields.
+    pub slo: Vec<Threshold>,
+    /// Per-metric tolerances for baseline comparisons, in percent.
+    pub slo_tolerance: Vec<(String, f64)>,
+}
+
+/// 1-based line and column of byte `offset` in `text`.
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let col = before
+        .rfind('\n')
+        .map_or(before.len(), |nl| before.len() - nl - 1)
+        + 1;
+    (line, col)
+}
+
+/// Best effort: where `key` (dotted, e.g. `provider.latency.p95_ms`) is written in `text`.
+fn locate(text: &str, key: &str) -> Option<(usize, usize)> {
+    let mut parts = key.split('.');
+    let section = parts.next()?;
+    let last = key.rsplit('.').next()?.split('[').next()?;
+    let start = text.find(&format!("[{section}]")).unwrap_or(0);
+    let mut from = start;
+    while let Some(i) = text[from..].find(last) {
+        let at = from + i;
+        let rest = text[at + last.len()..].trim_start();
+        let boundary = at == 0
+            || !text.as_bytes()[at - 1].is_ascii_alphanumeric() && text.as_bytes()[at - 1] != b'_';
+        if boundary && rest.starts_with('=') {
+            return Some(line_col(text, at));
+        }
+        from = at + last.len();
+    }
+    None
+}
+
+/// The dotted key a TOML error at `span` is about: the span is either a key (followed by `=`)
+/// or a value (preceded by `key =`). Enclosing inline tables on the same line and the
+/// `[section]` above are prefixed. Best effort: `None` when it cannot tell.
+fn key_of(text: &str, span: std::ops::Range<usize>) -> Option<String> {
+    let is_name = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+    let name = if text.get(span.end..)?.trim_start().starts_with('=') {
+        text.get(span.clone())?.trim().trim_matches('"').to_string()
+    } else {
+        let before = text
+            .get(..span.start)?
+            .trim_end()
+            .strip_suffix('=')?
+            .trim_end();
+        let start = before.rfind(|c: char| !is_name(c)).map_or(0, |i| i + 1);
+        before[start..].to_string()
+    };
+    if name.is_empty() || !name.chars().all(is_name) {
+        return None;
+    }
+    let line_start = text[..span.start].rfind('\n').map_or(0, |i| i + 1);
+    // Inline tables opened earlier on this line: `latency = { dist = ..., min_ms = <span>`.
+    let mut open: Vec<String> = Vec::new();
+    let (mut ident, mut pending, mut quoted) = (String::new(), String::new(), false);
+    for c in text[line_start..span.start].chars() {
+        match c {
+            '"' => quoted = !quoted,
+            _ if quoted => {}
+            c if is_name(c) => ident.push(c),
+            '=' => pending = std::mem::take(&mut ident),
+            '{' => open.push(std::mem::take(&mut pending)),
+            '}' => {
+                open.pop();
+            }
+            _ if c.is_whitespace() => {}
+            _ => ident.clear(),
+        }
+    }
+    let section = text[..line_start]
+        .lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| l.starts_with('[') && !l.starts_with("[["))
+        .map(|l| l.trim_matches(|c| c == '[' || c == ']').trim().to_string());
+    let parts: Vec<String> = section.into_iter().chain(open).chain([name]).collect();
+    Some(parts.join("."))
+}
+
+fn parse_override(set: &str) -> Result<(Vec<String>, toml::Value), String> {
+    let (path, value) = set
+        .split_once('=')
+        .ok_or_else(|| format!("--set {set:?}: expected key.path=value"))?;
+    let path: Vec<String> = path.trim().split('.').map(str::to_string).collect();
+    if path.iter().any(String::is_empty) {
+        return Err(format!("--set {set:?}: empty key segment"));
+    }
+    let value = value.trim();
+    let parsed = toml::from_str::<toml::Table>(&format!("v = {value}"))
+        .ok()
+        .and_then(|mut t| t.remove("v"))
+        .unwrap_or_else(|| toml::Value::String(value.to_string()));
+    Ok((path, parsed))
+}
+
+fn apply_override(
+    table: &mut toml::Table,
+    path: &[String],
+    value: toml::Value,
+) -> Result<(), String> {
+    let (last, parents) = path.split_last().ok_or("empty key")?;
+    let mut t = table;
+    for (i, p) in parents.iter().enumerate() {
+        let entry = t
+            .entry(p.clone())
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        t = entry
+            .as_table_mut()
+            .ok_or_else(|| format!("{} is not a table", parents[..=i].join(".")))?;
+    }
+    t.insert(last.clone(), value);
+    Ok(())
+}
+
+/// A scenario file's text (an error names the file). Only a regular file of at most
+/// [`bounds::MAX_SCENARIO_BYTES`] is read: `/dev/zero` is refused, not read without end.
+pub fn read(path: &Path) -> Result<String, ScenarioError> {
+    let fail = |message: String| ScenarioError {
+        file: path.to_path_buf(),
+        at: None,
+        key: None,
+        message,
+    };
+    let bytes = capsize_mock::limits::read_regular_file(path, bounds::MAX_SCENARIO_BYTES)
+        .map_err(|e| fail(format!("cannot read: {e}")))?;
+    String::from_utf8(bytes).map_err(|_| fail("cannot read: not UTF-8 text".into()))
+}
+
+/// Reads and validates a scenario file, with `sets` (`key.path=value`) applied first.
+pub fn load(path: &Path, sets: &[String]) -> Result<Scenario, ScenarioError> {
+    parse(&read(path)?, path, sets)
+}
+
+/// Validates scenario `text` as if read from `path` (named in errors; relative files are read
+/// from its folder), with `sets` applied first.
+pub fn parse(text: &str, path: &Path, sets: &[String]) -> Result<Scenario, ScenarioError> {
+    let fail = |at, key: Option<String>, message: String| ScenarioError {
+        file: path.to_path_buf(),
+        at,
+        key,
+        message,
+    };
+    let de_error = |e: toml::de::Error| {
+        let message = e.message().trim().replace('\n', " ");
+        let span = e.span();
+        let key = span.clone().and_then(|s| key_of(text, s));
+        // A missing key has no place in the file; the parser points at the table's start.
+        let at = span
+            .filter(|_| !message.starts_with("missing field"))
+            .map(|s| line_col(text, s.start));
+        fail(at, key, message)
+    };
+    let mut raw: RawScenario = toml::from_str(text).map_err(de_error)?;
+    let mut set_keys = Vec::new();
+    if !sets.is_empty() {
+        let mut table: toml::Table = toml::from_str(text).map_err(de_error)?;
+        for set in sets {
+            let (key, value) = parse_override(set).map_err(|m| fail(None, None, m))?;
+            let dotted = key.join(".");
+            apply_override(&mut table, &key, value)
+                .map_err(|m| fail(None, Some(dotted.clone()), m))?;
+            // Deserialise after each one, so an error names the --set that caused it.
+            raw = toml::Value::Table(table.clone())
+                .try_into()
+                .map_err(|e: toml::de::Error| {
+                    let m = format!("--set {set}: {}", e.message().trim());
+                    fail(None, Some(dotted.clone()), m)
+                })?;
+            set_keys.push(dotted);
+        }
+    }
+    let base = path.parent().unwrap_or(Path::new("."));
+    validate::validate(raw, base).map_err(|bounds::Invalid { key, message }| {
+        if set_keys.contains(&key) {
+            fail(None, Some(key), format!("{message} (from --set)"))
+        } else {
+            fail(locate(text, &key), Some(key), message)
+        }
+    })
+}

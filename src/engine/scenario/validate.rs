@@ -1,0 +1,409 @@
+//! Raw scenario → validated [`Scenario`]: defaults filled in, every number checked, errors as
+//! `(dotted key, message)`.
+
+use std::path::Path;
+
+use super::raw::{
+    RawArrival, RawCount, RawCountDist, RawMode, RawRetry, RawScenario, RawScheduler, RawWorkload,
+};
+use super::sweep_slo;
+use super::{Arrivals, Count, ModelTurn, Scenario, SchedulerSettings, Stop, Subagents, Workload};
+use crate::scheduler::{CapPolicy, Jitter, RetryPolicy, TurnPolicy};
+
+use super::bounds::{
+    self, bad, count as within, headroom, millis, positive, positive_millis, seconds, Invalid,
+};
+
+/// A fixed or drawn integer whose values all lie from `min` to `max`.
+fn count(key: &str, raw: &RawCount, min: u64, max: u64) -> Result<Count, Invalid> {
+    let c = match raw {
+        RawCount::Fixed(n) => Count::Fixed(*n),
+        RawCount::Dist(RawCountDist::UniformInt { min, max }) => {
+            if max < min {
+                return Err(bad(
+                    &format!("{key}.max"),
+                    format!("must be at least min ({min}), got {max}"),
+                ));
+            }
+            Count::Uniform(*min, *max)
+        }
+    };
+    let (lowest, highest) = match c {
+        Count::Fixed(n) => (n, n),
+        Count::Uniform(lo, hi) => (lo, hi),
+    };
+    if lowest < min {
+        return Err(bad(key, format!("must be at least {min}, got {lowest}")));
+    }
+    if highest > max {
+        return Err(bad(key, format!("must be at most {max}, got {highest}")));
+    }
+    Ok(c)
+}
+
+fn workload(w: &RawWorkload, base: &Path) -> Result<Workload, Invalid> {
+    let arrivals = match w.mode {
+        RawMode::Closed => {
+            if w.arrival_rate.is_some() {
+                return Err(bad(
+                    "workload.arrival_rate",
+                    "is for mode = \"open\"; closed mode uses sessions",
+                ));
+            }
+            let sessions = within(
+                "workload.sessions",
+                w.sessions.unwrap_or(1),
+                1,
+                bounds::MAX_SESSIONS,
+            )?;
+            Arrivals::Closed { sessions }
+        }
+        RawMode::Open => {
+            if w.sessions.is_some() {
+                return Err(bad(
+                    "workload.sessions",
+                    "is for mode = \"closed\"; open mode uses arrival_rate",
+                ));
+            }
+            let rate = w.arrival_rate.ok_or_else(|| {
+                bad(
+                    "workload.arrival_rate",
+                    "is required in open mode (queries per second)",
+                )
+            })?;
+            Arrivals::Open {
+                rate: positive("workload.arrival_rate", rate, bounds::MAX_ARRIVAL_RATE)?,
+                poisson: w.arrival == RawArrival::Poisson,
+            }
+        }
+    };
+    let stop = match (w.queries, w.duration_s) {
+        (Some(n), None) => Stop::Queries(within("workload.queries", n, 1, bounds::MAX_QUERIES)?),
+        (None, Some(s)) => Stop::Duration(seconds("workload.duration_s", s)?),
+        (None, None) => return Err(bad("workload.queries", "set either queries or duration_s")),
+        (Some(_), Some(_)) => {
+            return Err(bad(
+                "workload.duration_s",
+                "set either queries or duration_s, not both",
+            ))
+        }
+    };
+    let rounds = within(
+        "workload.rounds",
+        u64::from(w.rounds),
+        1,
+        bounds::MAX_ROUNDS,
+    )?;
+    if !(0.0..=1.0).contains(&w.write_fraction) {
+        return Err(bad(
+            "workload.write_fraction",
+            format!("must be in [0, 1], got {}", w.write_fraction),
+        ));
+    }
+    let model_turn = match &w.model_turn {
+        None => None,
+        Some(t) => Some(ModelTurn {
+            tokens: within(
+                "workload.model_turn.tokens",
+                t.tokens,
+                0,
+                bounds::MAX_TOKENS,
+            )?,
+            latency: match &t.latency {
+                Some(l) => Some(
+                    l.build("workload.model_turn.latency", base)
+                        .map_err(Invalid::from)?,
+                ),
+                None => None,
+            },
+        }),
+    };
+    let think_time = match &w.think_time {
+        Some(l) => Some(
+            l.build("workload.think_time", base)
+                .map_err(Invalid::from)?,
+        ),
+        None => None,
+    };
+    let parent_timeout = w
+        .parent_timeout_ms
+        .map(|ms| positive_millis("workload.parent_timeout_ms", ms))
+        .transpose()?;
+    let stop_at = w
+        .stop_at_s
+        .map(|s| seconds("workload.stop_at_s", s))
+        .transpose()?;
+    let subagents = match &w.subagents {
+        None => None,
+        Some(a) => {
+            within(
+                "workload.subagents.count",
+                a.count,
+                1,
+                bounds::MAX_SUBAGENTS,
+            )?;
+            let k = "workload.subagents";
+            within(
+                &format!("{k}.budget_tokens"),
+                a.budget_tokens,
+                0,
+                bounds::MAX_TOKENS,
+            )?;
+            let o = a.orchestrator_budget;
+            within(
+                &format!("{k}.orchestrator_budget"),
+                o,
+                0,
+                bounds::MAX_TOKENS,
+            )?;
+            let synth = a.synthesis_tokens;
+            within(
+                &format!("{k}.synthesis_tokens"),
+                synth,
+                0,
+                bounds::MAX_TOKENS,
+            )?;
+            if a.max_iterations == Some(0) {
+                return Err(bad(
+                    "workload.subagents.max_iterations",
+                    "must be at least 1 (omit it for no cap)",
+                ));
+            }
+            Some(Subagents {
+                count: a.count,
+                budget_tokens: a.budget_tokens,
+                orchestrator_budget: a.orchestrator_budget,
+                max_iterations: a.max_iterations,
+                synthesis_tokens: a.synthesis_tokens,
+            })
+        }
+    };
+    let calls_key = "workload.calls_per_query";
+    let calls_per_query = count(
+        calls_key,
+        &w.calls_per_query,
+        0,
+        bounds::MAX_CALLS_PER_ROUND,
+    )?;
+    // A query's plan is held while it runs: bound the whole of it, not only its parts.
+    let largest = match calls_per_query {
+        Count::Fixed(n) | Count::Uniform(_, n) => n,
+    };
+    let agents = subagents.map_or(1, |a| a.count);
+    let planned = largest * rounds * agents;
+    if planned > bounds::MAX_CALLS_PER_QUERY {
+        return Err(bad(
+            calls_key,
+            format!(
+                "a query could plan {largest} calls × {rounds} rounds × {agents} agents = {planned} calls; at most {} are allowed",
+                bounds::MAX_CALLS_PER_QUERY
+            ),
+        ));
+    }
+    if let (Stop::Duration(d), Arrivals::Open { rate, .. }) = (stop, arrivals) {
+        let expected = rate * d.as_secs_f64();
+        if expected > bounds::MAX_QUERIES as f64 {
+            return Err(bad(
+                "workload.duration_s",
+                format!(
+                    "{rate} queries/s for {} s is {expected:.0} queries; at most {} are allowed",
+                    d.as_secs_f64(),
+                    bounds::MAX_QUERIES
+                ),
+            ));
+        }
+    }
+    Ok(Workload {
+        subagents,
+        arrivals,
+        stop,
+        calls_per_query,
+        tokens_per_call: count(
+            "workload.tokens_per_call",
+            &w.tokens_per_call,
+            0,
+            bounds::MAX_TOKENS,
+        )?,
+        rounds: rounds as u32,
+        model_turn,
+        think_time,
+        write_fraction: w.write_fraction,
+        parent_timeout,
+        stop_at,
+    })
+}
+
+/// Refuses a request that can never be served: more tokens than the provider's whole
+/// per-minute limit (it would be refused or retried until the watchdog stops the run).
+fn fits(w: &Workload, tpm: Option<f64>) -> Result<(), Invalid> {
+    let Some(tpm) = tpm else { return Ok(()) };
+    let tool = match w.tokens_per_call {
+        Count::Fixed(n) | Count::Uniform(_, n) => n,
+    };
+    let requests = [
+        ("workload.tokens_per_call", Some(tool)),
+        (
+            "workload.model_turn.tokens",
+            w.model_turn.as_ref().map(|t| t.tokens),
+        ),
+        (
+            "workload.subagents.synthesis_tokens",
+            w.subagents.map(|s| s.synthesis_tokens),
+        ),
+    ];
+    for (key, tokens) in requests {
+        if let Some(n) = tokens.filter(|&n| n as f64 > tpm) {
+            return Err(bad(
+                key,
+                format!("a request of {n} tokens can never be served under provider.tpm = {tpm}: it is more than the whole per-minute limit"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn retry(r: Option<&RawRetry>) -> Result<RetryPolicy, Invalid> {
+    let mut p = RetryPolicy::default();
+    let Some(r) = r else { return Ok(p) };
+    if let Some(n) = r.max_retries {
+        let key = "scheduler.retry.max_retries";
+        p.max_retries = within(key, u64::from(n), 0, bounds::MAX_RETRIES)? as u32;
+    }
+    if let Some(ms) = r.base_ms {
+        p.base = millis("scheduler.retry.base_ms", ms)?;
+    }
+    if let Some(ms) = r.cap_ms {
+        p.cap = millis("scheduler.retry.cap_ms", ms)?;
+    }
+    if p.cap < p.base {
+        return Err(bad("scheduler.retry.cap_ms", "must be at least base_ms"));
+    }
+    if let Some(j) = &r.jitter {
+        p.jitter = match j.as_str() {
+            "full" => Jitter::Full,
+            "equal" => Jitter::Equal,
+            "none" => Jitter::None,
+            other => {
+                return Err(bad(
+                    "scheduler.retry.jitter",
+                    format!("must be \"full\", \"equal\" or \"none\", got {other:?}"),
+                ))
+            }
+        };
+    }
+    if let Some(h) = r.honor_retry_after {
+        p.honor_retry_after = h;
+    }
+    if let Some(ms) = r.retry_after_cap_ms {
+        p.retry_after_cap = millis("scheduler.retry.retry_after_cap_ms", ms)?;
+    }
+    if let Some(on) = &r.retry_on {
+        if let Some(bad_code) = on.iter().find(|c| !(100..=599).contains(*c)) {
+            return Err(bad(
+                "scheduler.retry.retry_on",
+                format!("HTTP statuses are from 100 to 599, got {bad_code}"),
+            ));
+        }
+        p.retry_on = on.clone();
+    }
+    if let Some(t) = r.retry_timeouts {
+        p.retry_timeouts = t;
+    }
+    Ok(p)
+}
+
+fn scheduler(s: &RawScheduler) -> Result<SchedulerSettings, Invalid> {
+    let headroom = headroom("scheduler.headroom", s.headroom.unwrap_or(1.0))?;
+    let over_cap = match s.over_cap.as_deref() {
+        None | Some("truncate") => CapPolicy::Truncate,
+        Some("batch") => CapPolicy::Batch,
+        Some(other) => {
+            return Err(bad(
+                "scheduler.over_cap",
+                format!("must be \"truncate\" or \"batch\", got {other:?}"),
+            ))
+        }
+    };
+    let timeout = positive_millis("scheduler.timeout_ms", s.timeout_ms.unwrap_or(60_000.0))?;
+    let concurrency = s.max_concurrency.unwrap_or(0);
+    let concurrency = within(
+        "scheduler.max_concurrency",
+        concurrency,
+        0,
+        bounds::MAX_CONCURRENCY,
+    )?;
+    let tools = s.max_parallel_tools.unwrap_or(0);
+    let tools = within(
+        "scheduler.max_parallel_tools",
+        tools,
+        0,
+        bounds::MAX_CALLS_PER_ROUND,
+    )?;
+    Ok(SchedulerSettings {
+        max_concurrency: concurrency as usize,
+        headroom,
+        rate_limit: s.rate_limit.unwrap_or(false),
+        burst_s: positive(
+            "scheduler.burst_s",
+            s.burst_s.unwrap_or(1.0),
+            bounds::MAX_BURST_S,
+        )?,
+        retry: retry(s.retry.as_ref())?,
+        timeout,
+        turn: TurnPolicy {
+            max_parallel: tools as usize,
+            over_cap,
+        },
+        transport_cancel: s.transport_cancel.unwrap_or(true),
+    })
+}
+
+/// Validates a raw scenario; `base` is the folder relative files are read from.
+pub(super) fn validate(raw: RawScenario, base: &Path) -> Result<Scenario, Invalid> {
+    if raw.name.trim().is_empty() {
+        return Err(bad("name", "must not be empty"));
+    }
+    if raw.name.chars().count() > bounds::MAX_NAME_CHARS || raw.name.chars().any(char::is_control) {
+        return Err(bad(
+            "name",
+            format!(
+                "names the output folder: at most {} characters and no control characters",
+                bounds::MAX_NAME_CHARS
+            ),
+        ));
+    }
+    if raw.name.contains(['/', '\\']) || raw.name.starts_with('.') {
+        return Err(bad(
+            "name",
+            format!(
+                "names the output folder: no slashes or leading dot, got {:?}",
+                raw.name
+            ),
+        ));
+    }
+    let provider = raw.provider.build(base).map_err(Invalid::from)?;
+    let workload = workload(&raw.workload, base)?;
+    fits(&workload, provider.tpm)?;
+    let (slo, slo_tolerance) = raw
+        .slo
+        .as_ref()
+        .map(sweep_slo::slo)
+        .transpose()?
+        .unwrap_or_default();
+    Ok(Scenario {
+        name: raw.name,
+        description: raw.description,
+        seed: bounds::seed("seed", raw.seed)?,
+        provider,
+        workload,
+        scheduler: scheduler(&raw.scheduler)?,
+        sweep: raw
+            .sweep
+            .as_ref()
+            .map(sweep_slo::axes)
+            .transpose()?
+            .unwrap_or_default(),
+        slo,
+        slo_tolerance,
+    })
+}

@@ -1,0 +1,427 @@
+//! Drives a scenario's workload through the scheduler to a provider, in either mode.
+//!
+//! Sessions (closed loop) or arrivals (open loop) start queries; a query runs one agent's rounds,
+//! or an orchestrator's budgeted subagents; every call goes through the real scheduler to a
+//! [`Provider`]. The code reads only the runtime's clock and converts model durations with a
+//! [`TimeScale`], so the same driver runs on the paused clock and on the real one. Tasks are
+//! bounded: one per session or per query in flight, never one per call (only work left running
+//! after its caller gave up, with `transport_cancel = false`, gets a task of its own).
+
+use std::cell::{Cell, RefCell};
+use std::future::Future;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::task::{Poll, Waker};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio::task::JoinSet;
+use tokio::time::{sleep_until, Instant};
+
+use crate::engine::provider::{Provider, RequestKind};
+use crate::engine::recorder::Recorder;
+use crate::engine::scenario::{Arrivals, ModelTurn, Scenario, Stop, Subagents};
+use crate::engine::timescale::TimeScale;
+use crate::engine::workload::{PlannedCall, Planner, QueryPlan};
+use crate::scheduler::{
+    Budget, CallError, CallSpec, FanOut, Interrupt, ProviderError, Scheduler, Scope, TurnPolicy,
+    Work,
+};
+
+struct Ctx<P> {
+    scheduler: Scheduler,
+    provider: Rc<P>,
+    scale: TimeScale,
+    pace: Pace,
+    recorder: Arc<Recorder>,
+    planner: RefCell<Planner>,
+    turn: TurnPolicy,
+    model_turn: Option<ModelTurn>,
+    subagents: Option<Subagents>,
+    t0: Instant,
+    stop: Stop,
+    parent_timeout: Option<Duration>,
+    transport_cancel: bool,
+    /// Cancelled at the user's stop time.
+    root: Scope,
+    started: Cell<u64>,
+    last_end: Cell<Instant>,
+    detached: Cell<usize>,
+    detached_done: Notify,
+}
+
+impl<P: Provider> Ctx<P> {
+    /// Whether another query may start now.
+    fn take_ticket(&self) -> bool {
+        if self.root.interrupted(Work::Sent).is_some() {
+            return false;
+        }
+        let ok = match self.stop {
+            Stop::Queries(n) => self.started.get() < n,
+            Stop::Duration(d) => Instant::now() < self.t0 + self.scale.to_runtime(d),
+        };
+        if ok {
+            self.started.set(self.started.get() + 1);
+        }
+        ok
+    }
+
+    async fn call(
+        &self,
+        tokens: u64,
+        kind: RequestKind,
+        scope: &Scope,
+        abandoned: &Cell<bool>,
+    ) -> Result<(), CallError<ProviderError>> {
+        let spec = CallSpec::new(tokens).in_scope(scope);
+        self.scheduler
+            .call(spec, |_| self.provider.request(tokens, kind, abandoned))
+            .await
+    }
+}
+
+/// Runs one agent's rounds in `scope`; returns true if any call failed or was stopped. A budget
+/// in the scope counts one iteration per round and stops the agent when it is spent.
+async fn run_agent<P: Provider>(
+    ctx: &Ctx<P>,
+    rounds: &[Vec<PlannedCall>],
+    scope: &Scope,
+    abandoned: &Cell<bool>,
+) -> bool {
+    let mut failed = false;
+    for (round, calls) in rounds.iter().enumerate() {
+        if let Some(budget) = scope.budget() {
+            if budget.start_iteration().is_err() {
+                return true;
+            }
+        }
+        if round > 0 {
+            if let Some(turn) = &ctx.model_turn {
+                failed |= ctx
+                    .call(turn.tokens, RequestKind::ModelTurn, scope, abandoned)
+                    .await
+                    .is_err();
+            }
+        }
+        let results = ctx
+            .scheduler
+            .dispatch(&ctx.turn, calls, |_, c| {
+                ctx.call(c.tokens, RequestKind::Tool, scope, abandoned)
+            })
+            .await;
+        // A call over the turn's cap was answered "not run": the query goes on without it.
+        failed |= results
+            .iter()
+            .any(|r| matches!(r, Err(e) if !matches!(e, CallError::NotRun(_))));
+        if scope.interrupted(Work::Unsent).is_some() {
+            return true;
+        }
+    }
+    failed
+}
+
+/// Runs one query: a single agent, or an orchestrator that fans out to budgeted subagents and
+/// then synthesises. Returns true if any call failed or was stopped.
+async fn run_query<P: Provider>(
+    ctx: Rc<Ctx<P>>,
+    plan: QueryPlan,
+    scope: Scope,
+    abandoned: Rc<Cell<bool>>,
+) -> bool {
+    let Some(sub) = ctx.subagents else {
+        let rounds = plan.agents.first().map_or(&[][..], Vec::as_slice);
+        return run_agent(&ctx, rounds, &scope, &abandoned).await;
+    };
+    let budget = Budget::new("query", sub.orchestrator_budget, None);
+    let fan = FanOut::new(&scope);
+    let jobs = plan.agents.iter().enumerate().map(|(i, rounds)| {
+        let (ctx, budget, abandoned) = (&ctx, &budget, &abandoned);
+        move |s: Scope| async move {
+            let child = budget.child(
+                format!("subagent {i}"),
+                sub.budget_tokens,
+                sub.max_iterations,
+            );
+            run_agent(ctx, rounds, &s.with_budget(child), abandoned).await
+        }
+    });
+    let mut failed = fan.gather(jobs).await.into_iter().any(|f| f);
+    if sub.synthesis_tokens > 0 && scope.interrupted(Work::Sent).is_none() {
+        let left = budget.remaining();
+        let synth = scope.clone().with_budget(budget);
+        let result = ctx
+            .call(
+                sub.synthesis_tokens,
+                RequestKind::ModelTurn,
+                &synth,
+                &abandoned,
+            )
+            .await;
+        let refused = matches!(
+            result,
+            Err(CallError::Interrupted {
+                cause: Interrupt::BudgetExhausted(_),
+                ..
+            })
+        );
+        ctx.recorder.synthesis(left, refused);
+        failed |= result.is_err();
+    }
+    failed
+}
+
+/// Runs one query that should have started at `intended`, and records how it ended.
+async fn one_query<P: Provider + 'static>(ctx: Rc<Ctx<P>>, intended: Instant) {
+    ctx.recorder
+        .query_started(Instant::now().saturating_duration_since(intended));
+    let plan = ctx.planner.borrow_mut().query();
+    let abandoned = Rc::new(Cell::new(false));
+    // What ends the caller's wait: the user's stop (on the root scope, if any) and the parent
+    // timeout. A query is never cancelled on its own, so it needs no token of its own.
+    let mut scope = ctx.root.clone();
+    if let Some(t) = ctx.parent_timeout {
+        scope = scope.with_deadline(intended + t);
+    }
+    let failed = if ctx.transport_cancel {
+        // The scope stops the work itself: queued calls are never sent, in-flight ones dropped.
+        run_query(ctx.clone(), plan, scope.clone(), abandoned.clone()).await
+    } else {
+        // Nothing stops the work: the caller may stop waiting, and the work runs on. It is
+        // polled here until then (so work that ends at the instant the wait stops keeps its
+        // result, whatever order tasks run in), and handed to a task of its own after.
+        let mut work = Box::pin(run_query(
+            ctx.clone(),
+            plan,
+            Scope::new(),
+            abandoned.clone(),
+        ));
+        match scope.run(Work::Sent, work.as_mut()).await {
+            Ok(failed) => failed,
+            Err(_) => {
+                ctx.detached.set(ctx.detached.get() + 1);
+                let ctx = ctx.clone();
+                tokio::task::spawn_local(async move {
+                    work.await;
+                    ctx.detached.set(ctx.detached.get() - 1);
+                    ctx.detached_done.notify_waiters();
+                });
+                true
+            }
+        }
+    };
+    if scope.interrupted(Work::Sent).is_some() {
+        abandoned.set(true);
+        ctx.recorder.query_abandoned();
+        return;
+    }
+    let now = Instant::now();
+    ctx.last_end.set(ctx.last_end.get().max(now));
+    ctx.recorder.query_done(now - intended, failed);
+}
+
+/// A closed-loop session starts at most one query per model microsecond: a query that takes no
+/// time (no calls, or calls of zero latency) with no think time would otherwise start the next
+/// at the same instant, for ever, under a duration stop. No query of real latency is affected.
+const MIN_QUERY_SPACING: Duration = Duration::from_micros(1);
+
+async fn session<P: Provider + 'static>(ctx: Rc<Ctx<P>>) {
+    let mut intended = Instant::now();
+    while ctx.take_ticket() {
+        let started = Instant::now();
+        one_query(ctx.clone(), intended).await;
+        let think = ctx.planner.borrow_mut().think();
+        let earliest = started + ctx.scale.to_runtime(MIN_QUERY_SPACING);
+        intended = (Instant::now() + ctx.scale.to_runtime(think)).max(earliest);
+        ctx.pace.until(intended).await;
+    }
+}
+
+async fn open_arrivals<P: Provider + 'static>(ctx: Rc<Ctx<P>>) {
+    // One task per query in flight (bounded by the queries in flight, not by the calls).
+    let mut inflight = JoinSet::new();
+    let mut next = Some(ctx.t0);
+    loop {
+        // Finished queries are reaped before new ones start, so the set stays as small as the
+        // queries in flight. (Either order gives the same run: reaping changes nothing else.)
+        tokio::select! {
+            biased;
+            Some(done) = inflight.join_next(), if !inflight.is_empty() => reraise(done),
+            _ = ctx.pace.until(next.unwrap_or(ctx.t0)), if next.is_some() => {
+                let at = next.unwrap_or(ctx.t0);
+                if ctx.take_ticket() {
+                    inflight.spawn_local(one_query(ctx.clone(), at));
+                    let gap = ctx.planner.borrow_mut().gap().unwrap_or(Duration::ZERO);
+                    next = Some(at + ctx.scale.to_runtime(gap));
+                } else {
+                    next = None;
+                }
+            }
+            else => break,
+        }
+    }
+}
+
+/// Re-raises a task's panic in the caller (a task is never aborted here).
+fn reraise(done: Result<(), tokio::task::JoinError>) {
+    if let Err(e) = done {
+        if e.is_panic() {
+            std::panic::resume_unwind(e.into_panic());
+        }
+    }
+}
+
+/// Runs `work` until it finishes, or returns `None` once virtual time reaches `deadline`. The
+/// deadline's timer waits in a task of its own, so the work's many wakes never poll it.
+async fn within<F: Future>(deadline: Instant, work: F) -> Option<F::Output> {
+    let fired = Rc::new(Cell::new(false));
+    let waker = Rc::new(RefCell::new(None::<Waker>));
+    let dog = tokio::task::spawn_local({
+        let (fired, waker) = (fired.clone(), waker.clone());
+        async move {
+            sleep_until(deadline).await;
+            fired.set(true);
+            if let Some(w) = waker.borrow_mut().take() {
+                w.wake();
+            }
+        }
+    });
+    let mut work = std::pin::pin!(work);
+    let out = std::future::poll_fn(|cx| {
+        if let Poll::Ready(v) = work.as_mut().poll(cx) {
+            return Poll::Ready(Some(v));
+        }
+        if fired.get() {
+            return Poll::Ready(None);
+        }
+        let mut w = waker.borrow_mut();
+        if !w.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+            *w = Some(cx.waker().clone());
+        }
+        Poll::Pending
+    })
+    .await;
+    dog.abort();
+    out
+}
+
+/// How the driver waits for a planned instant (a query's arrival, the end of a think time).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Pace {
+    /// Sleep until it: exact on the paused clock.
+    Exact,
+    /// Sleep until `lead` before it, then yield until it. tokio's real-time timers fire on a
+    /// 1 ms tick and wake up to about 2 ms late; a load generator that is late by that much
+    /// delays every query it starts. (On the paused clock yielding would never let time move.)
+    Spin {
+        /// How long before the instant the sleep ends.
+        lead: Duration,
+    },
+}
+
+impl Pace {
+    async fn until(self, at: Instant) {
+        match self {
+            Pace::Exact => sleep_until(at).await,
+            Pace::Spin { lead } => {
+                if let Some(early) = at.checked_sub(lead) {
+                    sleep_until(early).await;
+                }
+                while Instant::now() < at {
+                    tokio::task::yield_now().await;
+                }
+            }
+        }
+    }
+}
+
+/// How a driven workload went, in model time.
+pub(super) struct Driven {
+    /// From the start to the last query's end.
+    pub elapsed: Duration,
+    /// From the start to the end of the run, work left running after its caller gave up
+    /// included: the time the provider was sent traffic.
+    pub span: Duration,
+    /// Queries started.
+    pub queries_started: u64,
+}
+
+/// Runs `s`'s workload through `scheduler` to `provider` until it is done: every query ended
+/// and every detached piece of work finished. `None` if `horizon` (model time) passes first.
+pub(super) async fn drive<P: Provider + 'static>(
+    s: &Scenario,
+    scheduler: Scheduler,
+    provider: Rc<P>,
+    recorder: Arc<Recorder>,
+    scale: TimeScale,
+    pace: Pace,
+    horizon: Duration,
+) -> Option<Driven> {
+    let t0 = Instant::now();
+    let ctx = Rc::new(Ctx {
+        scheduler,
+        provider,
+        scale,
+        pace,
+        recorder,
+        planner: RefCell::new(Planner::new(&s.workload, s.seed)),
+        turn: s.scheduler.turn,
+        model_turn: s.workload.model_turn.clone(),
+        subagents: s.workload.subagents,
+        t0,
+        stop: s.workload.stop,
+        parent_timeout: s.workload.parent_timeout.map(|t| scale.to_runtime(t)),
+        transport_cancel: s.scheduler.transport_cancel,
+        // The user's stop is known in advance: a stop time on the root scope, decided by the
+        // clock (nothing starts at or after it; work ending at it keeps its result).
+        root: match s.workload.stop_at {
+            Some(at) => Scope::new().with_stop_at(t0 + scale.to_runtime(at)),
+            None => Scope::new(),
+        },
+        started: Cell::new(0),
+        last_end: Cell::new(t0),
+        detached: Cell::new(0),
+        detached_done: Notify::new(),
+    });
+    let traffic = async {
+        match s.workload.arrivals {
+            Arrivals::Closed { sessions } => {
+                // One task per session: a wake reaches only the session it is for. Sessions
+                // beyond the number of queries would never get one: they are not started, so
+                // memory follows the work, not the configured count.
+                let busy = match s.workload.stop {
+                    Stop::Queries(n) => sessions.min(n),
+                    Stop::Duration(_) => sessions,
+                };
+                let mut all = JoinSet::new();
+                for _ in 0..busy {
+                    all.spawn_local(session(ctx.clone()));
+                }
+                while let Some(done) = all.join_next().await {
+                    reraise(done);
+                }
+            }
+            Arrivals::Open { .. } => open_arrivals(ctx.clone()).await,
+        }
+    };
+    let run = async {
+        // At a user stop the traffic winds down (queries see the stop through their scope).
+        traffic.await;
+        // Then work left running after its caller gave up is let finish (it is still charged).
+        while ctx.detached.get() > 0 {
+            let done = ctx.detached_done.notified();
+            if ctx.detached.get() == 0 {
+                break;
+            }
+            done.await;
+        }
+    };
+    let local = tokio::task::LocalSet::new();
+    local
+        .run_until(within(t0 + scale.to_runtime(horizon), run))
+        .await?;
+    Some(Driven {
+        elapsed: scale.to_model(ctx.last_end.get() - t0),
+        span: scale.to_model(Instant::now() - t0),
+        queries_started: ctx.started.get(),
+    })
+}

@@ -1,0 +1,188 @@
+//! Running a scenario: the real scheduler against the provider, in virtual or in real time.
+//!
+//! Virtual time (`run`): the in-process provider model on a paused current-thread tokio runtime.
+//! Rules it follows (the README's "How the simulation works" says why): the model runs under a time scale (one model millisecond is
+//! one virtual second, so tokio's 1 ms timer tick is a model microsecond); every wait is to an
+//! absolute instant; a virtual-time watchdog turns a run that cannot finish into an error; tasks
+//! are bounded; every random stream is seeded from the scenario's seed.
+//!
+//! Real time (`run_realtime`): the same, over HTTP to the mock provider on the real clock.
+//!
+//! Both modes share the workload driver (`drive`); they differ only in the runtime's clock
+//! and the [`Provider`](crate::engine::provider::Provider) behind the scheduler.
+
+mod drive;
+mod realtime;
+
+pub use realtime::{run_realtime, RealtimeOptions, MODEL_TURN};
+
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use capsize_mock::ProviderModel;
+use rand::rngs::Xoshiro256PlusPlus;
+use rand::SeedableRng;
+use thiserror::Error;
+use tokio::time::Instant;
+
+use crate::engine::provider::simulated::VirtualProvider;
+use crate::engine::recorder::{Recorder, Recording};
+use crate::engine::scenario::Scenario;
+use crate::engine::timescale::TimeScale;
+use crate::engine::workload::{stream_seed, streams};
+use crate::scheduler::{
+    ConfigError, Limit, LimiterConfig, RetryPolicy, Scheduler, SchedulerConfig,
+};
+
+/// Virtual time runs this many times slower than model time.
+pub const SCALE: u32 = 1000;
+
+/// The longest a run may take, in model time, before the watchdog stops it: a year. (Waits
+/// this long are fine for tokio's timer wheel, which re-files entries beyond its 2-year span.)
+pub const HORIZON: Duration = Duration::from_secs(365 * 86_400);
+
+/// Why a run could not produce results.
+#[derive(Debug, Error)]
+pub enum SimError {
+    /// The scheduler configuration derived from the scenario is invalid.
+    #[error("scheduler: {0}")]
+    Config(#[from] ConfigError),
+    /// The run did not finish within the horizon (a deadlock, or a scenario far too long).
+    #[error("the run did not finish within {0:?} of model time (deadlock, or a scenario too long to simulate)")]
+    Watchdog(Duration),
+    /// The runtime could not be built.
+    #[error("cannot start the runtime: {0}")]
+    Runtime(#[from] std::io::Error),
+    /// The provider could not be started or reached (real time).
+    #[error("{0}")]
+    Unreachable(String),
+    /// The provider answered something that cannot be read: a malformed rate-limit header or
+    /// statistics (real time).
+    #[error("the provider sent something unreadable: {0}")]
+    BadProvider(String),
+}
+
+/// Which clock a run used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// tokio's paused clock and the in-process provider model.
+    Virtual,
+    /// The real clock and HTTP to a mock provider.
+    Realtime,
+}
+
+impl Mode {
+    /// The name summary.json uses.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Virtual => "virtual",
+            Mode::Realtime => "realtime",
+        }
+    }
+}
+
+/// What a run produced.
+#[derive(Debug, Clone)]
+pub struct SimOutcome {
+    /// Which clock it ran on.
+    pub mode: Mode,
+    /// Histograms and counters.
+    pub recording: Recording,
+    /// The provider's own counters.
+    pub provider: capsize_mock::Counters,
+    /// Model time from the start to the last query's end.
+    pub elapsed: Duration,
+    /// Model time from the start to the end of the run (detached work included).
+    pub span: Duration,
+    /// Queries started.
+    pub queries_started: u64,
+}
+
+/// The scheduler configuration for a scenario on a runtime clock at `scale` (durations and
+/// rates converted from model time).
+pub fn scheduler_config(s: &Scenario, scale: TimeScale) -> SchedulerConfig {
+    let sc = &s.scheduler;
+    let limit = |per_minute: Option<f64>| {
+        per_minute.map(|pm| {
+            // Capacity in tokens does not depend on the scale: `burst_s` of the scaled refill.
+            let burst = (pm * sc.headroom / 60.0 * sc.burst_s).max(1.0);
+            Limit::per_minute(scale.rate_to_runtime(pm)).with_burst(burst)
+        })
+    };
+    let limits = sc.rate_limit.then(|| LimiterConfig {
+        requests: limit(s.provider.rpm),
+        tokens: limit(s.provider.tpm),
+        headroom: sc.headroom,
+    });
+    SchedulerConfig {
+        max_concurrency: sc.max_concurrency,
+        limits,
+        retry: RetryPolicy {
+            base: scale.to_runtime(sc.retry.base),
+            cap: scale.to_runtime(sc.retry.cap),
+            retry_after_cap: scale.to_runtime(sc.retry.retry_after_cap),
+            ..sc.retry.clone()
+        },
+    }
+}
+
+fn scheduler(
+    s: &Scenario,
+    scale: TimeScale,
+    recorder: &Arc<Recorder>,
+) -> Result<Scheduler, SimError> {
+    let jitter = Xoshiro256PlusPlus::seed_from_u64(stream_seed(s.seed, streams::JITTER));
+    Ok(Scheduler::builder(scheduler_config(s, scale))
+        .rng(jitter)
+        .observer(recorder.clone())
+        .build()?)
+}
+
+async fn simulate(s: &Scenario) -> Result<SimOutcome, SimError> {
+    let scale = TimeScale::VIRTUAL;
+    let recorder = Arc::new(Recorder::new(scale));
+    let scheduler = scheduler(s, scale, &recorder)?;
+    let model = ProviderModel::new(s.provider.clone(), stream_seed(s.seed, streams::PROVIDER));
+    let provider = Rc::new(VirtualProvider::new(
+        model,
+        recorder.clone(),
+        Instant::now(),
+        scale,
+        s.scheduler.timeout,
+        s.workload
+            .model_turn
+            .as_ref()
+            .and_then(|t| t.latency.clone()),
+    ));
+    let driven = drive::drive(
+        s,
+        scheduler,
+        provider.clone(),
+        recorder.clone(),
+        scale,
+        drive::Pace::Exact,
+        HORIZON,
+    )
+    .await
+    .ok_or(SimError::Watchdog(HORIZON))?;
+    Ok(SimOutcome {
+        mode: Mode::Virtual,
+        recording: recorder.finish(),
+        provider: provider.counters(),
+        elapsed: driven.elapsed,
+        span: driven.span,
+        queries_started: driven.queries_started,
+    })
+}
+
+/// Simulates `scenario` in virtual time on a fresh paused runtime.
+pub fn run(scenario: &Scenario) -> Result<SimOutcome, SimError> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()?;
+    // Boxed: the runtime moves the top future's output on every poll, so keep it small.
+    let out = rt.block_on(async { simulate(scenario).await.map(Box::new) })?;
+    Ok(*out)
+}

@@ -1,0 +1,182 @@
+//! Real time: the same driver and scheduler on tokio's real clock, every attempt an HTTP request
+//! to the mock provider (started in-process on a free loopback port, or already running at a
+//! target URL).
+//!
+//! A time scale F runs the whole run F times faster than model time: the client converts every
+//! model duration and rate with it, the mock runs its model F times faster and divides the
+//! waits it announces (Retry-After, resets) by F, and every figure recorded is converted back,
+//! so a virtual run and a time-scaled real-time run of one scenario report comparable numbers.
+
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use capsize_mock::server::{MockProvider, ServerConfig};
+use capsize_mock::Counters;
+use tokio::time::Instant;
+
+use super::drive::Pace;
+use super::{drive, scheduler, Mode, SimError, SimOutcome, HORIZON};
+use crate::engine::provider::http::{HttpProvider, HttpTarget};
+use crate::engine::recorder::Recorder;
+use crate::engine::scenario::Scenario;
+use crate::engine::timescale::TimeScale;
+use crate::engine::workload::{stream_seed, streams};
+
+/// The mock's name for the workload's model-turn latency (sent as `x-capsize-latency`).
+pub const MODEL_TURN: &str = "model_turn";
+
+/// The driver's pacing in real time: sleep to 2 ms before each planned instant, then yield.
+const REAL_TIME_PACE: Pace = Pace::Spin {
+    lead: Duration::from_millis(2),
+};
+
+/// How a real-time run is set up.
+#[derive(Debug, Clone)]
+pub struct RealtimeOptions {
+    /// How many times faster than model time the run goes (1: model time itself).
+    pub time_scale: f64,
+    /// A running capsize-mock to send to; `None` starts one in-process.
+    pub target: Option<String>,
+}
+
+/// Runs `scenario` in real time over HTTP. Raises the process's soft open-files limit to its
+/// hard limit first: each call in flight holds a socket, and with the in-process mock two.
+pub fn run_realtime(scenario: &Scenario, opts: &RealtimeOptions) -> Result<SimOutcome, SimError> {
+    raise_open_files_limit();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(realtime(scenario, opts))
+}
+
+async fn realtime(s: &Scenario, opts: &RealtimeOptions) -> Result<SimOutcome, SimError> {
+    let scale = TimeScale::faster(opts.time_scale);
+    let model_turn = s
+        .workload
+        .model_turn
+        .as_ref()
+        .and_then(|t| t.latency.clone());
+    // Started here, kept alive to the end of the run, stopped when dropped.
+    let mut _mock = None;
+    let base = match &opts.target {
+        Some(url) => url.trim_end_matches('/').to_string(),
+        None => {
+            let config = ServerConfig {
+                provider: s.provider.clone(),
+                seed: stream_seed(s.seed, streams::PROVIDER),
+                time_scale: opts.time_scale,
+                latencies: model_turn
+                    .iter()
+                    .map(|l| (MODEL_TURN.to_string(), l.clone()))
+                    .collect(),
+            };
+            let mock = MockProvider::start(config, SocketAddr::from(([127, 0, 0, 1], 0)))
+                .await
+                .map_err(|e| {
+                    SimError::Unreachable(format!("cannot start the mock provider: {e}"))
+                })?;
+            let uri = mock.uri();
+            _mock = Some(mock);
+            uri
+        }
+    };
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .map_err(|e| SimError::Unreachable(format!("cannot build an HTTP client: {e}")))?;
+    // A target that is not there fails now, in one line, not as a run of failed calls.
+    client
+        .get(format!("{base}/healthz"))
+        .send()
+        .await
+        .and_then(reqwest::Response::error_for_status)
+        .map_err(|e| SimError::Unreachable(format!("{base}/healthz: {e}")))?;
+    let recorder = Arc::new(Recorder::new(scale));
+    let scheduler = scheduler(s, scale, &recorder)?;
+    let target = HttpTarget {
+        base: base.clone(),
+        model_turn_latency: model_turn.is_some(),
+        timeout: s.scheduler.timeout,
+    };
+    let provider = Rc::new(
+        HttpProvider::new(&target, recorder.clone(), Instant::now(), scale)
+            .map_err(|e| SimError::Unreachable(format!("cannot build an HTTP client: {e}")))?,
+    );
+    let driven = tokio::select! {
+        driven = drive::drive(
+            s,
+            scheduler,
+            provider.clone(),
+            recorder.clone(),
+            scale,
+            REAL_TIME_PACE,
+            HORIZON,
+        ) => driven,
+        // A header that cannot be read stops the run there.
+        () = provider.broken() => None,
+        () = progress(&recorder, scale) => None,
+    };
+    if let Some(bad) = provider.bad_header() {
+        return Err(SimError::BadProvider(format!("{base}: {bad}")));
+    }
+    let driven = driven.ok_or(SimError::Watchdog(HORIZON))?;
+    let provider_counters = stats(&client, &base).await?;
+    Ok(SimOutcome {
+        mode: Mode::Realtime,
+        recording: recorder.finish(),
+        provider: provider_counters,
+        elapsed: driven.elapsed,
+        span: driven.span,
+        queries_started: driven.queries_started,
+    })
+}
+
+/// Reports progress on stderr every 10 s of real time; never ends.
+async fn progress(recorder: &Recorder, scale: TimeScale) {
+    let start = Instant::now();
+    let every = Duration::from_secs(10);
+    let mut next = start + every;
+    loop {
+        tokio::time::sleep_until(next).await;
+        let model = scale.to_model(next - start).as_secs();
+        eprintln!(
+            "capsize: real time: {} queries ended, {model} s of model time",
+            recorder.queries_ended()
+        );
+        next += every;
+    }
+}
+
+/// The mock's own counters, from `GET /stats`.
+async fn stats(client: &reqwest::Client, base: &str) -> Result<Counters, SimError> {
+    let url = format!("{base}/stats");
+    let body = client
+        .get(&url)
+        .send()
+        .await
+        .and_then(reqwest::Response::error_for_status)
+        .map_err(|e| SimError::Unreachable(format!("{url}: {e}")))?
+        .bytes()
+        .await
+        .map_err(|e| SimError::Unreachable(format!("{url}: {e}")))?;
+    // The same counters the mock serialises: every key present, each a non-negative integer.
+    serde_json::from_slice(&body).map_err(|e| SimError::BadProvider(format!("{url}: {e}")))
+}
+
+/// Sets the soft limit on open files to the hard limit (best effort: unchanged on failure).
+fn raise_open_files_limit() {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit only read and write the struct passed to them.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max
+        {
+            limit.rlim_cur = limit.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+        }
+    }
+}

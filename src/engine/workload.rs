@@ -1,0 +1,128 @@
+//! The workload: what each query asks for (rounds of tool calls, their tokens, read or write),
+//! when queries arrive, and how long users think between them. Drawn from seeded RNG streams,
+//! one per concern, so a scenario and seed always produce the same traffic.
+
+use std::time::Duration;
+
+use rand::rngs::Xoshiro256PlusPlus;
+use rand::{RngExt, SeedableRng};
+use rand_distr::{Distribution, Exp1};
+
+use crate::engine::scenario::bounds::{clamped_millis, clamped_secs};
+use crate::engine::scenario::{Arrivals, Workload};
+use crate::scheduler::dispatch::{Access, ToolCall};
+
+/// The seed of RNG stream `stream` of a run seeded with `seed` (SplitMix64 of the pair).
+pub fn stream_seed(seed: u64, stream: u64) -> u64 {
+    let mut z = seed ^ stream.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// RNG streams of a run.
+pub mod streams {
+    /// The provider model.
+    pub const PROVIDER: u64 = 1;
+    /// Query shapes.
+    pub const QUERIES: u64 = 2;
+    /// Retry jitter.
+    pub const JITTER: u64 = 3;
+    /// Arrival gaps and think times.
+    pub const ARRIVALS: u64 = 4;
+}
+
+/// One tool call of a query.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlannedCall {
+    /// Tokens it costs.
+    pub tokens: u64,
+    /// Read or write.
+    pub access: Access,
+}
+
+impl ToolCall for PlannedCall {
+    fn access(&self) -> Access {
+        self.access
+    }
+}
+
+/// One agent's work: rounds of tool calls (a model turn runs between rounds).
+pub type AgentPlan = Vec<Vec<PlannedCall>>;
+
+/// One query: a single agent's rounds, or one plan per subagent when the query fans out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueryPlan {
+    /// One entry per agent (one, unless the workload has subagents).
+    pub agents: Vec<AgentPlan>,
+}
+
+/// Draws query shapes, arrival gaps and think times.
+#[derive(Debug, Clone)]
+pub struct Planner {
+    workload: Workload,
+    queries: Xoshiro256PlusPlus,
+    arrivals: Xoshiro256PlusPlus,
+}
+
+impl Planner {
+    /// A planner for `workload`, its streams derived from `seed`.
+    pub fn new(workload: &Workload, seed: u64) -> Self {
+        Planner {
+            workload: workload.clone(),
+            queries: Xoshiro256PlusPlus::seed_from_u64(stream_seed(seed, streams::QUERIES)),
+            arrivals: Xoshiro256PlusPlus::seed_from_u64(stream_seed(seed, streams::ARRIVALS)),
+        }
+    }
+
+    /// The next query's shape.
+    pub fn query(&mut self) -> QueryPlan {
+        let agents = self.workload.subagents.map_or(1, |s| s.count);
+        QueryPlan {
+            agents: (0..agents).map(|_| self.agent()).collect(),
+        }
+    }
+
+    fn agent(&mut self) -> AgentPlan {
+        let w = &self.workload;
+        let rng = &mut self.queries;
+        (0..w.rounds)
+            .map(|_| {
+                let n = w.calls_per_query.sample(rng);
+                (0..n)
+                    .map(|_| {
+                        let tokens = w.tokens_per_call.sample(rng);
+                        let write =
+                            w.write_fraction > 0.0 && rng.random::<f64>() < w.write_fraction;
+                        let access = if write { Access::Write } else { Access::Read };
+                        PlannedCall { tokens, access }
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// Model time from one open-mode arrival to the next (`None` in closed mode).
+    pub fn gap(&mut self) -> Option<Duration> {
+        match self.workload.arrivals {
+            Arrivals::Closed { .. } => None,
+            Arrivals::Open { rate, poisson } => {
+                let mean = 1.0 / rate;
+                let e: f64 = if poisson {
+                    Exp1.sample(&mut self.arrivals)
+                } else {
+                    1.0
+                };
+                Some(clamped_secs(mean * e))
+            }
+        }
+    }
+
+    /// A user's think time before their next query (zero if none is set).
+    pub fn think(&mut self) -> Duration {
+        match &self.workload.think_time {
+            Some(l) => clamped_millis(l.sample(&mut self.arrivals)),
+            None => Duration::ZERO,
+        }
+    }
+}

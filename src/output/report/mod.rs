@@ -1,0 +1,107 @@
+//! Reports: `summary.json`, `.hgrm` histograms, and the summary table printed by `capsize run`;
+//! [`escape`] shows untrusted text as written in each of them.
+
+pub mod charts;
+pub mod escape;
+pub mod hgrm;
+pub mod summary;
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use crate::engine::recorder::Recording;
+use crate::output::files::OutputSet;
+use summary::{Percentiles, Summary};
+
+/// The files of a run, in the order they are written: the summary and the two histograms.
+pub const RUN_FILES: [&str; 3] = ["summary.json", "query_latency.hgrm", "call_latency.hgrm"];
+
+/// Declares the files of a run ([`RUN_FILES`]) in `dir` as outputs of `set`, named by `--out`.
+pub fn declare_run(set: &mut OutputSet, dir: &Path) {
+    for name in RUN_FILES {
+        set.output(dir.join(name), "--out");
+    }
+}
+
+/// Gives the files of a run in `dir` their content: `summary.json`, `query_latency.hgrm` and
+/// `call_latency.hgrm`.
+pub fn put_run(set: &mut OutputSet, dir: &Path, summary: &Summary, recording: &Recording) {
+    let [json, query, call] = RUN_FILES;
+    set.put(dir.join(json), summary.to_json())
+        .put(
+            dir.join(query),
+            hgrm::percentile_distribution(&recording.query),
+        )
+        .put(
+            dir.join(call),
+            hgrm::percentile_distribution(&recording.call),
+        );
+}
+
+fn row(out: &mut String, name: &str, p: &Percentiles) {
+    let _ = writeln!(
+        out,
+        "  {name:<14} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>10.1}",
+        p.mean, p.p50, p.p90, p.p95, p.p99, p.max
+    );
+}
+
+fn pct(v: Option<f64>) -> String {
+    v.map_or("-".into(), |v| format!("{:.1} %", v * 100.0))
+}
+
+/// The summary as a readable table.
+pub fn table(s: &Summary) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "scenario {} (seed {}, {} mode)",
+        escape::terminal(&s.scenario),
+        s.seed,
+        s.mode
+    );
+    let _ = writeln!(
+        out,
+        "  {} queries ({} failed, {} abandoned), {} calls in {:.1} s of model time",
+        s.queries, s.queries_failed, s.queries_abandoned, s.calls, s.virtual_seconds
+    );
+    let _ = writeln!(
+        out,
+        "  throughput     {:.3} queries/s, {:.3} calls/s",
+        s.throughput.queries_per_s, s.throughput.calls_per_s
+    );
+    let _ = writeln!(
+        out,
+        "\n  latency (ms)         mean        p50        p90        p95        p99        max"
+    );
+    let l = &s.latency_ms;
+    for (name, p) in [
+        ("query", &l.query),
+        ("call", &l.call),
+        ("  queue", &l.call_queue),
+        ("  limiter", &l.call_limiter),
+        ("  backoff", &l.call_backoff),
+        ("  service", &l.call_service),
+    ] {
+        row(&mut out, name, p);
+    }
+    let p = &s.provider.counters;
+    let _ = writeln!(
+        out,
+        "\n  provider       {} received, {} served, {} rate-limited (429), {} errors, {} timeouts",
+        p.received, p.served, p.rate_limited, p.errored, p.timed_out
+    );
+    let _ = writeln!(
+        out,
+        "  client         {} attempts, {} retries, {} failed, {} cancelled, {} not run, {} orphaned requests",
+        s.attempts, s.retries, s.errors, s.cancelled, s.not_run, s.orphaned_requests
+    );
+    let _ = writeln!(
+        out,
+        "  utilization    RPM {} (peak 60 s window {}), TPM {}",
+        pct(s.rpm_utilization),
+        pct(s.peak_rpm_utilization),
+        pct(s.tpm_utilization)
+    );
+    out
+}

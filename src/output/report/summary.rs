@@ -1,0 +1,278 @@
+//! `summary.json`: one run's results, in model time. The schema is versioned
+//! (`schema_version`) and documented in the README; fields are added, never renamed.
+
+use capsize_mock::Counters;
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+use crate::engine::recorder::Syntheses;
+use crate::engine::scenario::Scenario;
+use crate::engine::sim::SimOutcome;
+
+/// The schema version of `summary.json`.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Percentiles of one latency histogram, in milliseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Percentiles {
+    /// Samples.
+    pub count: u64,
+    /// Mean.
+    pub mean: f64,
+    /// Median.
+    pub p50: f64,
+    /// 90th percentile.
+    pub p90: f64,
+    /// 95th percentile.
+    pub p95: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// Largest.
+    pub max: f64,
+}
+
+fn round3(v: f64) -> f64 {
+    (v * 1000.0).round() / 1000.0
+}
+
+impl Percentiles {
+    /// From a histogram of microseconds.
+    pub fn of(h: &Histogram<u64>) -> Self {
+        let ms = |us: u64| round3(us as f64 / 1000.0);
+        if h.is_empty() {
+            return Percentiles {
+                count: 0,
+                mean: 0.0,
+                p50: 0.0,
+                p90: 0.0,
+                p95: 0.0,
+                p99: 0.0,
+                max: 0.0,
+            };
+        }
+        Percentiles {
+            count: h.len(),
+            mean: round3(h.mean() / 1000.0),
+            p50: ms(h.value_at_quantile(0.50)),
+            p90: ms(h.value_at_quantile(0.90)),
+            p95: ms(h.value_at_quantile(0.95)),
+            p99: ms(h.value_at_quantile(0.99)),
+            max: ms(h.max()),
+        }
+    }
+}
+
+/// Latency of queries and calls, and the calls' phases.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Latencies {
+    /// End to end per query whose calls all succeeded, from its intended start.
+    pub query: Percentiles,
+    /// Per successful call, from submission.
+    pub call: Percentiles,
+    /// Per successful call: waiting for a permit.
+    pub call_queue: Percentiles,
+    /// Per successful call: waiting for the client-side rate limiter.
+    pub call_limiter: Percentiles,
+    /// Per successful call: backing off before retries.
+    pub call_backoff: Percentiles,
+    /// Per successful call: at the provider.
+    pub call_service: Percentiles,
+    /// Per charged request: queued at the provider for a free server (part of service).
+    pub provider_queue: Percentiles,
+    /// Per query: how late it started after its intended start. Zero in virtual time; in real
+    /// time the client's own lag (for a query whose first call does not wait, its send lateness).
+    pub query_start_lateness: Percentiles,
+}
+
+/// Completed work per second of model time.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Throughput {
+    /// Queries finished per second.
+    pub queries_per_s: f64,
+    /// Calls completed per second.
+    pub calls_per_s: f64,
+}
+
+/// The provider's own counters, and its busiest minute.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct ProviderCounts {
+    /// received, served, rate_limited, errored, timed_out, tokens_charged.
+    #[serde(flatten)]
+    pub counters: Counters,
+    /// The most requests charged in any 60 s window (whole seconds).
+    pub peak_requests_per_60s: u64,
+    /// The most tokens charged in any 60 s window (whole seconds).
+    pub peak_tokens_per_60s: u64,
+}
+
+/// `summary.json`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Summary {
+    /// Schema version.
+    pub schema_version: u32,
+    /// Scenario name.
+    pub scenario: String,
+    /// Seed.
+    pub seed: u64,
+    /// `virtual` or `realtime`.
+    pub mode: String,
+    /// Queries finished.
+    pub queries: u64,
+    /// Queries started.
+    pub queries_started: u64,
+    /// Finished queries with a failed or stopped call.
+    pub queries_failed: u64,
+    /// Queries abandoned by their caller (parent timeout, user stop).
+    pub queries_abandoned: u64,
+    /// Calls submitted to the scheduler.
+    pub calls: u64,
+    /// Model seconds from the start to the last query's end.
+    pub virtual_seconds: f64,
+    /// Latencies, in milliseconds.
+    pub latency_ms: Latencies,
+    /// Throughput.
+    pub throughput: Throughput,
+    /// Provider counters.
+    pub provider: ProviderCounts,
+    /// Attempts sent.
+    pub attempts: u64,
+    /// Retries scheduled.
+    pub retries: u64,
+    /// Calls that failed for good.
+    pub errors: u64,
+    /// Calls stopped by a cancel, deadline or budget.
+    pub cancelled: u64,
+    /// Calls answered "not run".
+    pub not_run: u64,
+    /// Calls stopped because the budget they drew on was spent.
+    pub budget_exhausted: u64,
+    /// Requests the provider charged whose answer was thrown away.
+    pub orphaned_requests: u64,
+    /// The orchestrators' synthesis turns (only for workloads with a synthesis turn).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub synthesis: Option<SynthesisSummary>,
+    /// Charged requests per minute over the provider's RPM (`null` if unlimited).
+    pub rpm_utilization: Option<f64>,
+    /// Charged tokens per minute over the provider's TPM (`null` if unlimited).
+    pub tpm_utilization: Option<f64>,
+    /// The busiest 60 s window's requests over the provider's RPM.
+    pub peak_rpm_utilization: Option<f64>,
+}
+
+/// What the orchestrators had left for their synthesis turns.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct SynthesisSummary {
+    /// Synthesis turns attempted.
+    pub attempted: u64,
+    /// Of those, refused because the query's budget had too little left.
+    pub refused: u64,
+    /// Mean tokens left in the query's budget when a synthesis started.
+    pub left_tokens_mean: f64,
+    /// The fewest tokens left when a synthesis started.
+    pub left_tokens_min: u64,
+}
+
+impl SynthesisSummary {
+    fn of(s: &Syntheses) -> Option<Self> {
+        (s.attempted > 0).then(|| SynthesisSummary {
+            attempted: s.attempted,
+            refused: s.refused,
+            left_tokens_mean: round3(s.left_sum as f64 / s.attempted as f64),
+            left_tokens_min: s.left_min,
+        })
+    }
+}
+
+fn ratio(v: f64, limit: Option<f64>) -> Option<f64> {
+    limit.map(|l| (v / l * 10_000.0).round() / 10_000.0)
+}
+
+impl Summary {
+    /// The summary of a virtual run of `scenario`.
+    pub fn new(scenario: &Scenario, out: &SimOutcome) -> Self {
+        let r = &out.recording;
+        let secs = out.elapsed.as_secs_f64();
+        let rate = |n: u64, over: f64| {
+            if over > 0.0 {
+                round3(n as f64 / over)
+            } else {
+                0.0
+            }
+        };
+        // Utilization is over the whole time the provider was sent traffic.
+        let minutes = out.span.as_secs_f64() / 60.0;
+        let (peak_req, peak_tok) = (r.peak_requests_60s, r.peak_tokens_60s);
+        let charged = r.charged_requests;
+        let p = &out.provider;
+        let per_min = |n: u64| {
+            if minutes > 0.0 {
+                n as f64 / minutes
+            } else {
+                0.0
+            }
+        };
+        Summary {
+            schema_version: SCHEMA_VERSION,
+            scenario: scenario.name.clone(),
+            seed: scenario.seed,
+            mode: out.mode.name().into(),
+            queries: r.queries_completed,
+            queries_started: out.queries_started,
+            queries_failed: r.queries_failed,
+            queries_abandoned: r.queries_abandoned,
+            calls: r.calls.calls,
+            virtual_seconds: round3(secs),
+            latency_ms: Latencies {
+                query: Percentiles::of(&r.query),
+                call: Percentiles::of(&r.call),
+                call_queue: Percentiles::of(&r.queue),
+                call_limiter: Percentiles::of(&r.limiter),
+                call_backoff: Percentiles::of(&r.backoff),
+                call_service: Percentiles::of(&r.service),
+                provider_queue: Percentiles::of(&r.provider_queue),
+                query_start_lateness: Percentiles::of(&r.start_lateness),
+            },
+            throughput: Throughput {
+                queries_per_s: rate(r.queries_completed, secs),
+                // Calls left running after their query was abandoned end after the last
+                // query: count them over the whole run.
+                calls_per_s: rate(r.calls.completed, out.span.as_secs_f64()),
+            },
+            provider: ProviderCounts {
+                counters: *p,
+                peak_requests_per_60s: peak_req,
+                peak_tokens_per_60s: peak_tok,
+            },
+            attempts: r.calls.attempts,
+            retries: r.calls.retries,
+            errors: r.calls.failed,
+            cancelled: r.calls.cancelled,
+            not_run: r.calls.not_run,
+            budget_exhausted: r.calls.budget_exhausted,
+            orphaned_requests: r.orphaned_requests,
+            synthesis: SynthesisSummary::of(&r.syntheses),
+            rpm_utilization: ratio(per_min(charged), scenario.provider.rpm),
+            tpm_utilization: ratio(per_min(p.tokens_charged), scenario.provider.tpm),
+            peak_rpm_utilization: ratio(peak_req as f64, scenario.provider.rpm),
+        }
+    }
+
+    /// Every metric summary.json can hold, as dotted paths in the file's order: what an
+    /// objective or a tolerance may name. (The `synthesis` fields appear only in runs of
+    /// workloads with a synthesis turn.)
+    pub fn metric_paths() -> Vec<String> {
+        let template = Summary {
+            synthesis: Some(SynthesisSummary::default()),
+            ..Summary::default()
+        };
+        let json = serde_json::to_value(template).expect("a summary always serialises");
+        crate::analysis::slo::metric_paths(&json)
+    }
+
+    /// The summary as pretty JSON, with a final newline.
+    pub fn to_json(&self) -> String {
+        let mut s = serde_json::to_string_pretty(self).expect("a summary always serialises");
+        s.push('\n');
+        s
+    }
+}

@@ -1,0 +1,157 @@
+//! A sweep's grid: the axes from the scenario's `[sweep]` table and `--sweep` flags, the points
+//! of their product, and each run's seed.
+
+use std::path::Path;
+
+use crate::engine::scenario::bounds::MAX_SEED;
+use crate::engine::scenario::{self, sweep_slo, Axis, AxisValue, Scenario, ScenarioError};
+use crate::engine::workload::stream_seed;
+
+/// Grids larger than this need `--force`.
+pub const MAX_POINTS: usize = 10_000;
+
+/// One point of the grid: a value for every axis, in axis order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Point {
+    /// `(key, value)` per axis.
+    pub values: Vec<(String, AxisValue)>,
+}
+
+impl Point {
+    /// `key=value` overrides for this point.
+    pub fn sets(&self) -> Vec<String> {
+        self.values
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect()
+    }
+
+    /// `max_concurrency=4 headroom=0.7`: the last segment of each key, for labels.
+    pub fn label(&self) -> String {
+        self.values
+            .iter()
+            .map(|(k, v)| format!("{}={v}", k.rsplit('.').next().unwrap_or(k)))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    /// The value of `key` at this point, if it is swept.
+    pub fn get(&self, key: &str) -> Option<AxisValue> {
+        self.values.iter().find(|(k, _)| k == key).map(|(_, v)| *v)
+    }
+}
+
+/// FNV-1a of `text`: a stable hash (std's hashers may change between releases).
+fn fnv1a(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// The seed of `repeat` (0-based) at `point`: derived from the scenario's seed and the point's
+/// values, so it does not depend on the order points run in, nor on the rest of the grid. It
+/// lies in the range of a scenario's `seed`, so a point can be rerun with `--seed`.
+pub fn seed(base: u64, point: &Point, repeat: u32) -> u64 {
+    let id = point.sets().join(";");
+    stream_seed(base ^ fnv1a(&id), 0x5EED_0000 + u64::from(repeat)) & MAX_SEED
+}
+
+/// Reads a `--sweep key=values` flag: values as in `[sweep]` (`[1, 2, 4]`, `"1..=64"`,
+/// `{ from = 1, to = 64 }`), or written bare: `1,2,4` or `1..=64`.
+pub fn flag(text: &str) -> Result<Axis, String> {
+    let (key, values) = text.split_once('=').ok_or_else(|| {
+        format!("--sweep {text:?}: expected key.path=values, e.g. scheduler.max_concurrency=1,2,4")
+    })?;
+    let (key, values) = (key.trim(), values.trim());
+    let literal = if values.starts_with(['[', '{', '"']) {
+        values.to_string()
+    } else if values.contains("..=") {
+        format!("\"{values}\"")
+    } else {
+        format!("[{values}]")
+    };
+    let value = toml::from_str::<toml::Table>(&format!("v = {literal}"))
+        .ok()
+        .and_then(|mut t| t.remove("v"))
+        .ok_or_else(|| format!("--sweep {text:?}: cannot read {values:?} as a list or a range"))?;
+    sweep_slo::axis(key, &value).map_err(|e| format!("--sweep {key}: {}", e.message))
+}
+
+/// The grid of a sweep and the scenario of each point.
+#[derive(Debug, Clone)]
+pub struct Grid {
+    /// Every point, with its validated scenario; the first axis varies slowest.
+    pub points: Vec<(Point, Scenario)>,
+}
+
+/// Why a grid cannot be built.
+#[derive(Debug, thiserror::Error)]
+pub enum GridError {
+    /// A scenario (base, or at some point) is invalid.
+    #[error("{0}")]
+    Scenario(#[from] ScenarioError),
+    /// A flag is malformed, the grid is empty or too large.
+    #[error("{0}")]
+    Flag(String),
+}
+
+impl Grid {
+    /// The grid of the scenario at `path` (with `sets` applied), its `[sweep]` axes replaced or
+    /// extended by `flags`. Every point's scenario is validated before anything runs.
+    pub fn build(
+        path: &Path,
+        sets: &[String],
+        flags: &[String],
+        force: bool,
+    ) -> Result<Grid, GridError> {
+        let text = scenario::read(path)?;
+        let base = scenario::parse(&text, path, sets)?;
+        let mut axes = base.sweep.clone();
+        for f in flags {
+            let axis = flag(f).map_err(GridError::Flag)?;
+            match axes.iter_mut().find(|a| a.key == axis.key) {
+                Some(a) => *a = axis,
+                None => axes.push(axis),
+            }
+        }
+        if axes.is_empty() {
+            return Err(GridError::Flag(format!(
+                "{}: nothing to sweep: add a [sweep] table (e.g. \"scheduler.max_concurrency\" = [1, 2, 4, 8]) or --sweep key=values",
+                path.display()
+            )));
+        }
+        let size = axes
+            .iter()
+            .try_fold(1usize, |n, a| n.checked_mul(a.values.len()))
+            .unwrap_or(usize::MAX);
+        if size > MAX_POINTS && !force {
+            return Err(GridError::Flag(format!(
+                "the grid has {size} points (more than {MAX_POINTS}); pass --force to run it anyway"
+            )));
+        }
+        let mut points = Vec::with_capacity(size);
+        for i in 0..size {
+            let mut rest = i;
+            let mut values = vec![(String::new(), AxisValue::Int(0)); axes.len()];
+            for (slot, axis) in values.iter_mut().zip(&axes).rev() {
+                let n = axis.values.len();
+                *slot = (axis.key.clone(), axis.values[rest % n]);
+                rest /= n;
+            }
+            let point = Point { values };
+            let all: Vec<String> = sets.iter().cloned().chain(point.sets()).collect();
+            let s = scenario::parse(&text, path, &all).map_err(|mut e| {
+                // Name the sweep, not --set, as where a swept value came from.
+                if e.key.as_ref().is_some_and(|k| point.get(k).is_some()) {
+                    e.message = e
+                        .message
+                        .replace("(from --set)", "(a swept value)")
+                        .replace("--set ", "sweep ");
+                }
+                e
+            })?;
+            points.push((point, s));
+        }
+        Ok(Grid { points })
+    }
+}

@@ -1,0 +1,489 @@
+//! The capacity report of a sweep: charts (SVG and PNG), `report.md` and a self-contained
+//! `report.html` (charts inlined, every scenario-provided string escaped).
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use super::table::{passes, Recommendation};
+use super::PointResult;
+use crate::analysis::plan::{self, fmt_num, PlanInput};
+use crate::analysis::slo::{number, Threshold};
+use crate::engine::recorder::Recording;
+use crate::output::files::OutputSet;
+use crate::output::report::charts::{self, Chart, Reference, Series, XAxis};
+use crate::output::report::escape::{html as escape, markdown, unmarkdown};
+
+const MAX_CONCURRENCY: &str = "scheduler.max_concurrency";
+const HEADROOM: &str = "scheduler.headroom";
+
+/// The table of every point, in the output folder.
+pub const CSV: &str = "sweep.csv";
+/// The report, in Markdown and in HTML.
+const REPORTS: [&str; 2] = ["report.md", "report.html"];
+/// Stems of the sweep's charts, then of the recommended point's.
+const SWEEP_CHARTS: [&str; 3] = ["latency", "throughput", "rate_limited"];
+const POINT_CHARTS: [&str; 2] = ["latency_distribution", "rpm_over_time"];
+
+fn mean_at(p: &PointResult, path: &str) -> Option<f64> {
+    number(&p.mean, path)
+}
+
+/// The x key of the sweep charts (max_concurrency if swept, else the first key) and the key
+/// whose values make one line each (the other key of a two-key sweep).
+fn layout(points: &[PointResult]) -> (String, Option<String>) {
+    let keys: Vec<String> = points
+        .first()
+        .map(|p| p.point.values.iter().map(|(k, _)| k.clone()).collect())
+        .unwrap_or_default();
+    let x = if keys.iter().any(|k| k == MAX_CONCURRENCY) {
+        MAX_CONCURRENCY.to_string()
+    } else {
+        keys.first().cloned().unwrap_or_default()
+    };
+    let group = keys.iter().find(|k| **k != x).cloned();
+    (x, group)
+}
+
+/// One series per value of `group` (or one in all), of `path` against the `x` key.
+fn lines(
+    points: &[PointResult],
+    x: &str,
+    group: Option<&str>,
+    path: &str,
+    label: &str,
+) -> Vec<Series> {
+    let mut out: Vec<Series> = Vec::new();
+    for p in points {
+        let (Some(xv), Some(y)) = (p.point.get(x), mean_at(p, path)) else {
+            continue;
+        };
+        let name = match group.and_then(|g| p.point.get(g).map(|v| (g, v))) {
+            Some((g, v)) => format!("{label}, {}={v}", g.rsplit('.').next().unwrap_or(g)),
+            None => label.to_string(),
+        };
+        match out.iter_mut().find(|s| s.label == name) {
+            Some(s) => s.points.push((xv.as_f64(), y)),
+            None => out.push(Series::new(name, vec![(xv.as_f64(), y)])),
+        }
+    }
+    out
+}
+
+fn short(key: &str) -> &str {
+    key.rsplit('.').next().unwrap_or(key)
+}
+
+/// The sweep's charts: (file stem, chart).
+pub fn sweep_charts(points: &[PointResult], rpm: Option<f64>) -> Vec<(&'static str, Chart)> {
+    let (x, group) = layout(points);
+    let axis = if x == MAX_CONCURRENCY {
+        XAxis::Log2
+    } else {
+        XAxis::Linear
+    };
+    let g = group.as_deref();
+    let mut latency = Chart::new(
+        "Query latency by concurrency",
+        short(&x),
+        "query latency (ms)",
+        axis,
+    );
+    latency.series = if g.is_some() {
+        lines(points, &x, g, "latency_ms.query.p95", "p95")
+    } else {
+        ["p50", "p95", "p99"]
+            .iter()
+            .flat_map(|q| lines(points, &x, None, &format!("latency_ms.query.{q}"), q))
+            .collect()
+    };
+    latency.y_from_zero = true;
+    let mut throughput = Chart::new(
+        "Throughput by concurrency",
+        short(&x),
+        "calls per second",
+        axis,
+    );
+    throughput.series = lines(points, &x, g, "throughput.calls_per_s", "calls/s");
+    throughput.y_from_zero = true;
+    if let Some(rpm) = rpm {
+        throughput.references.push(Reference::new(
+            format!("provider ceiling {} RPM", fmt_num(rpm)),
+            rpm / 60.0,
+        ));
+        let mut hs: Vec<f64> = points
+            .iter()
+            .map(|p| p.scenario.scheduler.headroom)
+            .collect();
+        hs.sort_by(f64::total_cmp);
+        hs.dedup();
+        for h in hs.into_iter().filter(|h| *h < 1.0) {
+            throughput.references.push(Reference::new(
+                format!("ceiling x headroom {h}"),
+                rpm / 60.0 * h,
+            ));
+        }
+    }
+    let (hx, hg) = if points
+        .first()
+        .is_some_and(|p| p.point.get(HEADROOM).is_some())
+    {
+        (
+            HEADROOM.to_string(),
+            if g == Some(HEADROOM) {
+                Some(x.clone())
+            } else {
+                group.clone()
+            },
+        )
+    } else {
+        (x.clone(), group.clone())
+    };
+    let mut limited = Chart::new(
+        "Share of requests refused with 429",
+        short(&hx),
+        "429s / requests received",
+        XAxis::Linear,
+    );
+    for p in points {
+        let (Some(xv), Some(rl), Some(rec)) = (
+            p.point.get(&hx),
+            mean_at(p, "provider.rate_limited"),
+            mean_at(p, "provider.received"),
+        ) else {
+            continue;
+        };
+        let ratio = if rec > 0.0 { rl / rec } else { 0.0 };
+        let name = match hg.as_deref().and_then(|k| p.point.get(k).map(|v| (k, v))) {
+            Some((k, v)) => format!("{}={v}", short(k)),
+            None => "429 ratio".to_string(),
+        };
+        match limited.series.iter_mut().find(|s| s.label == name) {
+            Some(s) => s.points.push((xv.as_f64(), ratio)),
+            None => limited
+                .series
+                .push(Series::new(name, vec![(xv.as_f64(), ratio)])),
+        }
+    }
+    limited.y_from_zero = true;
+    let [l, t, r] = SWEEP_CHARTS;
+    vec![(l, latency), (t, throughput), (r, limited)]
+}
+
+/// The recommended point's charts: its query latency percentile distribution, and its
+/// requests per minute over time against the ceiling.
+pub fn point_charts(
+    rec: &Recording,
+    rpm: Option<f64>,
+    headroom: f64,
+) -> Vec<(&'static str, Chart)> {
+    let mut dist = Chart::new(
+        "Recommended point: query latency distribution",
+        "percentile",
+        "query latency (ms)",
+        XAxis::Percentile,
+    );
+    let points: Vec<(f64, f64)> = if rec.query.is_empty() {
+        Vec::new()
+    } else {
+        rec.query
+            .iter_quantiles(5)
+            .map(|v| {
+                (
+                    v.quantile_iterated_to(),
+                    v.value_iterated_to() as f64 / 1000.0,
+                )
+            })
+            .filter(|(q, _)| *q < 1.0)
+            .collect()
+    };
+    dist.series.push(Series::new("query latency", points));
+    dist.y_from_zero = true;
+    let mut rpm_chart = Chart::new(
+        "Recommended point: requests per minute",
+        "time (s)",
+        "requests charged in the last 60 s",
+        XAxis::Linear,
+    );
+    let bins = &rec.series.bins;
+    let width = rec.series.bin_s.max(1) as usize;
+    let window = (60 / width).max(1);
+    let mut sum = 0u64;
+    let mut series = Vec::with_capacity(bins.len());
+    for (i, b) in bins.iter().enumerate() {
+        sum += b.charged;
+        if i >= window {
+            sum -= bins[i - window].charged;
+        }
+        series.push((
+            ((i + 1) * width) as f64,
+            sum as f64 * 60.0 / (window * width) as f64,
+        ));
+    }
+    rpm_chart
+        .series
+        .push(Series::new("achieved RPM (60 s window)", series));
+    if let Some(rpm) = rpm {
+        rpm_chart
+            .references
+            .push(Reference::new(format!("ceiling {} RPM", fmt_num(rpm)), rpm));
+        if headroom < 1.0 {
+            rpm_chart.references.push(Reference::new(
+                format!("ceiling x headroom {headroom}"),
+                rpm * headroom,
+            ));
+        }
+    }
+    rpm_chart.y_from_zero = true;
+    let [d, r] = POINT_CHARTS;
+    vec![(d, dist), (r, rpm_chart)]
+}
+
+/// Declares every file a sweep may write into `dir`: the CSV, the report and every chart.
+pub fn declare(set: &mut OutputSet, dir: &Path) {
+    for name in [CSV].iter().chain(&REPORTS) {
+        set.output(dir.join(name), "--out");
+    }
+    for stem in SWEEP_CHARTS.iter().chain(&POINT_CHARTS) {
+        charts::declare(set, dir, stem);
+    }
+}
+
+/// Gives the report (`md`, `html`) and every chart its content in `set`: each chart's SVG as
+/// already drawn (`svgs`, in the order of `all`) and its PNG.
+pub fn put<'a>(
+    set: &mut OutputSet<'a>,
+    dir: &Path,
+    md: &str,
+    html: &str,
+    all: &'a [(&'static str, Chart)],
+    svgs: Vec<(&'static str, String)>,
+) {
+    let [md_name, html_name] = REPORTS;
+    set.put(dir.join(md_name), md)
+        .put(dir.join(html_name), html);
+    for ((stem, chart), (_, svg)) in all.iter().zip(svgs) {
+        charts::put(set, chart, dir, stem, svg);
+    }
+}
+
+/// The smallest value of the x key whose throughput reaches 95 % of the best in the
+/// recommended point's line (the knee of the throughput curve).
+fn knee(points: &[PointResult], rec: &PointResult) -> Option<(String, f64)> {
+    let (x, group) = layout(points);
+    let same = |p: &PointResult| {
+        group
+            .as_deref()
+            .is_none_or(|g| p.point.get(g) == rec.point.get(g))
+    };
+    let line: Vec<(f64, f64)> = points
+        .iter()
+        .filter(|p| same(p))
+        .filter_map(|p| {
+            Some((
+                p.point.get(&x)?.as_f64(),
+                mean_at(p, "throughput.queries_per_s")?,
+            ))
+        })
+        .collect();
+    let best = line.iter().map(|(_, y)| *y).fold(0.0, f64::max);
+    let at = line
+        .iter()
+        .filter(|(_, y)| *y >= 0.95 * best)
+        .map(|(x, _)| *x)
+        .fold(f64::INFINITY, f64::min);
+    at.is_finite().then(|| (short(&x).to_string(), at))
+}
+
+/// The cells of a Markdown table row (without its outer pipes), split at every `|` that is not
+/// escaped.
+fn split_row(row: &str) -> Vec<String> {
+    let mut cells = vec![String::new()];
+    let mut escaped = false;
+    for c in row.chars() {
+        if c == '|' && !escaped {
+            cells.push(String::new());
+        } else if let Some(cell) = cells.last_mut() {
+            cell.push(c);
+        }
+        escaped = c == '\\' && !escaped;
+    }
+    cells
+}
+
+/// What the plan's closed forms are compared with: (plan key, summary path, factor).
+const MEASURED: &[(&str, &str, f64)] = &[
+    ("call_ceiling_per_s", "throughput.calls_per_s", 1.0),
+    (
+        "queries_per_min_at_headroom",
+        "throughput.queries_per_s",
+        60.0,
+    ),
+    ("queries_per_min_ceiling", "throughput.queries_per_s", 60.0),
+    (
+        "headroom_slots_per_min",
+        "provider.peak_requests_per_60s",
+        1.0,
+    ),
+    ("littles_law_throughput", "throughput.calls_per_s", 1.0),
+    ("fanout_expected_max_ms", "latency_ms.query.mean", 1.0),
+    ("strict_waves_ms", "latency_ms.query.mean", 1.0),
+];
+
+/// The report's text: `(markdown, html)`. `chart_svgs` are inlined in the HTML.
+pub fn render(
+    points: &[PointResult],
+    slo: &[Threshold],
+    rec: Option<&Recommendation>,
+    chart_svgs: &[(&'static str, String)],
+) -> (String, String) {
+    let first = points.first();
+    let name = first.map_or("", |p| p.scenario.name.as_str());
+    let mut md = String::new();
+    // Every scenario string (name, description, keys) is escaped into the Markdown; the HTML
+    // is made from the Markdown's lines, each unescaped, then escaped for HTML.
+    let _ = writeln!(md, "# Capacity report: {}\n", markdown(name));
+    if let Some(d) = first.and_then(|p| p.scenario.description.as_deref()) {
+        let _ = writeln!(md, "{}\n", markdown(d));
+    }
+    let _ = writeln!(md, "## Recommendation\n");
+    match rec.map(|r| (r, &points[r.index])) {
+        Some((r, p)) => {
+            let rpm = p.scenario.provider.rpm;
+            let qpm = mean_at(p, "throughput.queries_per_s").unwrap_or(0.0) * 60.0;
+            let p95 = mean_at(p, "latency_ms.query.p95").unwrap_or(0.0) / 1000.0;
+            let limited = mean_at(p, "provider.rate_limited").unwrap_or(0.0);
+            let at: Vec<String> = p
+                .point
+                .values
+                .iter()
+                .map(|(k, v)| format!("{} = {v}", markdown(short(k))))
+                .collect();
+            let mut line = format!(
+                "**{}**: {} queries/min sustained, p95 {} s, {}",
+                at.join(" at "),
+                fmt_num(qpm),
+                fmt_num(p95),
+                if limited == 0.0 {
+                    "no 429s".to_string()
+                } else {
+                    format!("{} 429s", fmt_num(limited))
+                }
+            );
+            if let (Some(rpm), Some(peak)) = (rpm, mean_at(p, "provider.peak_requests_per_60s")) {
+                let _ = write!(
+                    line,
+                    ", {} RPM left for retries and other traffic in the busiest minute",
+                    fmt_num(rpm - peak)
+                );
+            }
+            let _ = writeln!(md, "{line}.\n\nChosen by {}.", r.rule);
+            if let Some((k, v)) = knee(points, p) {
+                let _ = writeln!(
+                    md,
+                    "The knee of its throughput curve (95 % of the best throughput) is at {} = {}.",
+                    markdown(&k),
+                    fmt_num(v)
+                );
+            }
+            let _ = writeln!(md, "\n## Arithmetic beside the simulation\n");
+            let _ = writeln!(md, "| closed form | formula | value | simulated | difference |\n|---|---|---:|---:|---:|");
+            let input = PlanInput::from_scenario(&p.scenario);
+            // E[max of n] describes a fully parallel fan-out only.
+            let mc = p.scenario.scheduler.max_concurrency as f64;
+            let parallel = mc == 0.0 || mc >= input.calls_per_query;
+            for row in plan::plan(&input) {
+                let measured = MEASURED
+                    .iter()
+                    .find(|(k, _, _)| *k == row.key)
+                    .filter(|(k, _, _)| *k != "fanout_expected_max_ms" || parallel)
+                    .and_then(|(_, path, f)| mean_at(p, path).map(|v| v * f));
+                let (sim, diff) = match measured {
+                    Some(m) if row.value != 0.0 => (
+                        fmt_num(m),
+                        format!("{:+.1} %", (m - row.value) / row.value * 100.0),
+                    ),
+                    _ => ("".into(), "".into()),
+                };
+                let _ = writeln!(
+                    md,
+                    "| {} | {} | {} {} | {sim} | {diff} |",
+                    row.label,
+                    row.formula,
+                    fmt_num(row.value),
+                    row.unit
+                );
+            }
+        }
+        None => {
+            let _ = writeln!(md, "No point of the sweep meets the objectives and stays under the provider's limits × headroom.");
+        }
+    }
+    let _ = writeln!(md, "\n## Objectives\n");
+    if slo.is_empty() {
+        let _ = writeln!(md, "None given (add an `[slo]` table).");
+    }
+    for t in slo {
+        let _ = writeln!(md, "- `{t}`");
+    }
+    let _ = writeln!(md, "\n## Points\n");
+    if let Some(p) = first {
+        let keys: Vec<String> = p
+            .point
+            .values
+            .iter()
+            .map(|(k, _)| markdown(short(k)))
+            .collect();
+        let _ = writeln!(
+            md,
+            "| {} | queries/s | query p95 (ms) | 429s | passes |",
+            keys.join(" | ")
+        );
+        let _ = writeln!(md, "|{}---:|---:|---:|---|", "---:|".repeat(keys.len()));
+    }
+    for p in points {
+        let vals: Vec<String> = p.point.values.iter().map(|(_, v)| v.to_string()).collect();
+        let get = |path| mean_at(p, path).map_or("".into(), fmt_num);
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {} | {} |",
+            vals.join(" | "),
+            get("throughput.queries_per_s"),
+            get("latency_ms.query.p95"),
+            get("provider.rate_limited"),
+            if passes(p, slo) { "yes" } else { "no" }
+        );
+    }
+    let _ = writeln!(md, "\n## Charts\n");
+    let images: Vec<String> = chart_svgs
+        .iter()
+        .map(|(stem, _)| format!("![{stem}]({stem}.png)"))
+        .collect();
+    for image in &images {
+        let _ = writeln!(md, "{image}\n");
+    }
+    let text = |md: &str| escape(&unmarkdown(md));
+    let mut html = String::from("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>");
+    let _ = writeln!(html, "Capacity report: {}</title><style>body{{font-family:sans-serif;max-width:960px;margin:2em auto}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:2px 6px}}</style></head><body>", escape(name));
+    for line in md.lines() {
+        if let Some(h) = line.strip_prefix("## ") {
+            let _ = writeln!(html, "<h2>{}</h2>", text(h));
+        } else if let Some(h) = line.strip_prefix("# ") {
+            let _ = writeln!(html, "<h1>{}</h1>", text(h));
+        } else if line.starts_with("|---") || line.starts_with("|---:") {
+        } else if let Some(cells) = line.strip_prefix('|') {
+            let row: Vec<String> = split_row(cells.strip_suffix('|').unwrap_or(cells))
+                .iter()
+                .map(|c| format!("<td>{}</td>", text(c.trim())))
+                .collect();
+            let _ = writeln!(html, "<table><tr>{}</tr></table>", row.concat());
+        } else if images.iter().any(|i| i == line) {
+        } else if !line.is_empty() {
+            let _ = writeln!(html, "<p>{}</p>", text(line));
+        }
+    }
+    for (_, svg) in chart_svgs {
+        let _ = writeln!(html, "<figure>{svg}</figure>");
+    }
+    html.push_str("</body></html>\n");
+    (md, html)
+}

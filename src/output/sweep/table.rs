@@ -1,0 +1,187 @@
+//! A sweep's table: `sweep.csv` (a row per point), which points pass, and the recommended one.
+
+use serde_json::Value;
+
+use super::{mean_ci, PointResult};
+use crate::analysis::slo::{number as at, Threshold};
+
+/// A metric of a sweep row: its CSV column and how to read it off one summary.json.
+struct Metric {
+    column: &'static str,
+    read: fn(&Value) -> Option<f64>,
+}
+
+/// The per-point metrics, in CSV order.
+const METRICS: &[Metric] = &[
+    Metric {
+        column: "queries_per_s",
+        read: |v| at(v, "throughput.queries_per_s"),
+    },
+    Metric {
+        column: "calls_per_s",
+        read: |v| at(v, "throughput.calls_per_s"),
+    },
+    Metric {
+        column: "query_p50_ms",
+        read: |v| at(v, "latency_ms.query.p50"),
+    },
+    Metric {
+        column: "query_p95_ms",
+        read: |v| at(v, "latency_ms.query.p95"),
+    },
+    Metric {
+        column: "query_p99_ms",
+        read: |v| at(v, "latency_ms.query.p99"),
+    },
+    Metric {
+        column: "call_p50_ms",
+        read: |v| at(v, "latency_ms.call.p50"),
+    },
+    Metric {
+        column: "call_p95_ms",
+        read: |v| at(v, "latency_ms.call.p95"),
+    },
+    Metric {
+        column: "call_p99_ms",
+        read: |v| at(v, "latency_ms.call.p99"),
+    },
+    Metric {
+        column: "ratio_429",
+        read: |v| {
+            let received = at(v, "provider.received")?;
+            Some(if received > 0.0 {
+                at(v, "provider.rate_limited")? / received
+            } else {
+                0.0
+            })
+        },
+    },
+    Metric {
+        column: "retries",
+        read: |v| at(v, "retries"),
+    },
+    Metric {
+        column: "rpm_utilization",
+        read: |v| at(v, "rpm_utilization"),
+    },
+    Metric {
+        column: "tpm_utilization",
+        read: |v| at(v, "tpm_utilization"),
+    },
+    Metric {
+        column: "peak_rpm_utilization",
+        read: |v| at(v, "peak_rpm_utilization"),
+    },
+    Metric {
+        column: "orphaned_requests",
+        read: |v| at(v, "orphaned_requests"),
+    },
+];
+
+/// A metric's mean (and 95 % half-width) over a point's runs; `None` if any run lacks it.
+fn stat(p: &PointResult, column: &str) -> Option<(f64, f64)> {
+    let m = METRICS.iter().find(|m| m.column == column)?;
+    let xs: Option<Vec<f64>> = p.runs.iter().map(|r| (m.read)(r)).collect();
+    let s = mean_ci(&xs?);
+    Some((s.mean, s.ci95))
+}
+
+/// Whether a point meets every threshold (on its mean summary), and stays under the
+/// provider's limits × its headroom in its busiest minute.
+pub fn passes(p: &PointResult, slo: &[Threshold]) -> bool {
+    let headroom = p.scenario.scheduler.headroom;
+    let under = |peak: Option<(f64, f64)>| peak.is_none_or(|(v, _)| v <= headroom + 1e-9);
+    slo.iter().all(|t| t.met(&p.mean)) && under(stat(p, "peak_rpm_utilization"))
+}
+
+fn number(v: f64) -> String {
+    let r = (v * 1e4).round() / 1e4;
+    if r == r.trunc() && r.abs() < 1e15 {
+        format!("{}", r as i64)
+    } else {
+        format!("{r}")
+    }
+}
+
+/// `sweep.csv`: a row per point: the swept values, seed(s), each metric's mean (and its 95 %
+/// half-width with repeats), and whether the point passes.
+pub fn csv(points: &[PointResult], slo: &[Threshold]) -> Result<String, csv::Error> {
+    let repeats = points.first().map_or(1, |p| p.runs.len());
+    let mut w = csv::Writer::from_writer(Vec::new());
+    let mut header: Vec<String> = points
+        .first()
+        .map(|p| p.point.values.iter().map(|(k, _)| k.clone()).collect())
+        .unwrap_or_default();
+    header.push(if repeats > 1 { "seeds" } else { "seed" }.into());
+    for m in METRICS {
+        header.push(m.column.into());
+        if repeats > 1 {
+            header.push(format!("{}_ci95", m.column));
+        }
+    }
+    header.push("slo_pass".into());
+    w.write_record(&header)?;
+    for p in points {
+        let mut row: Vec<String> = p.point.values.iter().map(|(_, v)| v.to_string()).collect();
+        row.push(
+            p.seeds
+                .iter()
+                .map(u64::to_string)
+                .collect::<Vec<_>>()
+                .join(" "),
+        );
+        for m in METRICS {
+            let s = stat(p, m.column);
+            row.push(s.map_or(String::new(), |(mean, _)| number(mean)));
+            if repeats > 1 {
+                row.push(s.map_or(String::new(), |(_, ci)| number(ci)));
+            }
+        }
+        row.push(passes(p, slo).to_string());
+        w.write_record(&row)?;
+    }
+    let bytes = w.into_inner().map_err(|e| e.into_error())?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// The point the report recommends and why.
+#[derive(Debug, Clone)]
+pub struct Recommendation {
+    /// Index into the points.
+    pub index: usize,
+    /// The rule that chose it, in words.
+    pub rule: String,
+}
+
+/// The recommended point: among the points that pass ([`passes`]), the smallest value of the
+/// first swept key, then the lowest headroom, then the higher throughput. `None` if none passes.
+pub fn recommend(points: &[PointResult], slo: &[Threshold]) -> Option<Recommendation> {
+    let first = points.first()?.point.values.first()?.0.clone();
+    let key = |p: &PointResult| p.point.values[0].1.as_f64();
+    let headroom = |p: &PointResult| p.scenario.scheduler.headroom;
+    let qps = |p: &PointResult| stat(p, "queries_per_s").map_or(0.0, |s| s.0);
+    let (index, _) = points
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| passes(p, slo))
+        .min_by(|(_, a), (_, b)| {
+            key(a)
+                .total_cmp(&key(b))
+                .then(headroom(a).total_cmp(&headroom(b)))
+                .then(qps(b).total_cmp(&qps(a)))
+        })?;
+    let objectives = if slo.is_empty() {
+        "no [slo] objectives given".to_string()
+    } else {
+        slo.iter()
+            .map(|t| format!("`{t}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    Some(Recommendation {
+        index,
+        rule: format!(
+            "the smallest `{first}` that meets the objectives ({objectives}) and keeps its busiest minute under the provider's RPM × its headroom; among those, the lowest headroom (the most capacity left for retries and other traffic), then the higher throughput"
+        ),
+    })
+}
