@@ -21,3 +21,8 @@ pub mod analysis;
 pub mod cli;
 pub mod engine;
 pub mod output;
+
+/// The README's Rust examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
