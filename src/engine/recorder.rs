@@ -296,8 +296,14 @@ impl Recorder {
         s.left_min = s.left_min.min(left);
     }
 
-    /// The provider received a request at model time `at`.
-    pub fn arrival(&self, at: Duration, tokens: u64, charged: bool, rate_limited: bool) {
+    /// The provider received a request.
+    pub fn arrival(&self, arrival: Arrival) {
+        let Arrival {
+            at,
+            tokens,
+            charged,
+            rate_limited,
+        } = arrival;
         let mut guard = self.lock();
         let s = &mut *guard;
         let at_s = at.as_secs();
@@ -325,6 +331,19 @@ impl Recorder {
     pub fn finish(&self) -> Recording {
         self.lock().rec.clone()
     }
+}
+
+/// A request as the provider received it, for [`Recorder::arrival`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Arrival {
+    /// When it arrived, in model time since the run began.
+    pub at: Duration,
+    /// Its token cost.
+    pub tokens: u64,
+    /// Whether the provider charged it against the quota (a 429 is not charged).
+    pub charged: bool,
+    /// Whether it was refused with a 429.
+    pub rate_limited: bool,
 }
 
 impl Observer for Recorder {

@@ -18,7 +18,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::{OrphanWatch, Provider, RequestKind};
-use crate::engine::recorder::Recorder;
+use crate::engine::recorder::{Arrival, Recorder};
 use crate::engine::timescale::TimeScale;
 use crate::scheduler::retry::retry_after_from_headers;
 use crate::scheduler::ProviderError;
@@ -66,9 +66,13 @@ struct Booking<'a> {
 }
 
 impl Booking<'_> {
-    fn book(&mut self, charged: bool, limited: bool) {
-        self.recorder
-            .arrival(self.at, self.tokens, charged, limited);
+    fn book(&mut self, charged: bool, rate_limited: bool) {
+        self.recorder.arrival(Arrival {
+            at: self.at,
+            tokens: self.tokens,
+            charged,
+            rate_limited,
+        });
         self.booked = true;
     }
 }
@@ -76,7 +80,7 @@ impl Booking<'_> {
 impl Drop for Booking<'_> {
     fn drop(&mut self) {
         if !self.booked {
-            self.recorder.arrival(self.at, self.tokens, true, false);
+            self.book(true, false);
         }
     }
 }
@@ -207,12 +211,12 @@ impl Provider for HttpProvider {
             Ok(Ok((status, headers))) => {
                 let charged = charged(status, &headers);
                 watch.charged = charged;
-                booking.book(charged, status == 429);
+                booking.book(charged, status == 429); // (charged, rate_limited)
                 self.classify(status, &headers)
             }
             Ok(Err(e)) => {
                 watch.charged = false;
-                booking.book(false, false);
+                booking.book(false, false); // never reached the quota
                 Err(ProviderError::other(format!("transport: {e}")))
             }
             Err(_) => Err(ProviderError::timeout()),

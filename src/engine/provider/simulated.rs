@@ -10,7 +10,7 @@ use capsize_mock::{Decision, Latency, Outcome, ProviderModel};
 use tokio::time::Instant;
 
 use super::{OrphanWatch, Provider, RequestKind};
-use crate::engine::recorder::Recorder;
+use crate::engine::recorder::{Arrival, Recorder};
 use crate::engine::timescale::TimeScale;
 use crate::scheduler::ProviderError;
 
@@ -82,9 +82,12 @@ impl Provider for VirtualProvider {
             .model
             .borrow_mut()
             .on_request_with(now, tokens, latency);
-        let limited = decision.outcome == Outcome::RateLimited;
-        self.recorder
-            .arrival(now, tokens, decision.charged, limited);
+        self.recorder.arrival(Arrival {
+            at: now,
+            tokens,
+            charged: decision.charged,
+            rate_limited: decision.outcome == Outcome::RateLimited,
+        });
         if decision.charged {
             self.recorder.provider_queued(decision.queued);
         }
