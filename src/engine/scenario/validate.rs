@@ -3,8 +3,11 @@
 
 use std::path::Path;
 
+use capsize_mock::{Latency, RawLatency};
+
 use super::raw::{
-    RawArrival, RawCount, RawCountDist, RawMode, RawRetry, RawScenario, RawScheduler, RawWorkload,
+    RawArrival, RawCount, RawCountDist, RawMode, RawModelTurn, RawRetry, RawScenario, RawScheduler,
+    RawSubagents, RawWorkload,
 };
 use super::sweep_slo;
 use super::{Arrivals, Count, ModelTurn, Scenario, SchedulerSettings, Stop, Subagents, Workload};
@@ -41,8 +44,58 @@ fn count(key: &str, raw: &RawCount, min: u64, max: u64) -> Result<Count, Invalid
     Ok(c)
 }
 
+/// `[workload]`, checked in the order its parts are read: the first error is the one reported.
 fn workload(w: &RawWorkload, base: &Path) -> Result<Workload, Invalid> {
-    let arrivals = match w.mode {
+    let arrivals = arrivals(w)?;
+    let stop = stop(w)?;
+    let rounds = within(
+        "workload.rounds",
+        u64::from(w.rounds),
+        1,
+        bounds::MAX_ROUNDS,
+    )?;
+    let write_fraction = write_fraction(w.write_fraction)?;
+    let model_turn = w
+        .model_turn
+        .as_ref()
+        .map(|t| model_turn(t, base))
+        .transpose()?;
+    let think_time = latency("workload.think_time", w.think_time.as_ref(), base)?;
+    let parent_timeout = w
+        .parent_timeout_ms
+        .map(|ms| positive_millis("workload.parent_timeout_ms", ms))
+        .transpose()?;
+    let stop_at = w
+        .stop_at_s
+        .map(|s| seconds("workload.stop_at_s", s))
+        .transpose()?;
+    let subagents = w.subagents.as_ref().map(subagents).transpose()?;
+    let calls_per_query = calls_per_query(&w.calls_per_query, rounds, subagents)?;
+    open_loop_queries(stop, arrivals)?;
+    Ok(Workload {
+        subagents,
+        arrivals,
+        stop,
+        calls_per_query,
+        tokens_per_call: count(
+            "workload.tokens_per_call",
+            &w.tokens_per_call,
+            0,
+            bounds::MAX_TOKENS,
+        )?,
+        rounds: rounds as u32,
+        model_turn,
+        think_time,
+        write_fraction,
+        parent_timeout,
+        stop_at,
+    })
+}
+
+/// Who sends queries: closed-mode sessions, or an open-mode arrival rate (each mode refuses
+/// the other's key).
+fn arrivals(w: &RawWorkload) -> Result<Arrivals, Invalid> {
+    match w.mode {
         RawMode::Closed => {
             if w.arrival_rate.is_some() {
                 return Err(bad(
@@ -56,7 +109,7 @@ fn workload(w: &RawWorkload, base: &Path) -> Result<Workload, Invalid> {
                 1,
                 bounds::MAX_SESSIONS,
             )?;
-            Arrivals::Closed { sessions }
+            Ok(Arrivals::Closed { sessions })
         }
         RawMode::Open => {
             if w.sessions.is_some() {
@@ -71,120 +124,97 @@ fn workload(w: &RawWorkload, base: &Path) -> Result<Workload, Invalid> {
                     "is required in open mode (queries per second)",
                 )
             })?;
-            Arrivals::Open {
+            Ok(Arrivals::Open {
                 rate: positive("workload.arrival_rate", rate, bounds::MAX_ARRIVAL_RATE)?,
                 poisson: w.arrival == RawArrival::Poisson,
-            }
-        }
-    };
-    let stop = match (w.queries, w.duration_s) {
-        (Some(n), None) => Stop::Queries(within("workload.queries", n, 1, bounds::MAX_QUERIES)?),
-        (None, Some(s)) => Stop::Duration(seconds("workload.duration_s", s)?),
-        (None, None) => return Err(bad("workload.queries", "set either queries or duration_s")),
-        (Some(_), Some(_)) => {
-            return Err(bad(
-                "workload.duration_s",
-                "set either queries or duration_s, not both",
-            ))
-        }
-    };
-    let rounds = within(
-        "workload.rounds",
-        u64::from(w.rounds),
-        1,
-        bounds::MAX_ROUNDS,
-    )?;
-    if !(0.0..=1.0).contains(&w.write_fraction) {
-        return Err(bad(
-            "workload.write_fraction",
-            format!("must be in [0, 1], got {}", w.write_fraction),
-        ));
-    }
-    let model_turn = match &w.model_turn {
-        None => None,
-        Some(t) => Some(ModelTurn {
-            tokens: within(
-                "workload.model_turn.tokens",
-                t.tokens,
-                0,
-                bounds::MAX_TOKENS,
-            )?,
-            latency: match &t.latency {
-                Some(l) => Some(
-                    l.build("workload.model_turn.latency", base)
-                        .map_err(Invalid::from)?,
-                ),
-                None => None,
-            },
-        }),
-    };
-    let think_time = match &w.think_time {
-        Some(l) => Some(
-            l.build("workload.think_time", base)
-                .map_err(Invalid::from)?,
-        ),
-        None => None,
-    };
-    let parent_timeout = w
-        .parent_timeout_ms
-        .map(|ms| positive_millis("workload.parent_timeout_ms", ms))
-        .transpose()?;
-    let stop_at = w
-        .stop_at_s
-        .map(|s| seconds("workload.stop_at_s", s))
-        .transpose()?;
-    let subagents = match &w.subagents {
-        None => None,
-        Some(a) => {
-            within(
-                "workload.subagents.count",
-                a.count,
-                1,
-                bounds::MAX_SUBAGENTS,
-            )?;
-            let k = "workload.subagents";
-            within(
-                &format!("{k}.budget_tokens"),
-                a.budget_tokens,
-                0,
-                bounds::MAX_TOKENS,
-            )?;
-            let o = a.orchestrator_budget;
-            within(
-                &format!("{k}.orchestrator_budget"),
-                o,
-                0,
-                bounds::MAX_TOKENS,
-            )?;
-            let synth = a.synthesis_tokens;
-            within(
-                &format!("{k}.synthesis_tokens"),
-                synth,
-                0,
-                bounds::MAX_TOKENS,
-            )?;
-            if a.max_iterations == Some(0) {
-                return Err(bad(
-                    "workload.subagents.max_iterations",
-                    "must be at least 1 (omit it for no cap)",
-                ));
-            }
-            Some(Subagents {
-                count: a.count,
-                budget_tokens: a.budget_tokens,
-                orchestrator_budget: a.orchestrator_budget,
-                max_iterations: a.max_iterations,
-                synthesis_tokens: a.synthesis_tokens,
             })
         }
-    };
+    }
+}
+
+/// When no more queries start: after a number of queries or a duration, exactly one of them.
+fn stop(w: &RawWorkload) -> Result<Stop, Invalid> {
+    match (w.queries, w.duration_s) {
+        (Some(n), None) => Ok(Stop::Queries(within(
+            "workload.queries",
+            n,
+            1,
+            bounds::MAX_QUERIES,
+        )?)),
+        (None, Some(s)) => Ok(Stop::Duration(seconds("workload.duration_s", s)?)),
+        (None, None) => Err(bad("workload.queries", "set either queries or duration_s")),
+        (Some(_), Some(_)) => Err(bad(
+            "workload.duration_s",
+            "set either queries or duration_s, not both",
+        )),
+    }
+}
+
+/// The share of tool calls that write: from 0 to 1.
+fn write_fraction(v: f64) -> Result<f64, Invalid> {
+    if !(0.0..=1.0).contains(&v) {
+        return Err(bad(
+            "workload.write_fraction",
+            format!("must be in [0, 1], got {v}"),
+        ));
+    }
+    Ok(v)
+}
+
+/// The model turn between rounds: its tokens and its own latency, if it has one.
+fn model_turn(t: &RawModelTurn, base: &Path) -> Result<ModelTurn, Invalid> {
+    Ok(ModelTurn {
+        tokens: within(
+            "workload.model_turn.tokens",
+            t.tokens,
+            0,
+            bounds::MAX_TOKENS,
+        )?,
+        latency: latency("workload.model_turn.latency", t.latency.as_ref(), base)?,
+    })
+}
+
+/// A latency distribution at `key`, if it is given (an empirical `file` is read from `base`).
+fn latency(key: &str, raw: Option<&RawLatency>, base: &Path) -> Result<Option<Latency>, Invalid> {
+    raw.map(|l| l.build(key, base).map_err(Invalid::from))
+        .transpose()
+}
+
+/// `[workload.subagents]`: the count, each token budget, and the iteration cap.
+fn subagents(a: &RawSubagents) -> Result<Subagents, Invalid> {
+    let k = "workload.subagents";
+    within(&format!("{k}.count"), a.count, 1, bounds::MAX_SUBAGENTS)?;
+    let budgets = [
+        ("budget_tokens", a.budget_tokens),
+        ("orchestrator_budget", a.orchestrator_budget),
+        ("synthesis_tokens", a.synthesis_tokens),
+    ];
+    for (key, tokens) in budgets {
+        within(&format!("{k}.{key}"), tokens, 0, bounds::MAX_TOKENS)?;
+    }
+    if a.max_iterations == Some(0) {
+        return Err(bad(
+            &format!("{k}.max_iterations"),
+            "must be at least 1 (omit it for no cap)",
+        ));
+    }
+    Ok(Subagents {
+        count: a.count,
+        budget_tokens: a.budget_tokens,
+        orchestrator_budget: a.orchestrator_budget,
+        max_iterations: a.max_iterations,
+        synthesis_tokens: a.synthesis_tokens,
+    })
+}
+
+/// Tool calls per round, and the bound on a whole query's plan: calls × rounds × agents.
+fn calls_per_query(
+    raw: &RawCount,
+    rounds: u64,
+    subagents: Option<Subagents>,
+) -> Result<Count, Invalid> {
     let calls_key = "workload.calls_per_query";
-    let calls_per_query = count(
-        calls_key,
-        &w.calls_per_query,
-        0,
-        bounds::MAX_CALLS_PER_ROUND,
-    )?;
+    let calls_per_query = count(calls_key, raw, 0, bounds::MAX_CALLS_PER_ROUND)?;
     // A query's plan is held while it runs: bound the whole of it, not only its parts.
     let largest = match calls_per_query {
         Count::Fixed(n) | Count::Uniform(_, n) => n,
@@ -200,6 +230,11 @@ fn workload(w: &RawWorkload, base: &Path) -> Result<Workload, Invalid> {
             ),
         ));
     }
+    Ok(calls_per_query)
+}
+
+/// The bound on an open-loop run of a duration: its arrival rate × duration queries.
+fn open_loop_queries(stop: Stop, arrivals: Arrivals) -> Result<(), Invalid> {
     if let (Stop::Duration(d), Arrivals::Open { rate, .. }) = (stop, arrivals) {
         let expected = rate * d.as_secs_f64();
         if expected > bounds::MAX_QUERIES as f64 {
@@ -213,24 +248,7 @@ fn workload(w: &RawWorkload, base: &Path) -> Result<Workload, Invalid> {
             ));
         }
     }
-    Ok(Workload {
-        subagents,
-        arrivals,
-        stop,
-        calls_per_query,
-        tokens_per_call: count(
-            "workload.tokens_per_call",
-            &w.tokens_per_call,
-            0,
-            bounds::MAX_TOKENS,
-        )?,
-        rounds: rounds as u32,
-        model_turn,
-        think_time,
-        write_fraction: w.write_fraction,
-        parent_timeout,
-        stop_at,
-    })
+    Ok(())
 }
 
 /// Refuses a request that can never be served: more tokens than the provider's whole

@@ -329,95 +329,134 @@ const MEASURED: &[(&str, &str, f64)] = &[
     ("strict_waves_ms", "latency_ms.query.mean", 1.0),
 ];
 
-/// The report's text: `(markdown, html)`. `chart_svgs` are inlined in the HTML.
+/// The report's text: `(markdown, html)`, one section after another. `chart_svgs` are inlined
+/// in the HTML.
+///
+/// Every scenario string (name, description, keys) is escaped into the Markdown; the HTML is
+/// made from the Markdown's lines, each unescaped, then escaped for HTML.
 pub fn render(
     points: &[PointResult],
     slo: &[Threshold],
     rec: Option<&Recommendation>,
     chart_svgs: &[(&'static str, String)],
 ) -> (String, String) {
-    let first = points.first();
-    let name = first.map_or("", |p| p.scenario.name.as_str());
     let mut md = String::new();
-    // Every scenario string (name, description, keys) is escaped into the Markdown; the HTML
-    // is made from the Markdown's lines, each unescaped, then escaped for HTML.
+    title(&mut md, points.first());
+    if let Some(p) = recommendation(&mut md, points, rec) {
+        arithmetic(&mut md, p);
+    }
+    objectives(&mut md, slo);
+    point_table(&mut md, points, slo);
+    let images = charts_section(&mut md, chart_svgs);
+    let name = points.first().map_or("", |p| p.scenario.name.as_str());
+    let html = html(name, &md, &images, chart_svgs);
+    (md, html)
+}
+
+/// The title, with the scenario's name, and its description.
+fn title(md: &mut String, first: Option<&PointResult>) {
+    let name = first.map_or("", |p| p.scenario.name.as_str());
     let _ = writeln!(md, "# Capacity report: {}\n", markdown(name));
     if let Some(d) = first.and_then(|p| p.scenario.description.as_deref()) {
         let _ = writeln!(md, "{}\n", markdown(d));
     }
+}
+
+/// The recommended point (its headline, the rule that chose it and the knee of its throughput
+/// curve), or that there is none. Returns the recommended point.
+fn recommendation<'a>(
+    md: &mut String,
+    points: &'a [PointResult],
+    rec: Option<&Recommendation>,
+) -> Option<&'a PointResult> {
     let _ = writeln!(md, "## Recommendation\n");
-    match rec.map(|r| (r, &points[r.index])) {
-        Some((r, p)) => {
-            let rpm = p.scenario.provider.rpm;
-            let qpm = mean_at(p, "throughput.queries_per_s").unwrap_or(0.0) * 60.0;
-            let p95 = mean_at(p, "latency_ms.query.p95").unwrap_or(0.0) / 1000.0;
-            let limited = mean_at(p, "provider.rate_limited").unwrap_or(0.0);
-            let at: Vec<String> = p
-                .point
-                .values
-                .iter()
-                .map(|(k, v)| format!("{} = {v}", markdown(short(k))))
-                .collect();
-            let mut line = format!(
-                "**{}**: {} queries/min sustained, p95 {} s, {}",
-                at.join(" at "),
-                fmt_num(qpm),
-                fmt_num(p95),
-                if limited == 0.0 {
-                    "no 429s".to_string()
-                } else {
-                    format!("{} 429s", fmt_num(limited))
-                }
-            );
-            if let (Some(rpm), Some(peak)) = (rpm, mean_at(p, "provider.peak_requests_per_60s")) {
-                let _ = write!(
-                    line,
-                    ", {} RPM left for retries and other traffic in the busiest minute",
-                    fmt_num(rpm - peak)
-                );
-            }
-            let _ = writeln!(md, "{line}.\n\nChosen by {}.", r.rule);
-            if let Some((k, v)) = knee(points, p) {
-                let _ = writeln!(
-                    md,
-                    "The knee of its throughput curve (95 % of the best throughput) is at {} = {}.",
-                    markdown(&k),
-                    fmt_num(v)
-                );
-            }
-            let _ = writeln!(md, "\n## Arithmetic beside the simulation\n");
-            let _ = writeln!(md, "| closed form | formula | value | simulated | difference |\n|---|---|---:|---:|---:|");
-            let input = PlanInput::from_scenario(&p.scenario);
-            // E[max of n] describes a fully parallel fan-out only.
-            let mc = p.scenario.scheduler.max_concurrency as f64;
-            let parallel = mc == 0.0 || mc >= input.calls_per_query;
-            for row in plan::plan(&input) {
-                let measured = MEASURED
-                    .iter()
-                    .find(|(k, _, _)| *k == row.key)
-                    .filter(|(k, _, _)| *k != "fanout_expected_max_ms" || parallel)
-                    .and_then(|(_, path, f)| mean_at(p, path).map(|v| v * f));
-                let (sim, diff) = match measured {
-                    Some(m) if row.value != 0.0 => (
-                        fmt_num(m),
-                        format!("{:+.1} %", (m - row.value) / row.value * 100.0),
-                    ),
-                    _ => ("".into(), "".into()),
-                };
-                let _ = writeln!(
-                    md,
-                    "| {} | {} | {} {} | {sim} | {diff} |",
-                    row.label,
-                    row.formula,
-                    fmt_num(row.value),
-                    row.unit
-                );
-            }
-        }
-        None => {
-            let _ = writeln!(md, "No point of the sweep meets the objectives and stays under the provider's limits × headroom.");
-        }
+    let Some((r, p)) = rec.map(|r| (r, &points[r.index])) else {
+        let _ = writeln!(md, "No point of the sweep meets the objectives and stays under the provider's limits × headroom.");
+        return None;
+    };
+    let _ = writeln!(md, "{}.\n\nChosen by {}.", headline(p), r.rule);
+    if let Some((k, v)) = knee(points, p) {
+        let _ = writeln!(
+            md,
+            "The knee of its throughput curve (95 % of the best throughput) is at {} = {}.",
+            markdown(&k),
+            fmt_num(v)
+        );
     }
+    Some(p)
+}
+
+/// The recommended point in one line: its values, queries per minute, p95, 429s and the RPM
+/// its busiest minute leaves.
+fn headline(p: &PointResult) -> String {
+    let rpm = p.scenario.provider.rpm;
+    let qpm = mean_at(p, "throughput.queries_per_s").unwrap_or(0.0) * 60.0;
+    let p95 = mean_at(p, "latency_ms.query.p95").unwrap_or(0.0) / 1000.0;
+    let limited = mean_at(p, "provider.rate_limited").unwrap_or(0.0);
+    let at: Vec<String> = p
+        .point
+        .values
+        .iter()
+        .map(|(k, v)| format!("{} = {v}", markdown(short(k))))
+        .collect();
+    let mut line = format!(
+        "**{}**: {} queries/min sustained, p95 {} s, {}",
+        at.join(" at "),
+        fmt_num(qpm),
+        fmt_num(p95),
+        if limited == 0.0 {
+            "no 429s".to_string()
+        } else {
+            format!("{} 429s", fmt_num(limited))
+        }
+    );
+    if let (Some(rpm), Some(peak)) = (rpm, mean_at(p, "provider.peak_requests_per_60s")) {
+        let _ = write!(
+            line,
+            ", {} RPM left for retries and other traffic in the busiest minute",
+            fmt_num(rpm - peak)
+        );
+    }
+    line
+}
+
+/// The closed forms of `capsize plan` for the recommended point, beside what it measured.
+fn arithmetic(md: &mut String, p: &PointResult) {
+    let _ = writeln!(md, "\n## Arithmetic beside the simulation\n");
+    let _ = writeln!(
+        md,
+        "| closed form | formula | value | simulated | difference |\n|---|---|---:|---:|---:|"
+    );
+    let input = PlanInput::from_scenario(&p.scenario);
+    // E[max of n] describes a fully parallel fan-out only.
+    let mc = p.scenario.scheduler.max_concurrency as f64;
+    let parallel = mc == 0.0 || mc >= input.calls_per_query;
+    for row in plan::plan(&input) {
+        let measured = MEASURED
+            .iter()
+            .find(|(k, _, _)| *k == row.key)
+            .filter(|(k, _, _)| *k != "fanout_expected_max_ms" || parallel)
+            .and_then(|(_, path, f)| mean_at(p, path).map(|v| v * f));
+        let (sim, diff) = match measured {
+            Some(m) if row.value != 0.0 => (
+                fmt_num(m),
+                format!("{:+.1} %", (m - row.value) / row.value * 100.0),
+            ),
+            _ => ("".into(), "".into()),
+        };
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} {} | {sim} | {diff} |",
+            row.label,
+            row.formula,
+            fmt_num(row.value),
+            row.unit
+        );
+    }
+}
+
+/// The `[slo]` objectives, or that there are none.
+fn objectives(md: &mut String, slo: &[Threshold]) {
     let _ = writeln!(md, "\n## Objectives\n");
     if slo.is_empty() {
         let _ = writeln!(md, "None given (add an `[slo]` table).");
@@ -425,8 +464,12 @@ pub fn render(
     for t in slo {
         let _ = writeln!(md, "- `{t}`");
     }
+}
+
+/// Every point: its values, queries/s, query p95, 429s and whether it passes.
+fn point_table(md: &mut String, points: &[PointResult], slo: &[Threshold]) {
     let _ = writeln!(md, "\n## Points\n");
-    if let Some(p) = first {
+    if let Some(p) = points.first() {
         let keys: Vec<String> = p
             .point
             .values
@@ -453,6 +496,10 @@ pub fn render(
             if passes(p, slo) { "yes" } else { "no" }
         );
     }
+}
+
+/// An image line per chart (its PNG); returns the lines, which the HTML leaves out.
+fn charts_section(md: &mut String, chart_svgs: &[(&'static str, String)]) -> Vec<String> {
     let _ = writeln!(md, "\n## Charts\n");
     let images: Vec<String> = chart_svgs
         .iter()
@@ -461,6 +508,13 @@ pub fn render(
     for image in &images {
         let _ = writeln!(md, "{image}\n");
     }
+    images
+}
+
+/// The report as a self-contained HTML page: the Markdown's lines as headings, paragraphs and
+/// tables (each unescaped from Markdown, then escaped for HTML), and the charts' SVGs inlined
+/// in place of their `images` lines.
+fn html(name: &str, md: &str, images: &[String], chart_svgs: &[(&'static str, String)]) -> String {
     let text = |md: &str| escape(&unmarkdown(md));
     let mut html = String::from("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>");
     let _ = writeln!(html, "Capacity report: {}</title><style>body{{font-family:sans-serif;max-width:960px;margin:2em auto}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:2px 6px}}</style></head><body>", escape(name));
@@ -485,5 +539,5 @@ pub fn render(
         let _ = writeln!(html, "<figure>{svg}</figure>");
     }
     html.push_str("</body></html>\n");
-    (md, html)
+    html
 }
