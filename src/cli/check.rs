@@ -10,6 +10,7 @@ use super::{ScenarioArgs, EXIT_BAD_INPUT};
 use crate::gate;
 use crate::outputs::OutputSet;
 use crate::report::escape;
+use crate::report::metrics;
 use crate::report::summary::Summary;
 
 /// Exit code of a check that failed.
@@ -134,7 +135,7 @@ pub fn check(args: CheckArgs) -> ExitCode {
         (Some(path), Some(b)) => format!(
             " against baseline {} (seed {}) at {} % tolerance",
             path.display(),
-            b.get("seed").map_or("?".into(), |v| v.to_string()),
+            crate::slo::lookup(b, metrics::SEED.path()).map_or("?".into(), |v| v.to_string()),
             crate::plan::fmt_num(args.tolerance)
         ),
         _ => String::new(),
