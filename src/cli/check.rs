@@ -5,11 +5,13 @@ use std::process::ExitCode;
 
 use clap::Args as ClapArgs;
 
-use super::{default_out, fail, load, load_and_run, out, output_failure, realtime_options, run_in};
-use super::{ScenarioArgs, EXIT_BAD_INPUT};
+use super::{
+    default_out, load, load_and_run, out, realtime_options, run_in, Failure, ScenarioArgs,
+};
 use crate::analysis::check;
 use crate::output::files::OutputSet;
 use crate::output::report::escape;
+use crate::output::report::metrics;
 use crate::output::report::summary::Summary;
 
 /// Exit code of a check that failed.
@@ -65,17 +67,14 @@ pub fn check(args: CheckArgs) -> ExitCode {
     // Everything that can be refused is refused before the run.
     let scenario = match load(&args.input) {
         Ok(s) => s,
-        Err((code, e)) => return fail(code, e),
+        Err(f) => return f.exit(),
     };
     let realtime = match realtime_options(&args.input.clock) {
         Ok(r) => r,
-        Err(e) => return fail(EXIT_BAD_INPUT, e),
+        Err(e) => return Failure::bad_input(e).exit(),
     };
     if let Err(e) = check::validate(&scenario.slo, &scenario.slo_tolerance) {
-        return fail(
-            EXIT_BAD_INPUT,
-            format!("{}: {e}", args.input.scenario.display()),
-        );
+        return Failure::bad_input(format!("{}: {e}", args.input.scenario.display())).exit();
     }
     let mode = if realtime.is_some() {
         "realtime"
@@ -85,18 +84,16 @@ pub fn check(args: CheckArgs) -> ExitCode {
     let baseline = match &args.baseline {
         Some(path) => match check::read_baseline(path, &scenario.name, mode) {
             Ok(b) => Some(b),
-            Err(e) => return fail(EXIT_BAD_INPUT, e),
+            Err(e) => return Failure::bad_input(e).exit(),
         },
         None => None,
     };
     if scenario.slo.is_empty() && baseline.is_none() {
-        return fail(
-            EXIT_BAD_INPUT,
-            format!(
-                "{}: nothing to check: the scenario has no [slo] objectives and no --baseline was given",
-                args.input.scenario.display()
-            ),
-        );
+        return Failure::bad_input(format!(
+            "{}: nothing to check: the scenario has no [slo] objectives and no --baseline was given",
+            args.input.scenario.display()
+        ))
+        .exit();
     }
     let dir = default_out(&args.out, &scenario.name);
     let mut outputs = OutputSet::new();
@@ -111,13 +108,14 @@ pub fn check(args: CheckArgs) -> ExitCode {
         }
     }
     if let Err(e) = outputs.check() {
-        let (code, e) = output_failure(&e);
-        return fail(code, e);
+        return Failure::output(&e).exit();
     }
     // The contract: a run that cannot be done is exit 2, like bad input.
     let outcome = match run_in(&scenario, realtime.as_ref()) {
         Ok(o) => o,
-        Err((_, e)) => return fail(EXIT_BAD_INPUT, format!("the run could not be done: {e}")),
+        Err(f) => {
+            return Failure::bad_input(format!("the run could not be done: {}", f.message)).exit()
+        }
     };
     let summary = Summary::new(&scenario, &outcome);
     let run = serde_json::to_value(&summary).expect("a summary always serialises");
@@ -134,7 +132,8 @@ pub fn check(args: CheckArgs) -> ExitCode {
         (Some(path), Some(b)) => format!(
             " against baseline {} (seed {}) at {} % tolerance",
             path.display(),
-            b.get("seed").map_or("?".into(), |v| v.to_string()),
+            crate::analysis::slo::lookup(b, metrics::SEED.path())
+                .map_or("?".into(), |v| v.to_string()),
             crate::analysis::plan::fmt_num(args.tolerance)
         ),
         _ => String::new(),
@@ -151,8 +150,7 @@ pub fn check(args: CheckArgs) -> ExitCode {
         outputs.put(path, check::markdown(&title, &checks));
     }
     if let Err(e) = outputs.commit() {
-        let (code, e) = output_failure(&e);
-        return fail(code, e);
+        return Failure::output(&e).exit();
     }
     let printed = out(&format!(
         "capsize check: {}\n\n{}",
@@ -173,17 +171,16 @@ pub fn baseline(args: BaselineArgs) -> ExitCode {
         outputs
             .scenario(&args.input.scenario, &args.input.sets)
             .output(&args.out, "--out");
-        outputs.check().map_err(|e| output_failure(&e))
+        outputs.check().map_err(|e| Failure::output(&e))
     });
     let (scenario, outcome) = match loaded {
         Ok(r) => r,
-        Err((code, e)) => return fail(code, e),
+        Err(f) => return f.exit(),
     };
     let summary = Summary::new(&scenario, &outcome);
     outputs.put(&args.out, summary.to_json());
     if let Err(e) = outputs.commit() {
-        let (code, e) = output_failure(&e);
-        return fail(code, e);
+        return Failure::output(&e).exit();
     }
     out(&format!(
         "capsize baseline: wrote {} ({} seed {}, {} queries, p95 {} ms)\n",

@@ -153,22 +153,56 @@ pub(crate) fn seed_flag(s: &str) -> Result<u64, String> {
     crate::engine::scenario::bounds::seed("--seed", v).map_err(|e| e.message)
 }
 
-/// Prints `capsize: <message>` on stderr (control characters shown visibly: a message may
-/// quote a scenario string) and returns `code`.
-pub(crate) fn fail(code: u8, message: impl std::fmt::Display) -> ExitCode {
-    eprintln!("capsize: {}", escape::terminal(&message.to_string()));
-    ExitCode::from(code)
+/// Why a command stopped: its exit code (the README's table) and one line for stderr.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Failure {
+    /// The process's exit code.
+    pub(crate) code: u8,
+    /// The line, without the `capsize: ` prefix.
+    pub(crate) message: String,
 }
 
-/// An output that may not or could not be written, as an exit code and a line: refused
-/// before the run is bad input (2), anything found while writing is 5.
-pub(crate) fn output_failure(e: &OutputError) -> Failure {
-    let code = if e.refused {
-        EXIT_BAD_INPUT
-    } else {
-        EXIT_WRITE_FAILED
-    };
-    (code, e.to_string())
+impl Failure {
+    /// Bad input, refused before anything runs or is written (exit 2).
+    pub(crate) fn bad_input(message: impl std::fmt::Display) -> Failure {
+        Failure {
+            code: EXIT_BAD_INPUT,
+            message: message.to_string(),
+        }
+    }
+
+    /// A run that could not finish (exit 4).
+    pub(crate) fn run_failed(message: impl std::fmt::Display) -> Failure {
+        Failure {
+            code: EXIT_RUN_FAILED,
+            message: message.to_string(),
+        }
+    }
+
+    /// Outputs that could not be written (exit 5).
+    pub(crate) fn write_failed(message: impl std::fmt::Display) -> Failure {
+        Failure {
+            code: EXIT_WRITE_FAILED,
+            message: message.to_string(),
+        }
+    }
+
+    /// An output that may not or could not be written: refused before the run is bad input,
+    /// anything found while writing is a write failure.
+    pub(crate) fn output(e: &OutputError) -> Failure {
+        if e.refused {
+            Failure::bad_input(e)
+        } else {
+            Failure::write_failed(e)
+        }
+    }
+
+    /// Prints `capsize: <message>` on stderr (control characters shown visibly: a message may
+    /// quote a scenario string) and returns the exit code.
+    pub(crate) fn exit(self) -> ExitCode {
+        eprintln!("capsize: {}", escape::terminal(&self.message));
+        ExitCode::from(self.code)
+    }
 }
 
 /// Where a command writes by default: `reports/<scenario name>/`.
@@ -205,13 +239,10 @@ pub(crate) fn realtime_options(args: &ClockArgs) -> Result<Option<RealtimeOption
     }))
 }
 
-/// Why a scenario could not be loaded or run: the exit code and one line.
-pub(crate) type Failure = (u8, String);
-
 /// Loads the scenario with its overrides (and seed).
 pub(crate) fn load(args: &ScenarioArgs) -> Result<Scenario, Failure> {
-    let mut scenario = crate::engine::scenario::load(&args.scenario, &args.sets)
-        .map_err(|e| (EXIT_BAD_INPUT, e.to_string()))?;
+    let mut scenario =
+        crate::engine::scenario::load(&args.scenario, &args.sets).map_err(Failure::bad_input)?;
     if let Some(seed) = args.seed {
         scenario.seed = seed;
     }
@@ -229,8 +260,8 @@ pub(crate) fn run_in(
     };
     result.map_err(|e| match e {
         // A configuration the scheduler refuses is bad input, however it got past validation.
-        SimError::BadProvider(_) | SimError::Config(_) => (EXIT_BAD_INPUT, e.to_string()),
-        e => (EXIT_RUN_FAILED, e.to_string()),
+        SimError::BadProvider(_) | SimError::Config(_) => Failure::bad_input(e),
+        e => Failure::run_failed(e),
     })
 }
 
@@ -240,7 +271,7 @@ pub(crate) fn load_and_run(
     args: &ScenarioArgs,
     before_run: impl FnOnce(&Scenario) -> Result<(), Failure>,
 ) -> Result<(Scenario, SimOutcome), Failure> {
-    let realtime = realtime_options(&args.clock).map_err(|e| (EXIT_BAD_INPUT, e))?;
+    let realtime = realtime_options(&args.clock).map_err(Failure::bad_input)?;
     let scenario = load(args)?;
     before_run(&scenario)?;
     let outcome = run_in(&scenario, realtime.as_ref())?;
@@ -254,17 +285,16 @@ fn run(args: RunArgs) -> ExitCode {
         dir = default_out(&args.out, &scenario.name);
         outputs.scenario(&args.input.scenario, &args.input.sets);
         crate::output::report::declare_run(&mut outputs, &dir);
-        outputs.check().map_err(|e| output_failure(&e))
+        outputs.check().map_err(|e| Failure::output(&e))
     });
     let (scenario, outcome) = match loaded {
         Ok(r) => r,
-        Err((code, e)) => return fail(code, e),
+        Err(f) => return f.exit(),
     };
     let summary = Summary::new(&scenario, &outcome);
     crate::output::report::put_run(&mut outputs, &dir, &summary, &outcome.recording);
     if let Err(e) = outputs.commit() {
-        let (code, e) = output_failure(&e);
-        return fail(code, e);
+        return Failure::output(&e).exit();
     }
     if args.json {
         out(&summary.to_json())
@@ -283,7 +313,7 @@ pub(crate) fn out(text: &str) -> ExitCode {
     match std::io::stdout().lock().write_all(text.as_bytes()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
-        Err(e) => fail(EXIT_WRITE_FAILED, format!("cannot write to stdout: {e}")),
+        Err(e) => Failure::write_failed(format!("cannot write to stdout: {e}")).exit(),
     }
 }
 
@@ -301,7 +331,7 @@ pub fn main() -> ExitCode {
             let text = e.to_string();
             let first = text.lines().next().unwrap_or_default();
             let first = first.strip_prefix("error: ").unwrap_or(first);
-            return fail(EXIT_BAD_INPUT, format!("{first} (see --help)"));
+            return Failure::bad_input(format!("{first} (see --help)")).exit();
         }
     };
     match args.command {
@@ -314,13 +344,13 @@ pub fn main() -> ExitCode {
             out: dir,
         } => match crate::output::article::reproduce(&scenarios, &dir) {
             Ok(md) => out(&md),
-            Err(e) => match e.downcast_ref::<OutputError>().map(output_failure) {
-                Some((code, line)) => fail(code, line),
+            Err(e) => match e.downcast_ref::<OutputError>().map(Failure::output) {
+                Some(f) => f.exit(),
                 // A scenario that cannot be read or is invalid is bad input, as everywhere.
                 None if e.is::<crate::engine::scenario::ScenarioError>() => {
-                    fail(EXIT_BAD_INPUT, format!("{e:#}"))
+                    Failure::bad_input(format!("{e:#}")).exit()
                 }
-                None => fail(EXIT_RUN_FAILED, format!("{e:#}")),
+                None => Failure::run_failed(format!("{e:#}")).exit(),
             },
         },
         Command::Check(args) => check::check(args),

@@ -5,8 +5,7 @@ use std::process::ExitCode;
 
 use clap::Args as ClapArgs;
 
-use super::{default_out, fail, out, output_failure, realtime_options, ClockArgs};
-use super::{EXIT_BAD_INPUT, EXIT_RUN_FAILED, EXIT_WRITE_FAILED};
+use super::{default_out, out, realtime_options, ClockArgs, Failure};
 use crate::analysis::plan::{self, PlanInput};
 use crate::engine::scenario::bounds;
 use crate::engine::sim;
@@ -96,7 +95,7 @@ pub fn plan(args: PlanArgs) -> ExitCode {
     let mut input = match &args.scenario {
         Some(path) => match crate::engine::scenario::load(path, &[]) {
             Ok(s) => PlanInput::from_scenario(&s),
-            Err(e) => return fail(EXIT_BAD_INPUT, e),
+            Err(e) => return Failure::bad_input(e).exit(),
         },
         None => PlanInput::default(),
     };
@@ -139,16 +138,16 @@ pub fn plan(args: PlanArgs) -> ExitCode {
         Ok(())
     })();
     if let Err(e) = checked {
-        return fail(EXIT_BAD_INPUT, e);
+        return Failure::bad_input(e).exit();
     }
     let rows = plan::plan(&input);
     if args.json {
         match serde_json::to_string_pretty(&rows) {
             Ok(j) => out(&format!("{j}\n")),
-            Err(e) => fail(EXIT_WRITE_FAILED, e),
+            Err(e) => Failure::write_failed(e).exit(),
         }
     } else if rows.is_empty() {
-        fail(EXIT_BAD_INPUT, "nothing to compute: give a scenario or numbers (--rpm, --tpm, --calls-per-query, --latency-ms, ...)")
+        Failure::bad_input("nothing to compute: give a scenario or numbers (--rpm, --tpm, --calls-per-query, --latency-ms, ...)").exit()
     } else {
         out(&plan::render(&rows))
     }
@@ -158,7 +157,7 @@ pub fn plan(args: PlanArgs) -> ExitCode {
 pub fn sweep(args: SweepArgs) -> ExitCode {
     let realtime = match realtime_options(&args.clock) {
         Ok(r) => r,
-        Err(e) => return fail(EXIT_BAD_INPUT, e),
+        Err(e) => return Failure::bad_input(e).exit(),
     };
     let mut sets = args.sets.clone();
     if let Some(seed) = args.seed {
@@ -166,26 +165,25 @@ pub fn sweep(args: SweepArgs) -> ExitCode {
     }
     let grid = match Grid::build(&args.scenario, &sets, &args.sweeps, args.force) {
         Ok(g) => g,
-        Err(GridError::Scenario(e)) => return fail(EXIT_BAD_INPUT, e),
-        Err(GridError::Flag(e)) => return fail(EXIT_BAD_INPUT, e),
+        Err(GridError::Scenario(e)) => return Failure::bad_input(e).exit(),
+        Err(GridError::Flag(e)) => return Failure::bad_input(e).exit(),
     };
     let first = &grid.points[0].1;
     if let Err(e) = crate::analysis::check::validate(&first.slo, &first.slo_tolerance) {
-        return fail(EXIT_BAD_INPUT, format!("{}: {e}", args.scenario.display()));
+        return Failure::bad_input(format!("{}: {e}", args.scenario.display())).exit();
     }
     let jobs = args
         .jobs
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     if jobs == 0 {
-        return fail(EXIT_BAD_INPUT, "--jobs 0: at least one");
+        return Failure::bad_input("--jobs 0: at least one").exit();
     }
     let dir = default_out(&args.out, &first.name);
     let mut outputs = OutputSet::new();
     outputs.scenario(&args.scenario, &sets);
     capacity::declare(&mut outputs, &dir);
     if let Err(e) = outputs.check() {
-        let (code, e) = output_failure(&e);
-        return fail(code, e);
+        return Failure::output(&e).exit();
     }
     let opts = SweepOptions {
         repeats: args.repeats,
@@ -194,13 +192,13 @@ pub fn sweep(args: SweepArgs) -> ExitCode {
     };
     let points = match sweep::run(&grid, &opts) {
         Ok(p) => p,
-        Err(e) => return fail(EXIT_RUN_FAILED, e),
+        Err(e) => return Failure::run_failed(e).exit(),
     };
     let base = &grid.points[0].1;
     let slo = &base.slo;
     let csv = match table::csv(&points, slo) {
         Ok(c) => c,
-        Err(e) => return fail(EXIT_WRITE_FAILED, e),
+        Err(e) => return Failure::write_failed(e).exit(),
     };
     let rec = table::recommend(&points, slo);
     let rpm = base.provider.rpm;
@@ -218,14 +216,14 @@ pub fn sweep(args: SweepArgs) -> ExitCode {
                 rpm,
                 s.scheduler.headroom,
             )),
-            Err(e) => return fail(EXIT_RUN_FAILED, e),
+            Err(e) => return Failure::run_failed(e).exit(),
         }
     }
     let mut svgs = Vec::new();
     for (stem, chart) in &charts {
         match crate::output::report::charts::svg(chart) {
             Ok(svg) => svgs.push((*stem, svg)),
-            Err(e) => return fail(EXIT_WRITE_FAILED, e),
+            Err(e) => return Failure::write_failed(e).exit(),
         }
     }
     let (md, html) = capacity::render(&points, slo, rec.as_ref(), &svgs);
@@ -234,8 +232,7 @@ pub fn sweep(args: SweepArgs) -> ExitCode {
     outputs.put(dir.join(capacity::CSV), csv);
     capacity::put(&mut outputs, &dir, &md, &html, &charts, svgs);
     if let Err(e) = outputs.commit() {
-        let (code, e) = output_failure(&e);
-        return fail(code, e);
+        return Failure::output(&e).exit();
     }
     let headline = md
         .lines()

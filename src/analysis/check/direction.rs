@@ -1,6 +1,8 @@
 //! Which way is worse, for every metric of summary.json: what a baseline comparison needs to
 //! tell a regression from an improvement.
 
+use crate::output::report::metrics::{self, Metric};
+
 /// How a metric is held against its baseline.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Direction {
@@ -14,10 +16,51 @@ pub enum Direction {
     NotGated,
 }
 
+/// The direction of every metric of summary.json but the latencies, in the file's order.
+const DIRECTIONS: &[(Metric, Direction)] = {
+    use metrics::*;
+    use Direction::*;
+    &[
+        (SCHEMA_VERSION, NotGated),
+        (SEED, NotGated),
+        (QUERIES, LowerIsWorse),
+        (QUERIES_STARTED, LowerIsWorse),
+        (QUERIES_FAILED, HigherIsWorse),
+        (QUERIES_ABANDONED, HigherIsWorse),
+        (CALLS, NotGated),
+        (VIRTUAL_SECONDS, HigherIsWorse),
+        (QUERIES_PER_S, LowerIsWorse),
+        (CALLS_PER_S, NotGated),
+        (PROVIDER_RECEIVED, HigherIsWorse),
+        (PROVIDER_SERVED, NotGated),
+        (PROVIDER_RATE_LIMITED, HigherIsWorse),
+        (PROVIDER_ERRORED, HigherIsWorse),
+        (PROVIDER_TIMED_OUT, HigherIsWorse),
+        (PROVIDER_TOKENS_CHARGED, HigherIsWorse),
+        (PEAK_REQUESTS_PER_60S, NotGated),
+        (PEAK_TOKENS_PER_60S, NotGated),
+        (ATTEMPTS, HigherIsWorse),
+        (RETRIES, HigherIsWorse),
+        (ERRORS, HigherIsWorse),
+        (CANCELLED, HigherIsWorse),
+        (NOT_RUN, HigherIsWorse),
+        (BUDGET_EXHAUSTED, HigherIsWorse),
+        (ORPHANED_REQUESTS, HigherIsWorse),
+        (SYNTHESIS_ATTEMPTED, LowerIsWorse),
+        (SYNTHESIS_REFUSED, HigherIsWorse),
+        (SYNTHESIS_LEFT_TOKENS_MEAN, LowerIsWorse),
+        (SYNTHESIS_LEFT_TOKENS_MIN, LowerIsWorse),
+        (RPM_UTILIZATION, NotGated),
+        (TPM_UTILIZATION, NotGated),
+        (PEAK_RPM_UTILIZATION, NotGated),
+    ]
+};
+
 /// The direction of the metric at dotted `path`, or `None` for a path summary.json does not
 /// have.
 pub fn direction(path: &str) -> Option<Direction> {
     use Direction::*;
+    // The latencies, `latency_ms.<histogram>.<statistic>`, by their statistic.
     if let Some(rest) = path.strip_prefix("latency_ms.") {
         let (hist, stat) = rest.split_once('.')?;
         return match (hist, stat) {
@@ -29,22 +72,10 @@ pub fn direction(path: &str) -> Option<Direction> {
             _ => None,
         };
     }
-    Some(match path {
-        "schema_version" | "seed" | "calls" => NotGated,
-        "rpm_utilization" | "tpm_utilization" | "peak_rpm_utilization" => NotGated,
-        "provider.served" | "throughput.calls_per_s" => NotGated,
-        "provider.peak_requests_per_60s" | "provider.peak_tokens_per_60s" => NotGated,
-        "queries" | "queries_started" | "throughput.queries_per_s" => LowerIsWorse,
-        "synthesis.attempted" | "synthesis.left_tokens_mean" | "synthesis.left_tokens_min" => {
-            LowerIsWorse
-        }
-        "queries_failed" | "queries_abandoned" | "virtual_seconds" => HigherIsWorse,
-        "provider.received" | "provider.rate_limited" | "provider.errored" => HigherIsWorse,
-        "provider.timed_out" | "provider.tokens_charged" => HigherIsWorse,
-        "attempts" | "retries" | "errors" | "cancelled" | "not_run" => HigherIsWorse,
-        "budget_exhausted" | "orphaned_requests" | "synthesis.refused" => HigherIsWorse,
-        _ => return None,
-    })
+    DIRECTIONS
+        .iter()
+        .find(|(m, _)| m.path() == path)
+        .map(|(_, d)| *d)
 }
 
 #[cfg(test)]

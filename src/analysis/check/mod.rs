@@ -14,6 +14,7 @@ use serde_json::Value;
 use thiserror::Error;
 
 use crate::analysis::slo::{self, Threshold};
+use crate::output::report::metrics;
 use crate::output::report::summary::Summary;
 pub use direction::{direction, Direction};
 pub use render::{junit, markdown, table};
@@ -104,10 +105,10 @@ pub fn read_baseline(path: &Path, scenario: &str, mode: &str) -> Result<Value, G
     let json: Value = serde_json::from_str(&text)
         .map_err(|e| bad(format!("not JSON ({e}); write one with `capsize baseline`")))?;
     let field = |k: &str| json.get(k).cloned().unwrap_or(Value::Null);
-    if field("schema_version").as_u64() != Some(1) {
+    let version = field(metrics::SCHEMA_VERSION.path());
+    if version.as_u64() != Some(1) {
         return Err(bad(format!(
-            "not a summary.json of schema_version 1 (schema_version is {}); write one with `capsize baseline`",
-            field("schema_version")
+            "not a summary.json of schema_version 1 (schema_version is {version}); write one with `capsize baseline`"
         )));
     }
     if field("scenario").as_str() != Some(scenario) {

@@ -4,8 +4,8 @@
 use serde_json::Value;
 
 use crate::analysis::plan::expected_max_ms;
-use crate::analysis::slo::number as at;
 use crate::engine::scenario::{Count, Scenario, Stop};
+use crate::output::report::metrics;
 
 use capsize_mock::Latency;
 
@@ -58,15 +58,15 @@ pub struct Claim {
 }
 
 fn mean_query_ms(v: &Value) -> Option<f64> {
-    at(v, "latency_ms.query.mean")
+    metrics::QUERY_MEAN.read(v)
 }
 
 fn calls_per_s(v: &Value) -> Option<f64> {
-    at(v, "throughput.calls_per_s")
+    metrics::CALLS_PER_S.read(v)
 }
 
 fn orphaned_share(v: &Value) -> Option<f64> {
-    Some(100.0 * at(v, "orphaned_requests")? / at(v, "provider.received")?)
+    Some(100.0 * metrics::ORPHANED_REQUESTS.read(v)? / metrics::PROVIDER_RECEIVED.read(v)?)
 }
 
 fn fixed(c: Count) -> Option<f64> {
@@ -200,7 +200,7 @@ pub const CLAIMS: &[Claim] = &[
         exact: |_| Some(10_000_000.0 / 2000.0),
         formula: "10,000,000 / 2,000",
         scenario: "tpm-burst-no-bucket",
-        read: |v| at(v, "provider.served"),
+        read: |v| metrics::PROVIDER_SERVED.read(v),
         unit: "calls",
         check: Check::Within(0.0),
         verdict: Article::Rounds("5,000 / 60 = 83.3 calls/s written as 83"),
@@ -211,7 +211,7 @@ pub const CLAIMS: &[Claim] = &[
         exact: |_| Some((60.0 - 10_000_000.0 / (200.0 * 2000.0)) * 200.0),
         formula: "(60 - 10,000,000 / (200 x 2,000)) x 200",
         scenario: "tpm-burst-no-bucket",
-        read: |v| at(v, "provider.rate_limited"),
+        read: |v| metrics::PROVIDER_RATE_LIMITED.read(v),
         unit: "429s",
         check: Check::Within(0.001),
         verdict: Article::Agrees,
@@ -244,7 +244,7 @@ pub const CLAIMS: &[Claim] = &[
         exact: |s| Some(s.provider.rpm? / 60.0 / 8.0),
         formula: "600 / 60 / 8",
         scenario: "ceiling-600rpm",
-        read: |v| at(v, "throughput.queries_per_s"),
+        read: |v| metrics::QUERIES_PER_S.read(v),
         unit: "queries/s",
         check: Check::Within(0.01),
         verdict: Article::Agrees,
@@ -294,7 +294,7 @@ pub const CLAIMS: &[Claim] = &[
         exact: |_| Some(0.7 * 600.0 / 8.0),
         formula: "0.7 x 600 / 8",
         scenario: "headroom-70",
-        read: |v| at(v, "throughput.queries_per_s").map(|q| q * 60.0),
+        read: |v| metrics::QUERIES_PER_S.read(v).map(|q| q * 60.0),
         unit: "queries/min",
         check: Check::Within(0.01),
         verdict: Article::Rounds("420 / 8 = 52.5 written as 52"),
@@ -305,7 +305,7 @@ pub const CLAIMS: &[Claim] = &[
         exact: |_| Some(600.0 - 0.7 * 600.0),
         formula: "600 - 0.7 x 600",
         scenario: "headroom-70",
-        read: |v| Some(600.0 * (1.0 - at(v, "rpm_utilization")?)),
+        read: |v| Some(600.0 * (1.0 - metrics::RPM_UTILIZATION.read(v)?)),
         unit: "RPM",
         check: Check::Within(0.01),
         verdict: Article::Agrees,
@@ -316,7 +316,9 @@ pub const CLAIMS: &[Claim] = &[
         exact: |_| Some(100.0 * 0.85f64.powi(10)),
         formula: "0.85^10",
         scenario: "compounding-85",
-        read: |v| Some(100.0 * (1.0 - at(v, "queries_failed")? / at(v, "queries")?)),
+        read: |v| {
+            Some(100.0 * (1.0 - metrics::QUERIES_FAILED.read(v)? / metrics::QUERIES.read(v)?))
+        },
         unit: "% of queries",
         check: Check::Within(0.03),
         verdict: Article::Rounds("19.7 % written as 20 %"),
@@ -365,7 +367,7 @@ pub const CLAIMS: &[Claim] = &[
         exact: |_| Some(0.0),
         formula: "30 requests <= the 600 a 60 s window admits",
         scenario: "hallucinated-30-one-turn",
-        read: |v| at(v, "provider.rate_limited"),
+        read: |v| metrics::PROVIDER_RATE_LIMITED.read(v),
         unit: "429s",
         check: Check::Within(0.0),
         verdict: Article::Inconsistent(
@@ -380,7 +382,7 @@ pub const CLAIMS: &[Claim] = &[
         exact: |_| None,
         formula: "",
         scenario: "hallucinated-30-uncapped",
-        read: |v| at(v, "provider.rate_limited"),
+        read: |v| metrics::PROVIDER_RATE_LIMITED.read(v),
         unit: "429s",
         check: Check::Measured(
             "120 calls at once against 10 calls/s: once the minute's window is full every \
@@ -394,7 +396,7 @@ pub const CLAIMS: &[Claim] = &[
         exact: |_| None,
         formula: "",
         scenario: "hallucinated-30-capped",
-        read: |v| at(v, "provider.rate_limited"),
+        read: |v| metrics::PROVIDER_RATE_LIMITED.read(v),
         unit: "429s",
         check: Check::Measured(
             "22 of each turn's 30 calls are not run; the 32 calls 4 sessions then send at once \
@@ -411,7 +413,7 @@ pub const CLAIMS: &[Claim] = &[
         exact: |_| None,
         formula: "",
         scenario: "retry-fixed",
-        read: |v| at(v, "errors"),
+        read: |v| metrics::ERRORS.read(v),
         unit: "calls",
         check: Check::Measured(
             "50 sessions x 4 calls at once against 120 RPM, no client limiter, 6 retries a \
@@ -426,7 +428,7 @@ pub const CLAIMS: &[Claim] = &[
         exact: |_| None,
         formula: "",
         scenario: "retry-jitter",
-        read: |v| at(v, "errors"),
+        read: |v| metrics::ERRORS.read(v),
         unit: "calls",
         check: Check::Measured(
             "the same storm; draws from U[0, 1 s], U[0, 2 s] ... U[0, 32 s] spread the \
@@ -440,7 +442,7 @@ pub const CLAIMS: &[Claim] = &[
         exact: |_| None,
         formula: "",
         scenario: "retry-retry-after",
-        read: |v| at(v, "errors"),
+        read: |v| metrics::ERRORS.read(v),
         unit: "calls",
         check: Check::Measured(
             "the same storm; each retry waits until the provider says the window has room, so \
@@ -455,7 +457,7 @@ pub const CLAIMS: &[Claim] = &[
         exact: left_for_synthesis,
         formula: "50,000 - 3 subagents x 3 turns x E[U{2,667..4,889}] (34,002 used)",
         scenario: "budgets-article",
-        read: |v| at(v, "synthesis.left_tokens_mean"),
+        read: |v| metrics::SYNTHESIS_LEFT_TOKENS_MEAN.read(v),
         unit: "tokens",
         check: Check::Within(0.01),
         verdict: Article::Agrees,
@@ -467,7 +469,7 @@ pub const CLAIMS: &[Claim] = &[
         exact: refused_syntheses,
         formula: "50,000 - 3 x 15,000 = 5,000 kept back >= the 5,000 synthesis",
         scenario: "budgets-greedy",
-        read: |v| at(v, "synthesis.refused"),
+        read: |v| metrics::SYNTHESIS_REFUSED.read(v),
         unit: "syntheses",
         check: Check::Within(0.0),
         verdict: Article::Agrees,
@@ -478,7 +480,7 @@ pub const CLAIMS: &[Claim] = &[
         exact: kept_back,
         formula: "50,000 - 3 x 15,000",
         scenario: "budgets-greedy",
-        read: |v| at(v, "synthesis.left_tokens_min"),
+        read: |v| metrics::SYNTHESIS_LEFT_TOKENS_MIN.read(v),
         unit: "tokens",
         check: Check::Lower(
             "each grant is reserved when its subagent starts and capped: whatever the \

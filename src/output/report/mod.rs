@@ -1,9 +1,11 @@
 //! Reports: `summary.json`, `.hgrm` histograms, and the summary table printed by `capsize run`;
-//! [`escape`] shows untrusted text as written in each of them.
+//! [`escape`] shows untrusted text as written in each of them; [`metrics`] names summary.json's
+//! metrics for the code that reads them.
 
 pub mod charts;
 pub mod escape;
 pub mod hgrm;
+pub mod metrics;
 pub mod summary;
 
 use std::fmt::Write as _;

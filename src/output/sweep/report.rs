@@ -7,11 +7,12 @@ use std::path::Path;
 use super::table::{passes, Recommendation};
 use super::PointResult;
 use crate::analysis::plan::{self, fmt_num, PlanInput};
-use crate::analysis::slo::{number, Threshold};
+use crate::analysis::slo::Threshold;
 use crate::engine::recorder::Recording;
 use crate::output::files::OutputSet;
 use crate::output::report::charts::{self, Chart, Reference, Series, XAxis};
 use crate::output::report::escape::{html as escape, markdown, unmarkdown};
+use crate::output::report::metrics::{self, Metric};
 
 const MAX_CONCURRENCY: &str = "scheduler.max_concurrency";
 const HEADROOM: &str = "scheduler.headroom";
@@ -24,8 +25,17 @@ const REPORTS: [&str; 2] = ["report.md", "report.html"];
 const SWEEP_CHARTS: [&str; 3] = ["latency", "throughput", "rate_limited"];
 const POINT_CHARTS: [&str; 2] = ["latency_distribution", "rpm_over_time"];
 
-fn mean_at(p: &PointResult, path: &str) -> Option<f64> {
-    number(&p.mean, path)
+/// `metric` in a point's mean summary.
+fn mean_at(p: &PointResult, metric: Metric) -> Option<f64> {
+    metric.read(&p.mean)
+}
+
+/// A metric every summary.json holds as a number (a field of `Summary` that is not optional),
+/// in a point's mean summary (whose numbers are means of finite numbers).
+fn always(p: &PointResult, metric: Metric) -> f64 {
+    mean_at(p, metric).unwrap_or_else(|| {
+        panic!("a point's mean summary lacks {metric}, which every summary.json holds")
+    })
 }
 
 /// The x key of the sweep charts (max_concurrency if swept, else the first key) and the key
@@ -44,17 +54,17 @@ fn layout(points: &[PointResult]) -> (String, Option<String>) {
     (x, group)
 }
 
-/// One series per value of `group` (or one in all), of `path` against the `x` key.
+/// One series per value of `group` (or one in all), of `metric` against the `x` key.
 fn lines(
     points: &[PointResult],
     x: &str,
     group: Option<&str>,
-    path: &str,
+    metric: Metric,
     label: &str,
 ) -> Vec<Series> {
     let mut out: Vec<Series> = Vec::new();
     for p in points {
-        let (Some(xv), Some(y)) = (p.point.get(x), mean_at(p, path)) else {
+        let (Some(xv), Some(y)) = (p.point.get(x), mean_at(p, metric)) else {
             continue;
         };
         let name = match group.and_then(|g| p.point.get(g).map(|v| (g, v))) {
@@ -89,12 +99,16 @@ pub fn sweep_charts(points: &[PointResult], rpm: Option<f64>) -> Vec<(&'static s
         axis,
     );
     latency.series = if g.is_some() {
-        lines(points, &x, g, "latency_ms.query.p95", "p95")
+        lines(points, &x, g, metrics::QUERY_P95, "p95")
     } else {
-        ["p50", "p95", "p99"]
-            .iter()
-            .flat_map(|q| lines(points, &x, None, &format!("latency_ms.query.{q}"), q))
-            .collect()
+        [
+            (metrics::QUERY_P50, "p50"),
+            (metrics::QUERY_P95, "p95"),
+            (metrics::QUERY_P99, "p99"),
+        ]
+        .into_iter()
+        .flat_map(|(m, q)| lines(points, &x, None, m, q))
+        .collect()
     };
     latency.y_from_zero = true;
     let mut throughput = Chart::new(
@@ -103,7 +117,7 @@ pub fn sweep_charts(points: &[PointResult], rpm: Option<f64>) -> Vec<(&'static s
         "calls per second",
         axis,
     );
-    throughput.series = lines(points, &x, g, "throughput.calls_per_s", "calls/s");
+    throughput.series = lines(points, &x, g, metrics::CALLS_PER_S, "calls/s");
     throughput.y_from_zero = true;
     if let Some(rpm) = rpm {
         throughput.references.push(Reference::new(
@@ -147,8 +161,8 @@ pub fn sweep_charts(points: &[PointResult], rpm: Option<f64>) -> Vec<(&'static s
     for p in points {
         let (Some(xv), Some(rl), Some(rec)) = (
             p.point.get(&hx),
-            mean_at(p, "provider.rate_limited"),
-            mean_at(p, "provider.received"),
+            mean_at(p, metrics::PROVIDER_RATE_LIMITED),
+            mean_at(p, metrics::PROVIDER_RECEIVED),
         ) else {
             continue;
         };
@@ -281,7 +295,7 @@ fn knee(points: &[PointResult], rec: &PointResult) -> Option<(String, f64)> {
         .filter_map(|p| {
             Some((
                 p.point.get(&x)?.as_f64(),
-                mean_at(p, "throughput.queries_per_s")?,
+                mean_at(p, metrics::QUERIES_PER_S)?,
             ))
         })
         .collect();
@@ -310,23 +324,19 @@ fn split_row(row: &str) -> Vec<String> {
     cells
 }
 
-/// What the plan's closed forms are compared with: (plan key, summary path, factor).
-const MEASURED: &[(&str, &str, f64)] = &[
-    ("call_ceiling_per_s", "throughput.calls_per_s", 1.0),
-    (
-        "queries_per_min_at_headroom",
-        "throughput.queries_per_s",
-        60.0,
-    ),
-    ("queries_per_min_ceiling", "throughput.queries_per_s", 60.0),
+/// What the plan's closed forms are compared with: (plan key, metric, factor).
+const MEASURED: &[(&str, Metric, f64)] = &[
+    ("call_ceiling_per_s", metrics::CALLS_PER_S, 1.0),
+    ("queries_per_min_at_headroom", metrics::QUERIES_PER_S, 60.0),
+    ("queries_per_min_ceiling", metrics::QUERIES_PER_S, 60.0),
     (
         "headroom_slots_per_min",
-        "provider.peak_requests_per_60s",
+        metrics::PEAK_REQUESTS_PER_60S,
         1.0,
     ),
-    ("littles_law_throughput", "throughput.calls_per_s", 1.0),
-    ("fanout_expected_max_ms", "latency_ms.query.mean", 1.0),
-    ("strict_waves_ms", "latency_ms.query.mean", 1.0),
+    ("littles_law_throughput", metrics::CALLS_PER_S, 1.0),
+    ("fanout_expected_max_ms", metrics::QUERY_MEAN, 1.0),
+    ("strict_waves_ms", metrics::QUERY_MEAN, 1.0),
 ];
 
 /// The report's text: `(markdown, html)`, one section after another. `chart_svgs` are inlined
@@ -390,9 +400,9 @@ fn recommendation<'a>(
 /// its busiest minute leaves.
 fn headline(p: &PointResult) -> String {
     let rpm = p.scenario.provider.rpm;
-    let qpm = mean_at(p, "throughput.queries_per_s").unwrap_or(0.0) * 60.0;
-    let p95 = mean_at(p, "latency_ms.query.p95").unwrap_or(0.0) / 1000.0;
-    let limited = mean_at(p, "provider.rate_limited").unwrap_or(0.0);
+    let qpm = always(p, metrics::QUERIES_PER_S) * 60.0;
+    let p95 = always(p, metrics::QUERY_P95) / 1000.0;
+    let limited = always(p, metrics::PROVIDER_RATE_LIMITED);
     let at: Vec<String> = p
         .point
         .values
@@ -410,7 +420,7 @@ fn headline(p: &PointResult) -> String {
             format!("{} 429s", fmt_num(limited))
         }
     );
-    if let (Some(rpm), Some(peak)) = (rpm, mean_at(p, "provider.peak_requests_per_60s")) {
+    if let (Some(rpm), Some(peak)) = (rpm, mean_at(p, metrics::PEAK_REQUESTS_PER_60S)) {
         let _ = write!(
             line,
             ", {} RPM left for retries and other traffic in the busiest minute",
@@ -436,7 +446,7 @@ fn arithmetic(md: &mut String, p: &PointResult) {
             .iter()
             .find(|(k, _, _)| *k == row.key)
             .filter(|(k, _, _)| *k != "fanout_expected_max_ms" || parallel)
-            .and_then(|(_, path, f)| mean_at(p, path).map(|v| v * f));
+            .and_then(|(_, metric, f)| mean_at(p, *metric).map(|v| v * f));
         let (sim, diff) = match measured {
             Some(m) if row.value != 0.0 => (
                 fmt_num(m),
@@ -485,14 +495,14 @@ fn point_table(md: &mut String, points: &[PointResult], slo: &[Threshold]) {
     }
     for p in points {
         let vals: Vec<String> = p.point.values.iter().map(|(_, v)| v.to_string()).collect();
-        let get = |path| mean_at(p, path).map_or("".into(), fmt_num);
+        let get = |metric| mean_at(p, metric).map_or("".into(), fmt_num);
         let _ = writeln!(
             md,
             "| {} | {} | {} | {} | {} |",
             vals.join(" | "),
-            get("throughput.queries_per_s"),
-            get("latency_ms.query.p95"),
-            get("provider.rate_limited"),
+            get(metrics::QUERIES_PER_S),
+            get(metrics::QUERY_P95),
+            get(metrics::PROVIDER_RATE_LIMITED),
             if passes(p, slo) { "yes" } else { "no" }
         );
     }

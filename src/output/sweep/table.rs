@@ -3,85 +3,86 @@
 use serde_json::Value;
 
 use super::{mean_ci, PointResult};
-use crate::analysis::slo::{number as at, Threshold};
+use crate::analysis::slo::Threshold;
+use crate::output::report::metrics;
 
-/// A metric of a sweep row: its CSV column and how to read it off one summary.json.
-struct Metric {
-    column: &'static str,
+/// A column of a sweep row: its name and how to read it off one summary.json.
+struct Column {
+    name: &'static str,
     read: fn(&Value) -> Option<f64>,
 }
 
-/// The per-point metrics, in CSV order.
-const METRICS: &[Metric] = &[
-    Metric {
-        column: "queries_per_s",
-        read: |v| at(v, "throughput.queries_per_s"),
+/// The per-point columns, in CSV order.
+const COLUMNS: &[Column] = &[
+    Column {
+        name: "queries_per_s",
+        read: |v| metrics::QUERIES_PER_S.read(v),
     },
-    Metric {
-        column: "calls_per_s",
-        read: |v| at(v, "throughput.calls_per_s"),
+    Column {
+        name: "calls_per_s",
+        read: |v| metrics::CALLS_PER_S.read(v),
     },
-    Metric {
-        column: "query_p50_ms",
-        read: |v| at(v, "latency_ms.query.p50"),
+    Column {
+        name: "query_p50_ms",
+        read: |v| metrics::QUERY_P50.read(v),
     },
-    Metric {
-        column: "query_p95_ms",
-        read: |v| at(v, "latency_ms.query.p95"),
+    Column {
+        name: "query_p95_ms",
+        read: |v| metrics::QUERY_P95.read(v),
     },
-    Metric {
-        column: "query_p99_ms",
-        read: |v| at(v, "latency_ms.query.p99"),
+    Column {
+        name: "query_p99_ms",
+        read: |v| metrics::QUERY_P99.read(v),
     },
-    Metric {
-        column: "call_p50_ms",
-        read: |v| at(v, "latency_ms.call.p50"),
+    Column {
+        name: "call_p50_ms",
+        read: |v| metrics::CALL_P50.read(v),
     },
-    Metric {
-        column: "call_p95_ms",
-        read: |v| at(v, "latency_ms.call.p95"),
+    Column {
+        name: "call_p95_ms",
+        read: |v| metrics::CALL_P95.read(v),
     },
-    Metric {
-        column: "call_p99_ms",
-        read: |v| at(v, "latency_ms.call.p99"),
+    Column {
+        name: "call_p99_ms",
+        read: |v| metrics::CALL_P99.read(v),
     },
-    Metric {
-        column: "ratio_429",
+    Column {
+        name: "ratio_429",
         read: |v| {
-            let received = at(v, "provider.received")?;
+            let received = metrics::PROVIDER_RECEIVED.read(v)?;
             Some(if received > 0.0 {
-                at(v, "provider.rate_limited")? / received
+                metrics::PROVIDER_RATE_LIMITED.read(v)? / received
             } else {
                 0.0
             })
         },
     },
-    Metric {
-        column: "retries",
-        read: |v| at(v, "retries"),
+    Column {
+        name: "retries",
+        read: |v| metrics::RETRIES.read(v),
     },
-    Metric {
-        column: "rpm_utilization",
-        read: |v| at(v, "rpm_utilization"),
+    Column {
+        name: "rpm_utilization",
+        read: |v| metrics::RPM_UTILIZATION.read(v),
     },
-    Metric {
-        column: "tpm_utilization",
-        read: |v| at(v, "tpm_utilization"),
+    Column {
+        name: "tpm_utilization",
+        read: |v| metrics::TPM_UTILIZATION.read(v),
     },
-    Metric {
-        column: "peak_rpm_utilization",
-        read: |v| at(v, "peak_rpm_utilization"),
+    Column {
+        name: "peak_rpm_utilization",
+        read: |v| metrics::PEAK_RPM_UTILIZATION.read(v),
     },
-    Metric {
-        column: "orphaned_requests",
-        read: |v| at(v, "orphaned_requests"),
+    Column {
+        name: "orphaned_requests",
+        read: |v| metrics::ORPHANED_REQUESTS.read(v),
     },
 ];
 
-/// A metric's mean (and 95 % half-width) over a point's runs; `None` if any run lacks it.
+/// A column's mean (and 95 % half-width) over a point's runs; `None` if any run lacks it.
 fn stat(p: &PointResult, column: &str) -> Option<(f64, f64)> {
-    let m = METRICS.iter().find(|m| m.column == column)?;
-    let xs: Option<Vec<f64>> = p.runs.iter().map(|r| (m.read)(r)).collect();
+    let c = COLUMNS.iter().find(|c| c.name == column)?;
+    let xs: Option<Vec<f64>> = p.runs.iter().map(|r| (c.read)(r)).collect();
     let s = mean_ci(&xs?);
     Some((s.mean, s.ci95))
 }
@@ -113,10 +114,10 @@ pub fn csv(points: &[PointResult], slo: &[Threshold]) -> Result<String, csv::Err
         .map(|p| p.point.values.iter().map(|(k, _)| k.clone()).collect())
         .unwrap_or_default();
     header.push(if repeats > 1 { "seeds" } else { "seed" }.into());
-    for m in METRICS {
-        header.push(m.column.into());
+    for c in COLUMNS {
+        header.push(c.name.into());
         if repeats > 1 {
-            header.push(format!("{}_ci95", m.column));
+            header.push(format!("{}_ci95", c.name));
         }
     }
     header.push("slo_pass".into());
@@ -130,8 +131,8 @@ pub fn csv(points: &[PointResult], slo: &[Threshold]) -> Result<String, csv::Err
                 .collect::<Vec<_>>()
                 .join(" "),
         );
-        for m in METRICS {
-            let s = stat(p, m.column);
+        for c in COLUMNS {
+            let s = stat(p, c.name);
             row.push(s.map_or(String::new(), |(mean, _)| number(mean)));
             if repeats > 1 {
                 row.push(s.map_or(String::new(), |(_, ci)| number(ci)));

@@ -1,0 +1,221 @@
+//! The metrics of `summary.json` that code reads by their dotted paths, as typed constants, so
+//! a path is spelled once. A path a user gives (an `[slo]` objective, a tolerance, a baseline's
+//! keys) stays a string, checked against
+//! [`Summary::metric_paths`](super::summary::Summary::metric_paths).
+//!
+//! The latencies (`latency_ms.<histogram>.<statistic>`, in ms) are named here only where code
+//! reads them; every other metric of summary.json has its constant.
+
+use std::fmt;
+
+use serde_json::Value;
+
+/// A number in summary.json, by its dotted path (`latency_ms.query.p95`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Metric(&'static str);
+
+impl Metric {
+    /// The dotted path.
+    pub const fn path(self) -> &'static str {
+        self.0
+    }
+
+    /// Its value in `summary` (a summary.json, or a sweep point's mean of several): `None` if
+    /// absent, `null` or not a number.
+    pub fn read(self, summary: &Value) -> Option<f64> {
+        crate::analysis::slo::number(summary, self.0)
+    }
+}
+
+impl fmt::Display for Metric {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+/// The version of summary.json's schema (not a measurement).
+pub const SCHEMA_VERSION: Metric = Metric("schema_version");
+/// The run's seed.
+pub const SEED: Metric = Metric("seed");
+/// Queries finished (count).
+pub const QUERIES: Metric = Metric("queries");
+/// Queries started (count).
+pub const QUERIES_STARTED: Metric = Metric("queries_started");
+/// Finished queries with a failed or stopped call (count).
+pub const QUERIES_FAILED: Metric = Metric("queries_failed");
+/// Queries abandoned by their caller: parent timeout, user stop (count).
+pub const QUERIES_ABANDONED: Metric = Metric("queries_abandoned");
+/// Tool calls submitted to the scheduler: the workload's size (count).
+pub const CALLS: Metric = Metric("calls");
+/// Model time from the start to the last query's end (s).
+pub const VIRTUAL_SECONDS: Metric = Metric("virtual_seconds");
+
+/// Mean end-to-end latency of the queries whose calls all succeeded (ms).
+pub const QUERY_MEAN: Metric = Metric("latency_ms.query.mean");
+/// Median query latency (ms).
+pub const QUERY_P50: Metric = Metric("latency_ms.query.p50");
+/// 95th percentile of query latency (ms).
+pub const QUERY_P95: Metric = Metric("latency_ms.query.p95");
+/// 99th percentile of query latency (ms).
+pub const QUERY_P99: Metric = Metric("latency_ms.query.p99");
+/// Median latency of a successful call, from submission (ms).
+pub const CALL_P50: Metric = Metric("latency_ms.call.p50");
+/// 95th percentile of call latency (ms).
+pub const CALL_P95: Metric = Metric("latency_ms.call.p95");
+/// 99th percentile of call latency (ms).
+pub const CALL_P99: Metric = Metric("latency_ms.call.p99");
+
+/// Queries finished per second of model time (queries/s).
+pub const QUERIES_PER_S: Metric = Metric("throughput.queries_per_s");
+/// Calls completed per second of model time (calls/s).
+pub const CALLS_PER_S: Metric = Metric("throughput.calls_per_s");
+
+/// Requests the provider received (count).
+pub const PROVIDER_RECEIVED: Metric = Metric("provider.received");
+/// Requests the provider served (count).
+pub const PROVIDER_SERVED: Metric = Metric("provider.served");
+/// Requests the provider refused with 429 (count).
+pub const PROVIDER_RATE_LIMITED: Metric = Metric("provider.rate_limited");
+/// Requests the provider failed with 500/503/529 or refused with 413 (count).
+pub const PROVIDER_ERRORED: Metric = Metric("provider.errored");
+/// Requests the provider never answered (count).
+pub const PROVIDER_TIMED_OUT: Metric = Metric("provider.timed_out");
+/// Tokens the provider charged against its quota (tokens).
+pub const PROVIDER_TOKENS_CHARGED: Metric = Metric("provider.tokens_charged");
+/// The most requests charged in any 60 s window (requests).
+pub const PEAK_REQUESTS_PER_60S: Metric = Metric("provider.peak_requests_per_60s");
+/// The most tokens charged in any 60 s window (tokens).
+pub const PEAK_TOKENS_PER_60S: Metric = Metric("provider.peak_tokens_per_60s");
+
+/// Attempts sent (count).
+pub const ATTEMPTS: Metric = Metric("attempts");
+/// Retries scheduled (count).
+pub const RETRIES: Metric = Metric("retries");
+/// Calls that failed for good (count).
+pub const ERRORS: Metric = Metric("errors");
+/// Calls stopped by a cancel, deadline or budget (count).
+pub const CANCELLED: Metric = Metric("cancelled");
+/// Calls answered "not run" (count).
+pub const NOT_RUN: Metric = Metric("not_run");
+/// Calls stopped because the budget they drew on was spent (count).
+pub const BUDGET_EXHAUSTED: Metric = Metric("budget_exhausted");
+/// Requests the provider charged whose answer was thrown away (count).
+pub const ORPHANED_REQUESTS: Metric = Metric("orphaned_requests");
+
+/// Synthesis turns attempted (count; only in workloads with a synthesis turn).
+pub const SYNTHESIS_ATTEMPTED: Metric = Metric("synthesis.attempted");
+/// Synthesis turns refused for want of budget (count; only with a synthesis turn).
+pub const SYNTHESIS_REFUSED: Metric = Metric("synthesis.refused");
+/// Mean tokens left in the query's budget when a synthesis started (tokens).
+pub const SYNTHESIS_LEFT_TOKENS_MEAN: Metric = Metric("synthesis.left_tokens_mean");
+/// The fewest tokens left when a synthesis started (tokens).
+pub const SYNTHESIS_LEFT_TOKENS_MIN: Metric = Metric("synthesis.left_tokens_min");
+
+/// Charged requests per minute over the provider's RPM (a ratio; `null` without an RPM).
+pub const RPM_UTILIZATION: Metric = Metric("rpm_utilization");
+/// Charged tokens per minute over the provider's TPM (a ratio; `null` without a TPM).
+pub const TPM_UTILIZATION: Metric = Metric("tpm_utilization");
+/// The busiest 60 s window's requests over the provider's RPM (a ratio; `null` without an RPM).
+pub const PEAK_RPM_UTILIZATION: Metric = Metric("peak_rpm_utilization");
+
+/// Every constant of this module, in the order summary.json writes them.
+pub const ALL: &[Metric] = &[
+    SCHEMA_VERSION,
+    SEED,
+    QUERIES,
+    QUERIES_STARTED,
+    QUERIES_FAILED,
+    QUERIES_ABANDONED,
+    CALLS,
+    VIRTUAL_SECONDS,
+    QUERY_MEAN,
+    QUERY_P50,
+    QUERY_P95,
+    QUERY_P99,
+    CALL_P50,
+    CALL_P95,
+    CALL_P99,
+    QUERIES_PER_S,
+    CALLS_PER_S,
+    PROVIDER_RECEIVED,
+    PROVIDER_SERVED,
+    PROVIDER_RATE_LIMITED,
+    PROVIDER_ERRORED,
+    PROVIDER_TIMED_OUT,
+    PROVIDER_TOKENS_CHARGED,
+    PEAK_REQUESTS_PER_60S,
+    PEAK_TOKENS_PER_60S,
+    ATTEMPTS,
+    RETRIES,
+    ERRORS,
+    CANCELLED,
+    NOT_RUN,
+    BUDGET_EXHAUSTED,
+    ORPHANED_REQUESTS,
+    SYNTHESIS_ATTEMPTED,
+    SYNTHESIS_REFUSED,
+    SYNTHESIS_LEFT_TOKENS_MEAN,
+    SYNTHESIS_LEFT_TOKENS_MIN,
+    RPM_UTILIZATION,
+    TPM_UTILIZATION,
+    PEAK_RPM_UTILIZATION,
+];
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::output::report::summary::Summary;
+
+    /// A small run with both limits and a synthesis turn: every metric of summary.json is a
+    /// number in it.
+    fn summary_json() -> Value {
+        let scenario = crate::engine::scenario::parse(
+            r#"
+            name = "metrics"
+            [provider]
+            rpm = 600
+            tpm = 1_000_000
+            latency = { dist = "uniform", min_ms = 100, max_ms = 300 }
+            [workload]
+            queries = 4
+            calls_per_query = 3
+            tokens_per_call = 100
+            rounds = 2
+            [workload.subagents]
+            count = 2
+            budget_tokens = 1000
+            orchestrator_budget = 5000
+            synthesis_tokens = 500
+            [scheduler]
+            max_concurrency = 4
+            rate_limit = true
+            "#,
+            Path::new("metrics.toml"),
+            &[],
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let outcome = crate::engine::sim::run(&scenario).unwrap_or_else(|e| panic!("{e}"));
+        let json = Summary::new(&scenario, &outcome).to_json();
+        serde_json::from_str(&json).expect("summary.json is JSON")
+    }
+
+    #[test]
+    fn every_metric_is_a_number_in_summary_json() {
+        let json = summary_json();
+        for m in ALL {
+            assert!(m.read(&json).is_some(), "{m} is not a number in {json}");
+        }
+    }
+
+    #[test]
+    fn every_metric_but_the_latencies_has_a_constant() {
+        let named: Vec<&str> = ALL.iter().map(|m| m.path()).collect();
+        let unnamed: Vec<String> = Summary::metric_paths()
+            .into_iter()
+            .filter(|p| !p.starts_with("latency_ms.") && !named.contains(&p.as_str()))
+            .collect();
+        assert!(unnamed.is_empty(), "no constant for {unnamed:?}");
+    }
+}
