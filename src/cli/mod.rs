@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 mod check;
+mod plan;
 mod sweep;
 
 use clap::{Args as ClapArgs, Parser, Subcommand};
@@ -56,7 +57,7 @@ enum Command {
     /// charts (SVG and PNG), report.md and report.html into --out (default reports/<name>/).
     Sweep(sweep::SweepArgs),
     /// Print the closed-form rate-limit arithmetic, no simulation.
-    Plan(sweep::PlanArgs),
+    Plan(plan::PlanArgs),
     /// Reproduce the article: run scenarios/article/ and write its claims table.
     ///
     /// Writes reports/article/README.md (or --out) and each scenario's summary.json.
@@ -338,7 +339,7 @@ pub fn main() -> ExitCode {
         Command::Demo => out(&crate::output::demo::render(&crate::output::demo::rows())),
         Command::Run(args) => run(args),
         Command::Sweep(args) => sweep::sweep(args),
-        Command::Plan(args) => sweep::plan(args),
+        Command::Plan(args) => plan::plan(args),
         Command::Article {
             scenarios,
             out: dir,
