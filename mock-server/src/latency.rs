@@ -252,50 +252,7 @@ impl RawLatency {
                 p95_ms,
                 mu,
                 sigma,
-            } => {
-                let (mu, sigma) = match (mean_ms, p95_ms, mu, sigma) {
-                    (Some(mean), Some(p95), None, None) => {
-                        let mean = positive_ms(key, "mean_ms", *mean)?;
-                        let p95 = positive_ms(key, "p95_ms", *p95)?;
-                        lognormal_fit(mean, p95).ok_or_else(|| {
-                            ConfigError::new(
-                                format!("{key}.p95_ms"),
-                                format!(
-                                    "no log-normal has mean {mean} and p95 {p95}: p95 must be above \
-                                     the mean and at most {:.2} times it",
-                                    (Z95 * Z95 / 2.0).exp()
-                                ),
-                            )
-                        })?
-                    }
-                    (None, None, Some(mu), Some(sigma)) => {
-                        if !(mu.is_finite() && *mu <= max_mu()) {
-                            return Err(ConfigError::new(
-                                format!("{key}.mu"),
-                                format!(
-                                    "must be a finite number at most ln({MAX_DURATION_MS}) = {:.4} \
-                                     (a median of at most one year), got {mu}",
-                                    max_mu()
-                                ),
-                            ));
-                        }
-                        if !(sigma.is_finite() && *sigma >= 0.0) {
-                            return Err(ConfigError::new(
-                                format!("{key}.sigma"),
-                                format!("must be a finite number >= 0, got {sigma}"),
-                            ));
-                        }
-                        (*mu, *sigma)
-                    }
-                    _ => {
-                        return Err(ConfigError::new(
-                            key,
-                            "lognormal takes either mean_ms and p95_ms, or mu and sigma",
-                        ))
-                    }
-                };
-                Latency::LogNormal(mu, sigma)
-            }
+            } => lognormal(key, (*mean_ms, *p95_ms), (*mu, *sigma))?,
             RawLatency::Exponential { mean_ms } => {
                 let mean = positive_ms(key, "mean_ms", *mean_ms)?;
                 Latency::Exponential(mean)
@@ -305,52 +262,113 @@ impl RawLatency {
                 let shape = positive(key, "shape", *shape)?;
                 Latency::Pareto(scale, shape)
             }
-            RawLatency::Empirical { values_ms, file } => {
-                let values = match (values_ms, file) {
-                    (Some(v), None) => {
-                        for (i, x) in v.iter().enumerate() {
-                            duration_ms(key, &format!("values_ms[{i}]"), *x)?;
-                        }
-                        v.clone()
-                    }
-                    (None, Some(f)) => read_values(key, f, base)?,
-                    _ => {
-                        return Err(ConfigError::new(
-                            key,
-                            "empirical takes either values_ms or file",
-                        ))
-                    }
-                };
-                if values.is_empty() {
-                    return Err(ConfigError::new(key, "empirical needs at least one value"));
-                }
-                Latency::Empirical(values)
-            }
-            RawLatency::Mixture { components } => {
-                if components.is_empty() {
-                    return Err(ConfigError::new(
-                        format!("{key}.components"),
-                        "needs at least one component",
-                    ));
-                }
-                let mut built = Vec::with_capacity(components.len());
-                for (i, c) in components.iter().enumerate() {
-                    let ck = format!("{key}.components[{i}]");
-                    built.push((positive(&ck, "weight", c.weight)?, c.dist.build(&ck, base)?));
-                }
-                // Relative to the largest weight, so the sum stays finite however large they are.
-                let top = built.iter().map(|(w, _)| *w).fold(0.0, f64::max);
-                let total: f64 = built.iter().map(|(w, _)| w / top).sum();
-                let mut cum = 0.0;
-                let mut cumulative = Vec::with_capacity(built.len());
-                for (w, d) in built {
-                    cum += w / top;
-                    cumulative.push((cum / total, d));
-                }
-                Latency::Mixture(cumulative)
-            }
+            RawLatency::Empirical { values_ms, file } => empirical(key, values_ms, file, base)?,
+            RawLatency::Mixture { components } => mixture(key, components, base)?,
         })
     }
+}
+
+/// A log-normal from its mean and p95, or from `mu` and `sigma` (exactly one pair given).
+fn lognormal(
+    key: &str,
+    (mean_ms, p95_ms): (Option<f64>, Option<f64>),
+    (mu, sigma): (Option<f64>, Option<f64>),
+) -> Result<Latency, ConfigError> {
+    let (mu, sigma) = match (mean_ms, p95_ms, mu, sigma) {
+        (Some(mean), Some(p95), None, None) => {
+            let mean = positive_ms(key, "mean_ms", mean)?;
+            let p95 = positive_ms(key, "p95_ms", p95)?;
+            lognormal_fit(mean, p95).ok_or_else(|| {
+                ConfigError::new(
+                    format!("{key}.p95_ms"),
+                    format!(
+                        "no log-normal has mean {mean} and p95 {p95}: p95 must be above \
+                         the mean and at most {:.2} times it",
+                        (Z95 * Z95 / 2.0).exp()
+                    ),
+                )
+            })?
+        }
+        (None, None, Some(mu), Some(sigma)) => {
+            if !(mu.is_finite() && mu <= max_mu()) {
+                return Err(ConfigError::new(
+                    format!("{key}.mu"),
+                    format!(
+                        "must be a finite number at most ln({MAX_DURATION_MS}) = {:.4} \
+                         (a median of at most one year), got {mu}",
+                        max_mu()
+                    ),
+                ));
+            }
+            if !(sigma.is_finite() && sigma >= 0.0) {
+                return Err(ConfigError::new(
+                    format!("{key}.sigma"),
+                    format!("must be a finite number >= 0, got {sigma}"),
+                ));
+            }
+            (mu, sigma)
+        }
+        _ => {
+            return Err(ConfigError::new(
+                key,
+                "lognormal takes either mean_ms and p95_ms, or mu and sigma",
+            ))
+        }
+    };
+    Ok(Latency::LogNormal(mu, sigma))
+}
+
+/// Observed latencies, inline (`values_ms`) or from a file (exactly one given).
+fn empirical(
+    key: &str,
+    values_ms: &Option<Vec<f64>>,
+    file: &Option<String>,
+    base: &Path,
+) -> Result<Latency, ConfigError> {
+    let values = match (values_ms, file) {
+        (Some(v), None) => {
+            for (i, x) in v.iter().enumerate() {
+                duration_ms(key, &format!("values_ms[{i}]"), *x)?;
+            }
+            v.clone()
+        }
+        (None, Some(f)) => read_values(key, f, base)?,
+        _ => {
+            return Err(ConfigError::new(
+                key,
+                "empirical takes either values_ms or file",
+            ))
+        }
+    };
+    if values.is_empty() {
+        return Err(ConfigError::new(key, "empirical needs at least one value"));
+    }
+    Ok(Latency::Empirical(values))
+}
+
+/// A weighted mixture: each component built, the weights made cumulative shares.
+fn mixture(key: &str, components: &[RawComponent], base: &Path) -> Result<Latency, ConfigError> {
+    if components.is_empty() {
+        return Err(ConfigError::new(
+            format!("{key}.components"),
+            "needs at least one component",
+        ));
+    }
+    let mut built = Vec::with_capacity(components.len());
+    for (i, c) in components.iter().enumerate() {
+        let ck = format!("{key}.components[{i}]");
+        built.push((positive(&ck, "weight", c.weight)?, c.dist.build(&ck, base)?));
+    }
+    // Relative to the largest weight, so the sum stays finite however large they are.
+    let top = built.iter().map(|(w, _)| *w).fold(0.0, f64::max);
+    let total: f64 = built.iter().map(|(w, _)| w / top).sum();
+    let mut cum = 0.0;
+    let mut cumulative = Vec::with_capacity(built.len());
+    for (w, d) in built {
+        cum += w / top;
+        cumulative.push((cum / total, d));
+    }
+    Ok(Latency::Mixture(cumulative))
 }
 
 impl Latency {

@@ -9,10 +9,13 @@ use super::{
     default_out, load, load_and_run, out, realtime_options, run_in, Failure, ScenarioArgs,
 };
 use crate::analysis::check;
+use crate::engine::scenario::Scenario;
+use crate::engine::sim::RealtimeOptions;
 use crate::output::files::OutputSet;
 use crate::output::report::escape;
 use crate::output::report::metrics;
 use crate::output::report::summary::Summary;
+use serde_json::Value;
 
 /// Exit code of a check that failed.
 const EXIT_CHECK_FAILED: u8 = 1;
@@ -64,36 +67,45 @@ fn percent(s: &str) -> Result<f64, String> {
 
 /// Runs the scenario and checks it; the exit code says how it went.
 pub fn check(args: CheckArgs) -> ExitCode {
-    // Everything that can be refused is refused before the run.
-    let scenario = match load(&args.input) {
-        Ok(s) => s,
-        Err(f) => return f.exit(),
-    };
-    let realtime = match realtime_options(&args.input.clock) {
-        Ok(r) => r,
-        Err(e) => return Failure::bad_input(e).exit(),
-    };
-    if let Err(e) = check::validate(&scenario.slo, &scenario.slo_tolerance) {
-        return Failure::bad_input(format!("{}: {e}", args.input.scenario.display())).exit();
+    match prepare(&args).and_then(|gate| gate.run(&args)) {
+        Ok(code) => code,
+        Err(f) => f.exit(),
     }
+}
+
+/// A check ready to run: everything that can be refused has been, before the run.
+struct Gate<'a> {
+    scenario: Scenario,
+    realtime: Option<RealtimeOptions>,
+    /// "virtual" or "realtime": a baseline must come from the same mode.
+    mode: &'static str,
+    baseline: Option<Value>,
+    dir: PathBuf,
+    outputs: OutputSet<'a>,
+}
+
+/// Loads the scenario and the baseline, checks the objectives, and declares every output.
+fn prepare(args: &CheckArgs) -> Result<Gate<'_>, Failure> {
+    let scenario = load(&args.input)?;
+    let realtime = realtime_options(&args.input.clock).map_err(Failure::bad_input)?;
+    check::validate(&scenario.slo, &scenario.slo_tolerance)
+        .map_err(|e| Failure::bad_input(format!("{}: {e}", args.input.scenario.display())))?;
     let mode = if realtime.is_some() {
         "realtime"
     } else {
         "virtual"
     };
-    let baseline = match &args.baseline {
-        Some(path) => match check::read_baseline(path, &scenario.name, mode) {
-            Ok(b) => Some(b),
-            Err(e) => return Failure::bad_input(e).exit(),
-        },
-        None => None,
-    };
+    let baseline = args
+        .baseline
+        .as_ref()
+        .map(|path| check::read_baseline(path, &scenario.name, mode))
+        .transpose()
+        .map_err(Failure::bad_input)?;
     if scenario.slo.is_empty() && baseline.is_none() {
-        return Failure::bad_input(format!(
+        return Err(Failure::bad_input(format!(
             "{}: nothing to check: the scenario has no [slo] objectives and no --baseline was given",
             args.input.scenario.display()
-        ))
-        .exit();
+        )));
     }
     let dir = default_out(&args.out, &scenario.name);
     let mut outputs = OutputSet::new();
@@ -107,60 +119,77 @@ pub fn check(args: CheckArgs) -> ExitCode {
             outputs.output(path, flag);
         }
     }
-    if let Err(e) = outputs.check() {
-        return Failure::output(&e).exit();
-    }
-    // The contract: a run that cannot be done is exit 2, like bad input.
-    let outcome = match run_in(&scenario, realtime.as_ref()) {
-        Ok(o) => o,
-        Err(f) => {
-            return Failure::bad_input(format!("the run could not be done: {}", f.message)).exit()
+    outputs.check().map_err(|e| Failure::output(&e))?;
+    Ok(Gate {
+        scenario,
+        realtime,
+        mode,
+        baseline,
+        dir,
+        outputs,
+    })
+}
+
+impl Gate<'_> {
+    /// Runs the scenario, judges it, writes the outputs and prints the table.
+    fn run(mut self, args: &CheckArgs) -> Result<ExitCode, Failure> {
+        // The contract: a run that cannot be done is exit 2, like bad input.
+        let outcome = run_in(&self.scenario, self.realtime.as_ref())
+            .map_err(|f| Failure::bad_input(format!("the run could not be done: {}", f.message)))?;
+        let summary = Summary::new(&self.scenario, &outcome);
+        let run = serde_json::to_value(&summary).expect("a summary always serialises");
+        let checks = self.judge(&run, args.tolerance);
+        let title = self.title(args);
+        let outputs = &mut self.outputs;
+        crate::output::report::put_run(outputs, &self.dir, &summary, &outcome.recording);
+        if let Some(path) = &args.junit {
+            outputs.put(path, check::junit(&self.scenario.name, &checks));
         }
-    };
-    let summary = Summary::new(&scenario, &outcome);
-    let run = serde_json::to_value(&summary).expect("a summary always serialises");
-    let mut checks = check::objectives(&scenario.slo, &run);
-    if let Some(b) = &baseline {
-        checks.extend(check::against_baseline(
-            b,
-            &run,
-            args.tolerance,
-            &scenario.slo_tolerance,
+        if let Some(path) = &args.summary_md {
+            outputs.put(path, check::markdown(&title, &checks));
+        }
+        self.outputs.commit().map_err(|e| Failure::output(&e))?;
+        let printed = out(&format!(
+            "capsize check: {}\n\n{}",
+            escape::terminal(&title),
+            check::table(&checks)
         ));
+        Ok(if checks.iter().all(|c| c.pass) {
+            printed
+        } else {
+            ExitCode::from(EXIT_CHECK_FAILED)
+        })
     }
-    let against = match (&args.baseline, &baseline) {
-        (Some(path), Some(b)) => format!(
-            " against baseline {} (seed {}) at {} % tolerance",
-            path.display(),
-            crate::analysis::slo::lookup(b, metrics::SEED.path())
-                .map_or("?".into(), |v| v.to_string()),
-            crate::analysis::plan::fmt_num(args.tolerance)
-        ),
-        _ => String::new(),
-    };
-    let title = format!(
-        "{} (seed {}, {mode}){against}",
-        scenario.name, scenario.seed
-    );
-    crate::output::report::put_run(&mut outputs, &dir, &summary, &outcome.recording);
-    if let Some(path) = &args.junit {
-        outputs.put(path, check::junit(&scenario.name, &checks));
+
+    /// The run held to the objectives, then to the baseline if there is one.
+    fn judge(&self, run: &Value, tolerance: f64) -> Vec<check::Check> {
+        let scenario = &self.scenario;
+        let mut checks = check::objectives(&scenario.slo, run);
+        if let Some(b) = &self.baseline {
+            checks.extend(check::against_baseline(
+                b,
+                run,
+                tolerance,
+                &scenario.slo_tolerance,
+            ));
+        }
+        checks
     }
-    if let Some(path) = &args.summary_md {
-        outputs.put(path, check::markdown(&title, &checks));
-    }
-    if let Err(e) = outputs.commit() {
-        return Failure::output(&e).exit();
-    }
-    let printed = out(&format!(
-        "capsize check: {}\n\n{}",
-        escape::terminal(&title),
-        check::table(&checks)
-    ));
-    if checks.iter().all(|c| c.pass) {
-        printed
-    } else {
-        ExitCode::from(EXIT_CHECK_FAILED)
+
+    /// "name (seed S, mode) against baseline FILE (seed B) at T % tolerance".
+    fn title(&self, args: &CheckArgs) -> String {
+        let against = match (&args.baseline, &self.baseline) {
+            (Some(path), Some(b)) => format!(
+                " against baseline {} (seed {}) at {} % tolerance",
+                path.display(),
+                crate::analysis::slo::lookup(b, metrics::SEED.path())
+                    .map_or("?".into(), |v| v.to_string()),
+                crate::analysis::plan::fmt_num(args.tolerance)
+            ),
+            _ => String::new(),
+        };
+        let (name, seed, mode) = (&self.scenario.name, self.scenario.seed, self.mode);
+        format!("{name} (seed {seed}, {mode}){against}")
     }
 }
 
