@@ -13,11 +13,11 @@ use tokio::time::Instant;
 
 use crate::observe::{CallId, EventKind, RetryCause};
 use crate::retry::{Classify, Decision, FailureKind};
-use crate::{Attempt, CallError, CallSpec, Interrupt, Scheduler, Stage, Work};
+use crate::{Attempt, CallError, CallSpec, Clock, Interrupt, Scheduler, Stage, Work};
 
 /// A call in progress: where it is, what it holds, and the last clock reading.
-pub(crate) struct Call<'a> {
-    scheduler: &'a Scheduler,
+pub(crate) struct Call<'a, C: Clock> {
+    scheduler: &'a Scheduler<C>,
     spec: &'a CallSpec,
     id: CallId,
     now: Instant,
@@ -25,14 +25,14 @@ pub(crate) struct Call<'a> {
     refundable: bool,
 }
 
-impl<'a> Call<'a> {
+impl<'a, C: Clock> Call<'a, C> {
     /// Opens the call: takes its id and reports it queued.
-    pub(crate) fn open(scheduler: &'a Scheduler, spec: &'a CallSpec) -> Self {
+    pub(crate) fn open(scheduler: &'a Scheduler<C>, spec: &'a CallSpec) -> Self {
         let call = Call {
             scheduler,
             spec,
             id: scheduler.next_id(),
-            now: Instant::now(),
+            now: scheduler.clock().now(),
             refundable: false,
         };
         let tokens = spec.tokens;
@@ -65,7 +65,7 @@ impl<'a> Call<'a> {
         &mut self,
     ) -> Result<Option<SemaphorePermit<'a>>, CallError<E>> {
         let scope = &self.spec.scope;
-        if let Some(cause) = scope.interrupted(Work::Unsent) {
+        if let Some(cause) = scope.interrupted_at(Work::Unsent, self.scheduler.clock().now()) {
             return Err(self.stop(Stage::Queued, cause));
         }
         let Some(sem) = &self.scheduler.inner.permits else {
@@ -75,9 +75,9 @@ impl<'a> Call<'a> {
             return Ok(Some(permit));
         }
         // Waits are boxed: kept out of the call's own future, which stays small to move.
-        match Box::pin(scope.run(Work::Unsent, sem.acquire())).await {
+        match Box::pin(scope.run_on(self.scheduler.clock(), Work::Unsent, sem.acquire())).await {
             Ok(Ok(permit)) => {
-                self.now = Instant::now();
+                self.now = self.scheduler.clock().now();
                 Ok(Some(permit))
             }
             // The semaphore is never closed, so `acquire` cannot fail; treat it as a cancel.
@@ -107,7 +107,7 @@ impl<'a> Call<'a> {
         } else {
             Stage::Backoff
         };
-        if let Some(cause) = scope.interrupted(Work::Unsent) {
+        if let Some(cause) = scope.interrupted_at(Work::Unsent, self.scheduler.clock().now()) {
             return Err(self.stop(waited, cause));
         }
         let Some(limiter) = &self.scheduler.inner.limiter else {
@@ -117,14 +117,19 @@ impl<'a> Call<'a> {
         // A reservation the buckets hold already goes at once: no wait to report.
         if !reservation.is_ready() {
             self.emit(EventKind::LimiterWaitStart);
-            let ready = Box::pin(scope.run(Work::Unsent, reservation.ready())).await;
+            let ready =
+                Box::pin(scope.run_on(self.scheduler.clock(), Work::Unsent, reservation.ready()))
+                    .await;
             // Ready at the very instant the scope stopped: stopped wins, and the reservation
             // (not yet taken) is refunded when dropped.
-            if let Some(cause) = ready.err().or_else(|| scope.interrupted(Work::Unsent)) {
+            if let Some(cause) = ready
+                .err()
+                .or_else(|| scope.interrupted_at(Work::Unsent, self.scheduler.clock().now()))
+            {
                 drop(reservation);
                 return Err(self.stop(Stage::Limiter, cause));
             }
-            self.now = Instant::now();
+            self.now = self.scheduler.clock().now();
             self.emit(EventKind::LimiterWaitEnd);
         }
         reservation.admit();
@@ -146,14 +151,14 @@ impl<'a> Call<'a> {
         });
         let scope = &self.spec.scope;
         let outcome = if scope.watches(Work::Sent) {
-            match Box::pin(scope.run(Work::Sent, work)).await {
+            match Box::pin(scope.run_on(self.scheduler.clock(), Work::Sent, work)).await {
                 Ok(outcome) => outcome,
                 Err(cause) => return Err(self.stop(Stage::InFlight, cause)),
             }
         } else {
             work.await
         };
-        self.now = Instant::now();
+        self.now = self.scheduler.clock().now();
         if outcome.is_ok() {
             self.emit(EventKind::Completed { attempts: number });
         }
@@ -204,11 +209,17 @@ impl<'a> Call<'a> {
             delay,
             cause,
         });
-        let backoff = tokio::time::sleep_until(self.now + delay);
-        if let Err(cause) = Box::pin(self.spec.scope.run(Work::Unsent, backoff)).await {
+        let backoff = self.scheduler.clock().sleep_until(self.now + delay);
+        if let Err(cause) = Box::pin(self.spec.scope.run_on(
+            self.scheduler.clock(),
+            Work::Unsent,
+            backoff,
+        ))
+        .await
+        {
             return Err(self.stop(Stage::Backoff, cause));
         }
-        self.now = Instant::now();
+        self.now = self.scheduler.clock().now();
         Ok(())
     }
 }

@@ -11,7 +11,7 @@ use std::future::Future;
 
 use super::error::CallError;
 use super::observe::NotRunReason;
-use super::Scheduler;
+use super::{Clock, Scheduler};
 
 /// Whether a tool only reads shared state or changes it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -88,7 +88,7 @@ pub struct TurnPolicy {
     pub over_cap: CapPolicy,
 }
 
-impl Scheduler {
+impl<K: Clock> Scheduler<K> {
     /// Runs one turn's tool calls by `policy`: `exec(i, &calls[i])` makes call `i` (usually
     /// through [`Scheduler::call`]). Returns one result per call, in the order given.
     pub async fn dispatch<C, T, E, F, Fut>(

@@ -170,6 +170,7 @@
 
 pub mod budget;
 mod call;
+pub mod clock;
 pub mod dispatch;
 mod error;
 pub mod fanout;
@@ -188,6 +189,7 @@ use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
 pub use self::budget::{Budget, BudgetExhausted};
+pub use self::clock::{Clock, TokioClock};
 pub use self::dispatch::{Access, CapPolicy, TurnPolicy};
 pub use self::error::{
     CallError, ConfigError, GiveUp, Interrupt, InvalidBackoff, InvalidHeadroom, InvalidLimit,
@@ -251,9 +253,10 @@ pub struct Attempt {
 
 type BoxRng = Box<dyn Rng + Send>;
 
-struct Inner {
+struct Inner<C: Clock> {
+    clock: C,
     permits: Option<Semaphore>,
-    limiter: Option<RateLimiter>,
+    limiter: Option<RateLimiter<C>>,
     retry: RetryPolicy,
     rng: Mutex<BoxRng>,
     observer: Option<Arc<dyn Observer>>,
@@ -261,13 +264,24 @@ struct Inner {
 }
 
 /// Builds a [`Scheduler`] from a validated [`SchedulerConfig`].
-pub struct Builder {
+pub struct Builder<C: Clock = TokioClock> {
+    clock: C,
     config: SchedulerConfig,
     rng: BoxRng,
     observer: Option<Arc<dyn Observer>>,
 }
 
-impl Builder {
+impl<C: Clock> Builder<C> {
+    /// Reads time from `clock` instead (a simulator's virtual clock).
+    pub fn clock<D: Clock>(self, clock: D) -> Builder<D> {
+        Builder {
+            clock,
+            config: self.config,
+            rng: self.rng,
+            observer: self.observer,
+        }
+    }
+
     /// Seeds the jitter RNG (Xoshiro256++; the default seed is 0).
     pub fn seed(mut self, seed: u64) -> Self {
         self.rng = Box::new(Xoshiro256PlusPlus::seed_from_u64(seed));
@@ -287,10 +301,10 @@ impl Builder {
     }
 
     /// Checks the configuration and builds the scheduler. Rate-limit buckets start full now.
-    pub fn build(self) -> Result<Scheduler, ConfigError> {
+    pub fn build(self) -> Result<Scheduler<C>, ConfigError> {
         self.config.retry.validate()?;
         let limiter = match &self.config.limits {
-            Some(l) => Some(RateLimiter::new(l)?),
+            Some(l) => Some(RateLimiter::with_clock(l, self.clock.clone())?),
             None => None,
         };
         let permits = match self.config.max_concurrency {
@@ -299,6 +313,7 @@ impl Builder {
         };
         Ok(Scheduler {
             inner: Arc::new(Inner {
+                clock: self.clock,
                 permits,
                 limiter,
                 retry: self.config.retry,
@@ -310,24 +325,40 @@ impl Builder {
     }
 }
 
-/// Bounded, rate-limited, retrying, cancellable calls. Clones share everything.
-#[derive(Clone)]
-pub struct Scheduler {
-    inner: Arc<Inner>,
+/// Bounded, rate-limited, retrying, cancellable calls, on the clock `C` (tokio's unless a
+/// simulator gives another). Clones share everything.
+pub struct Scheduler<C: Clock = TokioClock> {
+    inner: Arc<Inner<C>>,
+}
+
+impl<C: Clock> Clone for Scheduler<C> {
+    fn clone(&self) -> Self {
+        Scheduler {
+            inner: Arc::clone(&self.inner),
+        }
+    }
 }
 
 impl Scheduler {
-    /// Starts building a scheduler for `config`.
+    /// Starts building a scheduler for `config`, on tokio's clock.
     pub fn builder(config: SchedulerConfig) -> Builder {
         Builder {
+            clock: TokioClock,
             config,
             rng: Box::new(Xoshiro256PlusPlus::seed_from_u64(0)),
             observer: None,
         }
     }
+}
+
+impl<C: Clock> Scheduler<C> {
+    /// The clock it reads.
+    pub fn clock(&self) -> &C {
+        &self.inner.clock
+    }
 
     /// The rate limiter, if limits are set.
-    pub fn limiter(&self) -> Option<&RateLimiter> {
+    pub fn limiter(&self) -> Option<&RateLimiter<C>> {
         self.inner.limiter.as_ref()
     }
 
@@ -346,7 +377,7 @@ impl Scheduler {
 
     fn emit(&self, call: CallId, kind: EventKind) {
         if self.inner.observer.is_some() {
-            self.emit_at(call, kind, Instant::now());
+            self.emit_at(call, kind, self.inner.clock.now());
         }
     }
 

@@ -18,6 +18,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::budget::Budget;
+use super::clock::{Clock, TokioClock};
 use super::error::Interrupt;
 
 /// Which work a scope is asked about: an exhausted budget stops work not yet sent, not work
@@ -114,9 +115,13 @@ impl Scope {
         self.budget.as_ref()
     }
 
-    /// What has stopped `work` in this scope already, if anything.
+    /// What has stopped `work` in this scope already, if anything (on tokio's clock).
     pub fn interrupted(&self, work: Work) -> Option<Interrupt> {
-        let now = Instant::now();
+        self.interrupted_at(work, TokioClock.now())
+    }
+
+    /// What had stopped `work` in this scope at `now`, if anything.
+    pub fn interrupted_at(&self, work: Work, now: Instant) -> Option<Interrupt> {
         if self.cancel.as_ref().is_some_and(|t| t.is_cancelled())
             || self.stop_at.is_some_and(|s| now >= s)
         {
@@ -142,10 +147,21 @@ impl Scope {
             || (work.budget_counts() && self.budget.is_some())
     }
 
-    /// Runs `fut`, work of kind `work`, until it finishes or the scope stops it (dropping it).
-    /// Work that finishes at the same instant the scope stops keeps its result.
+    /// Runs `fut`, work of kind `work`, until it finishes or the scope stops it (dropping it),
+    /// on tokio's clock. Work that finishes at the same instant the scope stops keeps its
+    /// result.
     pub async fn run<F: Future>(&self, work: Work, fut: F) -> Result<F::Output, Interrupt> {
-        if let Some(i) = self.interrupted(work) {
+        self.run_on(&TokioClock, work, fut).await
+    }
+
+    /// As [`Scope::run`], with deadlines and stop times kept on `clock`.
+    pub async fn run_on<C: Clock, F: Future>(
+        &self,
+        clock: &C,
+        work: Work,
+        fut: F,
+    ) -> Result<F::Output, Interrupt> {
+        if let Some(i) = self.interrupted_at(work, clock.now()) {
             return Err(i);
         }
         if !self.watches(work) {
@@ -160,13 +176,13 @@ impl Scope {
         };
         let stopped = async {
             match self.stop_at {
-                Some(s) => tokio::time::sleep_until(s).await,
+                Some(s) => clock.sleep_until(s).await,
                 None => pending().await,
             }
         };
         let expired = async {
             match self.deadline {
-                Some(d) => tokio::time::sleep_until(d).await,
+                Some(d) => clock.sleep_until(d).await,
                 None => pending().await,
             }
         };

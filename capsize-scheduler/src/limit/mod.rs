@@ -19,6 +19,7 @@ use tokio::time::Instant;
 
 use self::bucket::Bucket;
 use self::queue::Queue;
+use crate::clock::{Clock, TokioClock};
 use crate::error::{ConfigError, InvalidHeadroom, InvalidLimit, LimitField, LimitKind};
 
 /// One provider limit and the bucket that enforces it on the client.
@@ -103,27 +104,37 @@ impl LimiterConfig {
     }
 }
 
-/// Requests-per-minute and tokens-per-minute buckets shared by every call of a scheduler.
+/// Requests-per-minute and tokens-per-minute buckets shared by every call of a scheduler,
+/// on the clock `C` (tokio's unless a simulator gives another).
 #[derive(Debug)]
-pub struct RateLimiter {
+pub struct RateLimiter<C: Clock = TokioClock> {
     queue: Mutex<Queue>,
     /// Woken when a refund lets waiters go earlier.
     changed: Notify,
+    clock: C,
 }
 
 impl RateLimiter {
-    /// Builds the limiter; its buckets start full now.
+    /// Builds the limiter on tokio's clock; its buckets start full now.
     pub fn new(config: &LimiterConfig) -> Result<Self, ConfigError> {
+        RateLimiter::with_clock(config, TokioClock)
+    }
+}
+
+impl<C: Clock> RateLimiter<C> {
+    /// Builds the limiter on `clock`; its buckets start full now.
+    pub fn with_clock(config: &LimiterConfig, clock: C) -> Result<Self, ConfigError> {
         if !(config.headroom > 0.0 && config.headroom <= 1.0) {
             return Err(InvalidHeadroom(config.headroom).into());
         }
-        let now = Instant::now();
+        let now = clock.now();
         Ok(RateLimiter {
             queue: Mutex::new(Queue::new(
                 config.bucket(config.requests, LimitKind::Requests, now)?,
                 config.bucket(config.tokens, LimitKind::Tokens, now)?,
             )),
             changed: Notify::new(),
+            clock,
         })
     }
 
@@ -137,12 +148,12 @@ impl RateLimiter {
 
     /// Reserves one request and `tokens` tokens now. The reservation is already paid for if
     /// [`Reservation::is_ready`]; otherwise await [`Reservation::wait`].
-    pub fn reserve(&self, tokens: u64) -> Reservation<'_> {
-        self.reserve_at(tokens, Instant::now())
+    pub fn reserve(&self, tokens: u64) -> Reservation<'_, C> {
+        self.reserve_at(tokens, self.clock.now())
     }
 
     /// As [`RateLimiter::reserve`], with a reading of the clock the caller already has.
-    pub fn reserve_at(&self, tokens: u64, now: Instant) -> Reservation<'_> {
+    pub fn reserve_at(&self, tokens: u64, now: Instant) -> Reservation<'_, C> {
         let (seq, waits) = self.lock().reserve(tokens, now);
         Reservation {
             limiter: self,
@@ -154,14 +165,14 @@ impl RateLimiter {
     /// Holds every caller, waiting or new, until `until`, and forfeits the buckets' balance: the
     /// provider has said the real allowance is spent. Credit starts again at `until`.
     pub fn pause_until(&self, until: Instant) {
-        self.lock().pause(Instant::now(), until);
+        self.lock().pause(self.clock.now(), until);
         // No wake-up needed: a pause only delays, and every waiter re-reads the queue when its
         // current sleep ends.
     }
 
     /// The balances now: (requests, tokens); `None` for a limit that is not set.
     pub fn balances(&self) -> (Option<f64>, Option<f64>) {
-        self.lock().balances(Instant::now())
+        self.lock().balances(self.clock.now())
     }
 
     /// Refill rates in units per second: (requests, tokens).
@@ -187,16 +198,16 @@ impl RateLimiter {
 
     /// When reservation `seq` may go, or `None` if it may go now.
     fn ready_at(&self, seq: u64) -> Option<Instant> {
-        self.lock().ready_at(seq, Instant::now())
+        self.lock().ready_at(seq, self.clock.now())
     }
 
     /// Reservation `seq` goes now.
     fn admit(&self, seq: u64) {
-        self.lock().admit(seq, Instant::now());
+        self.lock().admit(seq, self.clock.now());
     }
 
     fn refund(&self, seq: u64) {
-        let moved = self.lock().refund(seq, Instant::now());
+        let moved = self.lock().refund(seq, self.clock.now());
         if moved {
             self.changed.notify_waiters();
         }
@@ -206,13 +217,13 @@ impl RateLimiter {
 /// A reservation of one request and some tokens. Dropped before it is ready, it is refunded.
 #[derive(Debug)]
 #[must_use = "a reservation is refunded when dropped; await `wait` to use it"]
-pub struct Reservation<'a> {
-    limiter: &'a RateLimiter,
+pub struct Reservation<'a, C: Clock = TokioClock> {
+    limiter: &'a RateLimiter<C>,
     seq: u64,
     admitted: bool,
 }
 
-impl Reservation<'_> {
+impl<C: Clock> Reservation<'_, C> {
     /// True if the buckets already hold this reservation's share: no wait is needed.
     pub fn is_ready(&self) -> bool {
         self.admitted
@@ -241,7 +252,7 @@ impl Reservation<'_> {
                 Some(at) => {
                     tokio::select! {
                         biased;
-                        _ = tokio::time::sleep_until(at) => {}
+                        _ = self.limiter.clock.sleep_until(at) => {}
                         _ = &mut changed => {}
                     }
                 }
@@ -264,13 +275,13 @@ impl Reservation<'_> {
             return Duration::ZERO;
         }
         match self.limiter.ready_at(self.seq) {
-            Some(at) => at.saturating_duration_since(Instant::now()),
+            Some(at) => at.saturating_duration_since(self.limiter.clock.now()),
             None => Duration::ZERO,
         }
     }
 }
 
-impl Drop for Reservation<'_> {
+impl<C: Clock> Drop for Reservation<'_, C> {
     fn drop(&mut self) {
         if !self.admitted {
             self.limiter.refund(self.seq);

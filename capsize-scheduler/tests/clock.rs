@@ -1,0 +1,126 @@
+//! One test body, two clocks: the scheduler on tokio's paused clock and on capsize-des's
+//! virtual clock sends at the same instants and finishes at the same time.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use capsize_des::{Executor, Handle};
+use capsize_scheduler::{
+    CallSpec, Clock, FanOut, Limit, LimiterConfig, ProviderError, Scheduler, SchedulerConfig,
+    Scope, TokioClock,
+};
+use tokio::time::Instant;
+
+/// capsize-des's clock as a scheduler clock: instants are an origin plus the executor's time.
+#[derive(Clone)]
+struct DesClock {
+    handle: Handle,
+    origin: Instant,
+}
+
+impl Clock for DesClock {
+    type Sleep = capsize_des::Sleep;
+
+    fn now(&self) -> Instant {
+        self.origin + self.handle.now()
+    }
+
+    fn sleep_until(&self, deadline: Instant) -> Self::Sleep {
+        let ns = deadline.saturating_duration_since(self.origin).as_nanos();
+        self.handle
+            .sleep_until_ns(u64::try_from(ns).unwrap_or(u64::MAX))
+    }
+}
+
+fn config() -> SchedulerConfig {
+    SchedulerConfig {
+        max_concurrency: 4,
+        // 600 RPM at full headroom with a burst of 1: one send every 100 ms.
+        limits: Some(LimiterConfig {
+            requests: Some(Limit::per_minute(600.0).with_burst(1.0)),
+            tokens: None,
+            headroom: 1.0,
+        }),
+        ..SchedulerConfig::default()
+    }
+}
+
+/// Ten calls of 250 ms; the first attempt of call 3 is a 429 with a 1 s Retry-After. Returns
+/// each call's completion time since the start, in ms, in call order, and the total.
+fn body<C: Clock>(scheduler: Scheduler<C>) -> Pin<Box<dyn Future<Output = (Vec<u128>, u128)>>> {
+    Box::pin(async move {
+        let clock = scheduler.clock().clone();
+        let t0 = clock.now();
+        let results = FanOut::new(&Scope::new())
+            .gather((0..10).map(|i| {
+                let (scheduler, clock) = (&scheduler, &clock);
+                move |scope: Scope| async move {
+                    scheduler
+                        .call(CallSpec::new(100).in_scope(&scope), |attempt| async move {
+                            if i == 3 && attempt.number == 1 {
+                                return Err(ProviderError::rate_limited(Some(
+                                    Duration::from_secs(1),
+                                )));
+                            }
+                            clock
+                                .sleep_until(clock.now() + Duration::from_millis(250))
+                                .await;
+                            Ok(clock.now())
+                        })
+                        .await
+                }
+            }))
+            .await;
+        let done: Vec<u128> = results
+            .into_iter()
+            .map(|r| (r.expect("every call succeeds") - t0).as_millis())
+            .collect();
+        let total = (clock.now() - t0).as_millis();
+        (done, total)
+    })
+}
+
+fn on_tokio() -> (Vec<u128>, u128) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let scheduler = Scheduler::builder(config()).seed(3).build().unwrap();
+        let _: &TokioClock = scheduler.clock();
+        body(scheduler).await
+    })
+}
+
+fn on_des() -> (Vec<u128>, u128) {
+    let exec = Executor::new();
+    let clock = DesClock {
+        handle: exec.handle(),
+        origin: Instant::now(),
+    };
+    let scheduler = Scheduler::builder(config())
+        .seed(3)
+        .clock(clock)
+        .build()
+        .unwrap();
+    exec.block_on(body(scheduler)).unwrap()
+}
+
+#[test]
+fn the_scheduler_runs_alike_on_tokios_clock_and_on_a_discrete_event_executor() {
+    let des = on_des();
+    assert_eq!(des, on_tokio());
+    // Sends every 100 ms (a burst of 1), each answered 250 ms later: calls 0-2 are sent at
+    // 0, 100 and 200 ms. Call 3's first attempt, sent at 300 ms, gets a 429 with Retry-After
+    // 1 s: the limiter is paused to 1,300 ms with its balance forfeited, so the next send is at
+    // 1,400. Calls 4-6 were waiting in the limiter (FIFO) before call 3's retry joined it at
+    // 1,300: they go at 1,400, 1,500, 1,600, the retry at 1,700, calls 7-9 at 1,800-2,000.
+    let (done, total) = des;
+    assert_eq!(
+        done,
+        [250, 350, 450, 1950, 1650, 1750, 1850, 2050, 2150, 2250]
+    );
+    assert_eq!(total, 2250);
+}
