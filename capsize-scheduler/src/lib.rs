@@ -154,10 +154,11 @@
 //!
 //! # Time, and ties
 //!
-//! The scheduler reads time only through `tokio::time` and draws randomness only from the RNG
-//! it is given. Under tokio's paused clock (`start_paused = true`, as in the examples above) it
-//! is an exact, repeatable discrete-event simulation; under a normal runtime it is production
-//! code. When things happen at one instant, one rule decides: a result that arrives at the
+//! The scheduler reads time only through its [`Clock`] (tokio's, [`TokioClock`], unless
+//! [`Builder::clock`] gives another) and draws randomness only from the RNG it is given. Under
+//! tokio's paused clock (`start_paused = true`, as in the examples above) or a discrete-event
+//! executor's clock it is an exact, repeatable simulation; under a normal runtime it is
+//! production code. When things happen at one instant, one rule decides: a result that arrives at the
 //! instant its caller stops waiting is kept, and nothing starts at or after a stop or deadline.
 //!
 //! [`observe`] reports every step of every call as an [`Event`] to an [`Observer`], which is how
