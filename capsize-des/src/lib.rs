@@ -159,7 +159,7 @@ impl Executor {
         F: Future + 'static,
         F::Output: 'static,
     {
-        let _running = Running::enter();
+        let _running = Running::enter(Rc::clone(&self.shared));
         let (runnable, mut top) = async_task::spawn_local(future, schedule);
         runnable.schedule();
         loop {
@@ -193,31 +193,35 @@ impl Executor {
     }
 }
 
-impl Drop for Executor {
-    fn drop(&mut self) {
-        // Timers hold wakers of tasks whose futures hold handles: break the cycle.
-        self.shared.timers.borrow_mut().clear();
-    }
+/// Marks this thread as running an executor, and on leaving drops whatever is left: the
+/// wakers of armed timers and the runnables in the queue, which frees the tasks they belong
+/// to. (Timers hold wakers of tasks whose futures hold handles: this also breaks that cycle.)
+struct Running {
+    shared: Rc<Shared>,
 }
 
-/// Marks this thread as running an executor, and on leaving drops whatever is left: runnables
-/// in the queue and the wakers of armed timers (which frees the tasks waiting on them).
-struct Running;
-
 impl Running {
-    fn enter() -> Running {
+    fn enter(shared: Rc<Shared>) -> Running {
         RUNNING.with(|r| {
             assert!(!r.get(), "an executor is already running on this thread");
             r.set(true);
         });
-        Running
+        Running { shared }
     }
 }
 
 impl Drop for Running {
     fn drop(&mut self) {
-        let left: Vec<Runnable> = QUEUE.with(|q| q.borrow_mut().drain(..).collect());
-        drop(left);
+        // Each batch is dropped outside the borrow it came from: dropping a task can drop
+        // another's handle, which schedules that task once more to drop its future.
+        let timers = std::mem::take(&mut *self.shared.timers.borrow_mut());
+        drop(timers);
+        while let Some(batch) = QUEUE.with(|q| {
+            let mut q = q.borrow_mut();
+            (!q.is_empty()).then(|| q.drain(..).collect::<Vec<Runnable>>())
+        }) {
+            drop(batch);
+        }
         RUNNING.with(|r| r.set(false));
     }
 }

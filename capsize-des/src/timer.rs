@@ -91,11 +91,6 @@ impl Timers {
         }
         at.map(|t| (t, wakers))
     }
-
-    /// Drops every timer (and the waker it holds).
-    pub(crate) fn clear(&mut self) {
-        self.heap.clear();
-    }
 }
 
 /// A future that completes when the executor's clock reaches its deadline.

@@ -203,3 +203,29 @@ fn executors_run_one_after_another_on_one_thread() {
         assert_eq!(out, Duration::from_secs(1));
     }
 }
+
+#[test]
+fn a_task_left_pending_does_not_come_back_in_the_next_run_of_the_same_executor() {
+    let exec = Executor::new();
+    let h = exec.handle();
+    let woke: Rc<RefCell<bool>> = Rc::default();
+    let (h1, woke1) = (h.clone(), woke.clone());
+    exec.block_on(async move {
+        h1.spawn({
+            let h = h1.clone();
+            async move {
+                h.sleep_until_ns(60).await;
+                *woke1.borrow_mut() = true;
+            }
+        })
+        .detach();
+        h1.sleep_until_ns(10).await;
+    })
+    .unwrap();
+    // The first run ended at 10 ns with the task's 60 ns timer armed: it was dropped then, so
+    // the second run passes 60 ns without waking it.
+    exec.block_on(async move { h.sleep_until_ns(120).await })
+        .unwrap();
+    assert_eq!(exec.now(), Duration::from_nanos(120));
+    assert!(!*woke.borrow());
+}
