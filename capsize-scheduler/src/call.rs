@@ -65,7 +65,7 @@ impl<'a, C: Clock> Call<'a, C> {
         &mut self,
     ) -> Result<Option<SemaphorePermit<'a>>, CallError<E>> {
         let scope = &self.spec.scope;
-        if let Some(cause) = scope.interrupted_at(Work::Unsent, self.scheduler.clock().now()) {
+        if let Some(cause) = scope.interrupted_at(Work::Unsent, self.now) {
             return Err(self.stop(Stage::Queued, cause));
         }
         let Some(sem) = &self.scheduler.inner.permits else {
@@ -107,7 +107,7 @@ impl<'a, C: Clock> Call<'a, C> {
         } else {
             Stage::Backoff
         };
-        if let Some(cause) = scope.interrupted_at(Work::Unsent, self.scheduler.clock().now()) {
+        if let Some(cause) = scope.interrupted_at(Work::Unsent, self.now) {
             return Err(self.stop(waited, cause));
         }
         let Some(limiter) = &self.scheduler.inner.limiter else {
@@ -120,16 +120,16 @@ impl<'a, C: Clock> Call<'a, C> {
             let ready =
                 Box::pin(scope.run_on(self.scheduler.clock(), Work::Unsent, reservation.ready()))
                     .await;
+            self.now = self.scheduler.clock().now();
             // Ready at the very instant the scope stopped: stopped wins, and the reservation
             // (not yet taken) is refunded when dropped.
             if let Some(cause) = ready
                 .err()
-                .or_else(|| scope.interrupted_at(Work::Unsent, self.scheduler.clock().now()))
+                .or_else(|| scope.interrupted_at(Work::Unsent, self.now))
             {
                 drop(reservation);
                 return Err(self.stop(Stage::Limiter, cause));
             }
-            self.now = self.scheduler.clock().now();
             self.emit(EventKind::LimiterWaitEnd);
         }
         reservation.admit();

@@ -51,7 +51,7 @@ pub enum LimitField {
 
 /// A limit's rate or burst is not a positive, finite number.
 #[derive(Debug, Clone, Copy, PartialEq, Error)]
-#[error("{} {} must be a positive number, got {value}", kind_text(*.kind), field_text(*.field))]
+#[error("{}: {} must be a positive number, got {value}", kind_text(*.kind), field_text(*.field))]
 pub struct InvalidLimit {
     /// The limit.
     pub kind: LimitKind,
@@ -63,8 +63,8 @@ pub struct InvalidLimit {
 
 fn kind_text(kind: LimitKind) -> &'static str {
     match kind {
-        LimitKind::Requests => "requests-per-minute limit:",
-        LimitKind::Tokens => "tokens-per-minute limit:",
+        LimitKind::Requests => "requests-per-minute limit",
+        LimitKind::Tokens => "tokens-per-minute limit",
     }
 }
 
