@@ -12,6 +12,9 @@ use capsize_scheduler::{
 };
 use tokio::time::Instant;
 
+mod common;
+use common::paused_runtime;
+
 /// capsize-des's clock as a scheduler clock: instants are an origin plus the executor's time.
 #[derive(Clone)]
 struct DesClock {
@@ -82,11 +85,7 @@ fn body<C: Clock>(scheduler: Scheduler<C>) -> Pin<Box<dyn Future<Output = (Vec<u
 }
 
 fn on_tokio() -> (Vec<u128>, u128) {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .unwrap();
+    let rt = paused_runtime();
     rt.block_on(async {
         let scheduler = Scheduler::builder(config()).seed(3).build().unwrap();
         let _: &TokioClock = scheduler.clock();

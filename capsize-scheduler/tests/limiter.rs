@@ -19,7 +19,7 @@ use futures_util::future::join_all;
 use tokio::time::{sleep_until, timeout, Instant};
 
 mod common;
-use common::{logged, ms};
+use common::{logged, ms, paused_runtime};
 
 fn limits(requests: Option<Limit>, tokens: Option<Limit>) -> LimiterConfig {
     LimiterConfig {
@@ -207,11 +207,7 @@ fn bad_limits_are_rejected_naming_the_setting() {
 fn under_watchdog<F: Future<Output = ()> + 'static>(make: fn() -> F) {
     let (tx, rx) = mpsc::channel();
     let body = std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .start_paused(true)
-            .build()
-            .unwrap();
+        let rt = paused_runtime();
         rt.block_on(make());
         let _ = tx.send(());
     });

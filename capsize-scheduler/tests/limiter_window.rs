@@ -19,7 +19,7 @@ use proptest::prelude::*;
 use tokio::time::{sleep_until, Instant};
 
 mod common;
-use common::logged;
+use common::{logged, paused_runtime};
 
 const MINUTE: Duration = Duration::from_secs(60);
 /// tokio's timer tick: how late a send may be after its due instant.
@@ -90,11 +90,7 @@ fn case() -> impl Strategy<Value = Case> {
 
 /// Runs the case; returns every send as (seconds from the start, tokens).
 fn sends(case: &Case) -> Vec<(f64, u64)> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .unwrap();
+    let rt = paused_runtime();
     rt.block_on(async {
         let (s, log) = logged(SchedulerConfig {
             max_concurrency: 0,

@@ -28,3 +28,12 @@ pub fn bounded(max_concurrency: usize) -> SchedulerConfig {
         ..SchedulerConfig::default()
     }
 }
+
+/// A current-thread runtime on tokio's paused (virtual) clock.
+pub fn paused_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .expect("a current-thread runtime builds")
+}
