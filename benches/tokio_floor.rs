@@ -8,9 +8,13 @@
 //!
 //! `cargo bench --bench tokio_floor [-- SLEEPS]` (default 1,000,000).
 
+#![allow(clippy::disallowed_methods)] // benchmarks tokio's clock and tasks on purpose
+
 use std::time::Duration;
 
-use capsize::engine::sim::SCALE;
+/// The time scale the simulator ran at on tokio's paused clock (1 ms tick = 1 model µs).
+const SCALE: u32 = 1000;
+
 use rand::rngs::Xoshiro256PlusPlus;
 use rand::{RngExt, SeedableRng};
 use tokio::time::{sleep_until, Instant};

@@ -2,6 +2,8 @@
 //! mock's count equal to the client's, and no file descriptor left open afterwards. (Alone in
 //! its own test binary: other tests running beside it would open and close descriptors.)
 
+#![allow(clippy::disallowed_methods)] // runs on tokio's clock on purpose
+
 use std::path::Path;
 
 use capsize::engine::scenario::parse;

@@ -15,6 +15,8 @@
 //! or with no argument, against a capsize-mock it starts in-process with those settings and 5 %
 //! of calls failing with a 500, 503 or 529.
 
+#![allow(clippy::disallowed_methods)] // runs on tokio's clock on purpose
+
 use std::path::Path;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;

@@ -9,6 +9,9 @@
 //! Jobs are closures given the fan-out's [`Scope`]; they are polled in place, never spawned, so
 //! nothing a fan-out started can outlive it: when its future is dropped, so are theirs. Bounding
 //! how many run at once is the scheduler's semaphore, which every call goes through.
+//!
+//! A fan-out reads the time (to tell a stop from outside from its own cancel) on tokio's clock,
+//! or on the [`Clock`] given to [`FanOut::with_clock`].
 
 use std::future::Future;
 
@@ -16,6 +19,7 @@ use futures_core::Stream;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::time::Instant;
 
+use super::clock::{Clock, TokioClock};
 use super::error::CallError;
 use super::scope::{Scope, Work};
 
@@ -43,8 +47,9 @@ pub struct Failures<E> {
 
 /// A group of jobs sharing a scope: one cancel (or deadline) stops them all.
 #[derive(Debug, Clone)]
-pub struct FanOut {
+pub struct FanOut<C: Clock = TokioClock> {
     scope: Scope,
+    clock: C,
 }
 
 impl FanOut {
@@ -53,6 +58,17 @@ impl FanOut {
     pub fn new(parent: &Scope) -> Self {
         FanOut {
             scope: parent.child(),
+            clock: TokioClock,
+        }
+    }
+}
+
+impl<C: Clock> FanOut<C> {
+    /// The same fan-out on `clock` (the scheduler's, when that is not tokio's).
+    pub fn with_clock<D: Clock>(self, clock: D) -> FanOut<D> {
+        FanOut {
+            scope: self.scope,
+            clock,
         }
     }
 
@@ -60,6 +76,7 @@ impl FanOut {
     pub fn with_deadline(self, at: Instant) -> Self {
         FanOut {
             scope: self.scope.with_deadline(at),
+            clock: self.clock,
         }
     }
 
@@ -131,7 +148,10 @@ impl FanOut {
                 Err(e)
                     if cancelled
                         && e.is_interrupt()
-                        && self.scope.interrupted(Work::Unsent).is_none() =>
+                        && self
+                            .scope
+                            .interrupted_at(Work::Unsent, self.clock.now())
+                            .is_none() =>
                 {
                     failed.cancelled.push(i)
                 }

@@ -2,6 +2,8 @@
 //! means zero), exhaustion that stops pending calls but not in-flight ones, iteration caps that
 //! reach a parent's children, and refunds for calls cancelled before they were sent.
 
+#![allow(clippy::disallowed_methods)] // runs on tokio's clock on purpose
+
 use std::time::Duration;
 
 use capsize_scheduler::{

@@ -3,6 +3,8 @@
 //! each call reports the stage it was stopped in, a parent deadline bounds every child, and a
 //! child's cancel stays below it.
 
+#![allow(clippy::disallowed_methods)] // runs on tokio's clock on purpose
+
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};

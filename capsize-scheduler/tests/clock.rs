@@ -1,11 +1,14 @@
 //! One test body, two clocks: the scheduler on tokio's paused clock and on capsize-des's
 //! virtual clock sends at the same instants and finishes at the same time.
 
+#![allow(clippy::disallowed_methods)] // runs on tokio's clock on purpose
+
 use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
 use capsize_des::{Executor, Handle};
+use capsize_scheduler::fanout::Interruption;
 use capsize_scheduler::{
     CallSpec, Clock, FanOut, Limit, LimiterConfig, ProviderError, Scheduler, SchedulerConfig,
     Scope, TokioClock,
@@ -122,4 +125,55 @@ fn the_scheduler_runs_alike_on_tokios_clock_and_on_a_discrete_event_executor() {
         [250, 350, 450, 1950, 1650, 1750, 1850, 2050, 2150, 2250]
     );
     assert_eq!(total, 2250);
+}
+
+/// A job's error that says whether it was an interruption.
+#[derive(Debug, PartialEq)]
+struct JobError {
+    interrupt: bool,
+}
+
+impl Interruption for JobError {
+    fn is_interrupt(&self) -> bool {
+        self.interrupt
+    }
+}
+
+#[test]
+fn a_fan_out_on_a_virtual_clock_reads_that_clock_to_tell_a_stop_from_outside() {
+    // The parent's deadline is at 300 ms. Job 0 fails at 100 ms, so the fan-out cancels job 1;
+    // job 1 ignores its scope and reports an interruption at 400 ms, after the deadline: on the
+    // virtual clock that is a stop from outside (a failure), not the fan-out's own cancel.
+    // On any other clock (the wall clock has barely moved) it would count as cancelled.
+    let exec = Executor::new();
+    let clock = DesClock {
+        handle: exec.handle(),
+        origin: Instant::now(),
+    };
+    let parent = Scope::new().with_deadline(clock.now() + Duration::from_millis(300));
+    let fan = FanOut::new(&parent).with_clock(clock.clone());
+    let failures = exec
+        .block_on(async move {
+            let jobs = [100u64, 400].map(|ms| {
+                let clock = clock.clone();
+                move |_scope: Scope| async move {
+                    let at = clock.now() + Duration::from_millis(ms);
+                    clock.sleep_until(at).await;
+                    Err::<(), _>(JobError {
+                        interrupt: ms == 400,
+                    })
+                }
+            });
+            fan.all_or_nothing(jobs).await
+        })
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(
+        failures.failures,
+        [
+            (0, JobError { interrupt: false }),
+            (1, JobError { interrupt: true })
+        ]
+    );
+    assert!(failures.cancelled.is_empty());
 }

@@ -2,6 +2,8 @@
 //! sequential batches), writes one at a time in the order given while reads run in parallel,
 //! results in call order, and `max_parallel: 0` meaning no cap.
 
+#![allow(clippy::disallowed_methods)] // runs on tokio's clock on purpose
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 

@@ -2,6 +2,8 @@
 //! returns every result in job order; `as_completed` yields in completion order; and
 //! `all_or_nothing` cancels the siblings at the first failure, leaving nothing behind.
 
+#![allow(clippy::disallowed_methods)] // runs on tokio's clock on purpose
+
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

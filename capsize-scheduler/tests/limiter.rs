@@ -5,6 +5,8 @@
 //! Every test runs under tokio's paused clock, so send times are exact. Tokio timers fire on
 //! whole milliseconds, rounding a deadline up.
 
+#![allow(clippy::disallowed_methods)] // runs on tokio's clock on purpose
+
 use std::future::Future;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::Arc;

@@ -7,6 +7,8 @@
 //! its events. Timers fire on whole milliseconds, so a send may trail its due instant by up to
 //! one: the bound allows the refill of that millisecond.
 
+#![allow(clippy::disallowed_methods)] // runs on tokio's clock on purpose
+
 use std::collections::BTreeMap;
 use std::time::Duration;
 

@@ -1,6 +1,8 @@
 //! Pins the observer: every step of a call arrives as an event with its virtual time, in order,
 //! and `Breakdown` splits a call's latency into queue, limiter, backoff and service time.
 
+#![allow(clippy::disallowed_methods)] // runs on tokio's clock on purpose
+
 use std::sync::Arc;
 
 use capsize_scheduler::observe::{Breakdown, EventLog, RetryCause};

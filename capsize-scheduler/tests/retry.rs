@@ -4,6 +4,8 @@
 //!
 //! Scheduler tests run under tokio's paused clock, so send times are exact.
 
+#![allow(clippy::disallowed_methods)] // runs on tokio's clock on purpose
+
 use std::sync::Arc;
 use std::time::Duration;
 

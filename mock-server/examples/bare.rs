@@ -4,6 +4,8 @@
 //!
 //! Usage: `bare [PORT]` (0 or absent = any free port); prints `http://127.0.0.1:PORT` first.
 
+#![allow(clippy::disallowed_methods)] // runs on tokio's clock on purpose
+
 use std::convert::Infallible;
 use std::io::Write;
 

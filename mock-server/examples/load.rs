@@ -6,6 +6,8 @@
 //! Usage: `load URI N C [PATH] [BODY]`; prints one line:
 //! `sent=N errors=E elapsed_s=T rps=R status_200=.. status_429=..` (one key per status seen).
 
+#![allow(clippy::disallowed_methods)] // runs on tokio's clock on purpose
+
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

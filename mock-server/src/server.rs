@@ -121,6 +121,7 @@ fn wall_clock() -> Duration {
 impl MockProvider {
     /// Binds `addr` (port 0 = any free port) and serves until dropped. When this returns, the
     /// server is accepting connections.
+    #[allow(clippy::disallowed_methods)] // a real-time server: tokio's clock and tasks
     pub async fn start(
         config: ServerConfig,
         addr: SocketAddr,
@@ -208,6 +209,7 @@ fn serve_on_own_runtime(
     });
 }
 
+#[allow(clippy::disallowed_methods)] // a real-time server: tokio's clock and tasks
 async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, mut stop: watch::Receiver<()>) {
     loop {
         let stream = tokio::select! {
@@ -248,6 +250,7 @@ enum BodyError {
 
 /// Reads a body of at most [`MAX_BODY_BYTES`], refusing a longer declared length without
 /// reading any of it, and a longer chunked body as soon as it passes the limit.
+#[allow(clippy::disallowed_methods)] // a real-time server: tokio's clock and tasks
 async fn read_body(body: Incoming) -> Result<Bytes, BodyError> {
     let limit = u64::try_from(MAX_BODY_BYTES).unwrap_or(u64::MAX);
     if body.size_hint().lower() > limit {
@@ -264,6 +267,7 @@ async fn read_body(body: Incoming) -> Result<Bytes, BodyError> {
 
 /// One request: route it, read its body if it goes to the model, decide, drop the body, hold
 /// the answer for its delay, answer.
+#[allow(clippy::disallowed_methods)] // a real-time server: tokio's clock and tasks
 async fn handle(
     shared: Arc<Shared>,
     req: Request<Incoming>,

@@ -6,6 +6,8 @@
 //! FIFO). Every draw is clamped to one year, so a log-normal with `sigma = 100`, which builds,
 //! serves 10,000 requests; and the model takes any time and any token count without overflow.
 
+#![allow(clippy::disallowed_methods)] // runs on tokio's clock on purpose
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 

@@ -3,6 +3,8 @@
 //! port in use, and a scenario's `[provider]`, `seed` and `[workload.model_turn] latency` used
 //! (every other table ignored).
 
+#![allow(clippy::disallowed_methods)] // runs on tokio's clock on purpose
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::PathBuf;

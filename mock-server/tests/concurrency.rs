@@ -1,6 +1,8 @@
 //! Thousands of requests from 64 concurrent workers (on keep-alive connections) are all
 //! answered by the model: none lost, none refused, every one counted.
 
+#![allow(clippy::disallowed_methods)] // runs on tokio's clock on purpose
+
 mod common;
 
 use std::sync::Arc;

@@ -4,6 +4,8 @@
 //! errors and timeouts, bad requests (400/404/405, never charged, the server keeps serving),
 //! `/stats` and `/healthz`.
 
+#![allow(clippy::disallowed_methods)] // runs on tokio's clock on purpose
+
 mod common;
 
 use std::time::Duration;

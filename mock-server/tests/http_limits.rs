@@ -5,6 +5,8 @@
 //! body as it passes it), never reaching the model; and time scales at the extremes of what
 //! validation lets through answer without panicking.
 
+#![allow(clippy::disallowed_methods)] // runs on tokio's clock on purpose
+
 mod common;
 
 use std::time::Duration;

@@ -10,6 +10,8 @@
 //! this process, where the server runs on a thread of its own: there must be none (a truncated
 //! body used to panic wiremock's server thread).
 
+#![allow(clippy::disallowed_methods)] // runs on tokio's clock on purpose
+
 mod common;
 
 use std::io::Write;

@@ -1,9 +1,8 @@
 //! Model time and runtime time.
 //!
-//! A scenario is written in model time (what a user means by "900 ms" or "600 RPM"). The runtime
-//! runs at another pace: the virtual-time simulator a thousand times slower (so tokio's 1 ms
-//! timer tick is a model microsecond), a real-time run F times faster (so a long scenario runs in
-//! seconds). [`TimeScale`] converts both ways, exactly, in integer arithmetic.
+//! A scenario is written in model time (what a user means by "900 ms" or "600 RPM"). The virtual
+//! clock reads model time itself; a real-time run may run F times faster (so a long scenario
+//! runs in seconds). [`TimeScale`] converts both ways, exactly, in integer arithmetic.
 
 use std::time::Duration;
 
@@ -23,8 +22,8 @@ fn gcd(a: u32, b: u32) -> u32 {
 }
 
 impl TimeScale {
-    /// The virtual-time simulator's scale: one model millisecond is one virtual second.
-    pub const VIRTUAL: TimeScale = TimeScale { mul: 1000, div: 1 };
+    /// The virtual-time simulator's scale: its clock reads model time.
+    pub const VIRTUAL: TimeScale = TimeScale { mul: 1, div: 1 };
 
     /// Model time itself (a real-time run at its natural pace).
     pub const REAL: TimeScale = TimeScale { mul: 1, div: 1 };
@@ -69,8 +68,11 @@ mod tests {
     fn converts_exactly_both_ways() {
         let d = Duration::from_micros(822_222);
         let v = TimeScale::VIRTUAL;
-        assert_eq!(v.to_runtime(d), Duration::from_micros(822_222_000));
+        assert_eq!(v.to_runtime(d), d);
         assert_eq!(v.to_model(v.to_runtime(d)), d);
+        let slow = TimeScale::faster(0.001);
+        assert_eq!(slow.to_runtime(d), Duration::from_micros(822_222_000));
+        assert_eq!(slow.to_model(slow.to_runtime(d)), d);
         let f = TimeScale::faster(100.0);
         assert_eq!(
             f.to_runtime(Duration::from_secs(60)),
@@ -86,6 +88,7 @@ mod tests {
             TimeScale::faster(2.5).to_runtime(Duration::from_secs(5)),
             Duration::from_secs(2)
         );
-        assert_eq!(v.factor(), 0.001);
+        assert_eq!(v.factor(), 1.0);
+        assert_eq!(slow.factor(), 0.001);
     }
 }

@@ -6,14 +6,16 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::time::Instant;
-
+use crate::engine::sim::runtime::{run_virtual, DesRuntime};
 use crate::scheduler::dispatch::Tool;
 use crate::scheduler::observe::EventLog;
 use crate::scheduler::{
-    Budget, CallError, CallSpec, CapPolicy, EventKind, FanOut, Limit, LimiterConfig, ProviderError,
-    Scheduler, SchedulerConfig, Scope, TurnPolicy,
+    Budget, CallError, CallSpec, CapPolicy, Clock, EventKind, FanOut, Limit, LimiterConfig,
+    ProviderError, Scheduler, SchedulerConfig, Scope, TurnPolicy,
 };
+
+/// The demo's clock: virtual time, exact to the nanosecond.
+type Rt = DesRuntime;
 
 /// One measured example: what was run, what the arithmetic says, what the scheduler did.
 #[derive(Debug, Clone, PartialEq)]
@@ -27,7 +29,11 @@ pub struct Row {
 }
 
 /// A scheduler for the demo, its events kept in a log.
-fn scheduler(max_concurrency: usize, limits: Option<LimiterConfig>) -> (Scheduler, Arc<EventLog>) {
+fn scheduler(
+    rt: &Rt,
+    max_concurrency: usize,
+    limits: Option<LimiterConfig>,
+) -> (Scheduler<Rt>, Arc<EventLog>) {
     let config = SchedulerConfig {
         max_concurrency,
         limits,
@@ -36,6 +42,7 @@ fn scheduler(max_concurrency: usize, limits: Option<LimiterConfig>) -> (Schedule
     let log = Arc::new(EventLog::new());
     // The demo's configurations are fixed and valid; a failure here is a bug worth a loud stop.
     let s = Scheduler::builder(config)
+        .clock(rt.clone())
         .observer(log.clone())
         .build()
         .expect("demo scheduler config is valid");
@@ -43,37 +50,37 @@ fn scheduler(max_concurrency: usize, limits: Option<LimiterConfig>) -> (Schedule
 }
 
 /// A tool call that takes `ms` milliseconds and succeeds.
-async fn tool(ms: u64) -> Result<(), ProviderError> {
-    tokio::time::sleep(Duration::from_millis(ms)).await;
+async fn tool(rt: &Rt, ms: u64) -> Result<(), ProviderError> {
+    rt.sleep_until(rt.now() + Duration::from_millis(ms)).await;
     Ok(())
 }
 
-async fn quotes(max_concurrency: usize) -> Duration {
-    let (s, _) = scheduler(max_concurrency, None);
-    let t0 = Instant::now();
+async fn quotes(rt: &Rt, max_concurrency: usize) -> Duration {
+    let (s, _) = scheduler(rt, max_concurrency, None);
+    let t0 = rt.now();
     let fan = FanOut::new(&Scope::new());
     let jobs = (0..10).map(|_| {
         let s = &s;
         move |scope: Scope| async move {
-            s.call(CallSpec::new(0).in_scope(&scope), |_| tool(350))
+            s.call(CallSpec::new(0).in_scope(&scope), |_| tool(rt, 350))
                 .await
         }
     });
     fan.gather(jobs).await;
-    t0.elapsed()
+    rt.now() - t0
 }
 
-async fn tpm_burst() -> (Duration, Duration) {
+async fn tpm_burst(rt: &Rt) -> (Duration, Duration) {
     let limits = LimiterConfig {
         tokens: Some(Limit::per_minute(10_000_000.0).with_burst(200_000.0)),
         ..LimiterConfig::default()
     };
-    let (s, log) = scheduler(0, Some(limits));
-    let t0 = Instant::now();
+    let (s, log) = scheduler(rt, 0, Some(limits));
+    let t0 = rt.now();
     let jobs = (0..200).map(|_| {
         let s = &s;
         move |scope: Scope| async move {
-            s.call(CallSpec::new(2000).in_scope(&scope), |_| tool(0))
+            s.call(CallSpec::new(2000).in_scope(&scope), |_| tool(rt, 0))
                 .await
         }
     });
@@ -92,17 +99,17 @@ async fn tpm_burst() -> (Duration, Duration) {
     (first_wait, sends.iter().copied().max().unwrap_or_default())
 }
 
-async fn capped_turn(over_cap: CapPolicy) -> (usize, usize, Duration) {
-    let (s, _) = scheduler(0, None);
+async fn capped_turn(rt: &Rt, over_cap: CapPolicy) -> (usize, usize, Duration) {
+    let (s, _) = scheduler(rt, 0, None);
     let calls: Vec<Tool> = (0..30).map(|i| Tool::read(format!("search_{i}"))).collect();
     let policy = TurnPolicy {
         max_parallel: 8,
         over_cap,
     };
-    let t0 = Instant::now();
+    let t0 = rt.now();
     let results = s
         .dispatch(&policy, &calls, |_, _| {
-            s.call(CallSpec::new(0), |_| tool(350))
+            s.call(CallSpec::new(0), |_| tool(rt, 350))
         })
         .await;
     let ran = results.iter().filter(|r| r.is_ok()).count();
@@ -110,7 +117,7 @@ async fn capped_turn(over_cap: CapPolicy) -> (usize, usize, Duration) {
         .iter()
         .filter(|r| matches!(r, Err(CallError::NotRun(_))))
         .count();
-    (ran, not_run, t0.elapsed())
+    (ran, not_run, rt.now() - t0)
 }
 
 fn budgets() -> (u64, u64, bool) {
@@ -126,16 +133,13 @@ fn budgets() -> (u64, u64, bool) {
 
 /// Runs every example in virtual time and returns the measured rows.
 pub fn rows() -> Vec<Row> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .expect("a current-thread runtime builds");
-    rt.block_on(async {
+    // Nothing here waits on anything but timers, so the run cannot stall.
+    run_virtual(Duration::from_nanos(1), |rt| async move {
+        let rt = &rt;
         let ms = |d: Duration| format!("{:.0} ms", d.as_secs_f64() * 1000.0);
         let mut rows = Vec::new();
-        let seq = quotes(1).await;
-        let par = quotes(0).await;
+        let seq = quotes(rt, 1).await;
+        let par = quotes(rt, 0).await;
         rows.push(Row {
             example: "10 quotes x 350 ms, max_concurrency 1",
             expected: "3500 ms".into(),
@@ -146,7 +150,7 @@ pub fn rows() -> Vec<Row> {
             expected: "350 ms".into(),
             measured: ms(par),
         });
-        let (first, last) = tpm_burst().await;
+        let (first, last) = tpm_burst(rt).await;
         rows.push(Row {
             example: "200 x 2000 tokens at once, 10M TPM bucket of 200k: first wait",
             expected: "2000 / 166667 s = 12 ms".into(),
@@ -170,7 +174,7 @@ pub fn rows() -> Vec<Row> {
             ),
         ];
         for (policy, example, expected) in turns {
-            let (ran, not_run, took) = capped_turn(policy).await;
+            let (ran, not_run, took) = capped_turn(rt, policy).await;
             rows.push(Row {
                 example,
                 expected: expected.into(),
@@ -188,6 +192,7 @@ pub fn rows() -> Vec<Row> {
         });
         rows
     })
+    .expect("the demo waits only on timers")
 }
 
 /// The rows as an aligned text table.

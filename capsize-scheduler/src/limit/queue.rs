@@ -137,6 +137,7 @@ impl Queue {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // the tests run on tokio's paused clock
 mod tests {
     use std::time::Duration;
 

@@ -9,6 +9,8 @@
 //! drops its request, which closes its connection. The client's own timeout ends an attempt
 //! that has no answer in time.
 
+#![allow(clippy::disallowed_methods)] // real time: tokio's clock by design
+
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 use std::time::Duration;

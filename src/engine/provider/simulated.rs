@@ -1,6 +1,6 @@
-//! The virtual provider: the clockless [`ProviderModel`] fed the runtime's (paused) time,
-//! turning each decision into a wait until the answer's absolute instant and a result the
-//! scheduler can classify.
+//! The virtual provider: the clockless [`ProviderModel`] fed the run's virtual clock, turning
+//! each decision into a wait until the answer's absolute instant and a result the scheduler can
+//! classify.
 
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
@@ -12,12 +12,13 @@ use tokio::time::Instant;
 use super::{OrphanWatch, Provider, RequestKind};
 use crate::engine::recorder::{Arrival, Recorder};
 use crate::engine::timescale::TimeScale;
-use crate::scheduler::ProviderError;
+use crate::scheduler::{Clock, ProviderError};
 
-/// The provider model in-process, on the runtime's clock at `scale`.
-pub struct VirtualProvider {
+/// The provider model in-process, on `clock` at `scale`.
+pub struct VirtualProvider<C> {
     model: RefCell<ProviderModel>,
     recorder: Arc<Recorder>,
+    clock: C,
     t0: Instant,
     scale: TimeScale,
     /// The client's timeout per attempt, on the runtime's clock.
@@ -26,13 +27,13 @@ pub struct VirtualProvider {
     model_turn: Option<Latency>,
 }
 
-impl VirtualProvider {
-    /// A provider for `model`, recording into `recorder`; the run started at `t0`; the client
-    /// gives up on an attempt after `timeout` (model time).
+impl<C: Clock> VirtualProvider<C> {
+    /// A provider for `model`, recording into `recorder`, whose run starts now on `clock`; the
+    /// client gives up on an attempt after `timeout` (model time).
     pub fn new(
         model: ProviderModel,
         recorder: Arc<Recorder>,
-        t0: Instant,
+        clock: C,
         scale: TimeScale,
         timeout: Duration,
         model_turn: Option<Latency>,
@@ -40,7 +41,8 @@ impl VirtualProvider {
         VirtualProvider {
             model: RefCell::new(model),
             recorder,
-            t0,
+            t0: clock.now(),
+            clock,
             scale,
             timeout: scale.to_runtime(timeout),
             model_turn,
@@ -65,14 +67,14 @@ impl VirtualProvider {
     }
 }
 
-impl Provider for VirtualProvider {
+impl<C: Clock> Provider for VirtualProvider<C> {
     async fn request(
         &self,
         tokens: u64,
         kind: RequestKind,
         abandoned: &Cell<bool>,
     ) -> Result<(), ProviderError> {
-        let arrived = Instant::now();
+        let arrived = self.clock.now();
         let now = self.scale.to_model(arrived - self.t0);
         let latency = match kind {
             RequestKind::ModelTurn => self.model_turn.as_ref(),
@@ -109,7 +111,7 @@ impl Provider for VirtualProvider {
             }
             _ => (self.timeout, Err(ProviderError::timeout())),
         };
-        tokio::time::sleep_until(arrived + wait).await;
+        self.clock.sleep_until(arrived + wait).await;
         watch.answered = true;
         result
     }

@@ -2,8 +2,9 @@
 //!
 //! Sessions (closed loop) or arrivals (open loop) start queries; a query runs one agent's rounds,
 //! or an orchestrator's budgeted subagents; every call goes through the real scheduler to a
-//! [`Provider`]. The code reads only the runtime's clock and converts model durations with a
-//! [`TimeScale`], so the same driver runs on the paused clock and on the real one. Tasks are
+//! [`Provider`]. The code reads time and spawns tasks only through its [`Runtime`] and converts
+//! model durations with a [`TimeScale`], so the same driver runs on the virtual clock and on the
+//! real one. Tasks are
 //! bounded: one per session or per query in flight, never one per call (only work left running
 //! after its caller gave up, with `transport_cancel = false`, gets a task of its own).
 
@@ -14,9 +15,11 @@ use std::sync::Arc;
 use std::task::{Poll, Waker};
 use std::time::Duration;
 
+use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::sync::Notify;
-use tokio::task::JoinSet;
-use tokio::time::{sleep_until, Instant};
+use tokio::time::Instant;
+
+use super::runtime::Runtime;
 
 use crate::engine::provider::{Provider, RequestKind};
 use crate::engine::recorder::Recorder;
@@ -28,8 +31,9 @@ use crate::scheduler::{
     Work,
 };
 
-struct Ctx<P> {
-    scheduler: Scheduler,
+struct Ctx<P, R: Runtime> {
+    rt: R,
+    scheduler: Scheduler<R>,
     provider: Rc<P>,
     scale: TimeScale,
     pace: Pace,
@@ -50,20 +54,25 @@ struct Ctx<P> {
     detached_done: Notify,
 }
 
-impl<P: Provider> Ctx<P> {
+impl<P: Provider, R: Runtime> Ctx<P, R> {
     /// Whether another query may start now.
     fn take_ticket(&self) -> bool {
-        if self.root.interrupted(Work::Sent).is_some() {
+        if self.stopped(&self.root, Work::Sent) {
             return false;
         }
         let ok = match self.stop {
             Stop::Queries(n) => self.started.get() < n,
-            Stop::Duration(d) => Instant::now() < self.t0 + self.scale.to_runtime(d),
+            Stop::Duration(d) => self.rt.now() < self.t0 + self.scale.to_runtime(d),
         };
         if ok {
             self.started.set(self.started.get() + 1);
         }
         ok
+    }
+
+    /// Whether `scope` has stopped `work` by now, on the run's clock.
+    fn stopped(&self, scope: &Scope, work: Work) -> bool {
+        scope.interrupted_at(work, self.rt.now()).is_some()
     }
 
     async fn call(
@@ -82,8 +91,8 @@ impl<P: Provider> Ctx<P> {
 
 /// Runs one agent's rounds in `scope`; returns true if any call failed or was stopped. A budget
 /// in the scope counts one iteration per round and stops the agent when it is spent.
-async fn run_agent<P: Provider>(
-    ctx: &Ctx<P>,
+async fn run_agent<P: Provider, R: Runtime>(
+    ctx: &Ctx<P, R>,
     rounds: &[Vec<PlannedCall>],
     scope: &Scope,
     abandoned: &Cell<bool>,
@@ -113,7 +122,7 @@ async fn run_agent<P: Provider>(
         failed |= results
             .iter()
             .any(|r| matches!(r, Err(e) if !matches!(e, CallError::NotRun(_))));
-        if scope.interrupted(Work::Unsent).is_some() {
+        if ctx.stopped(scope, Work::Unsent) {
             return true;
         }
     }
@@ -122,8 +131,8 @@ async fn run_agent<P: Provider>(
 
 /// Runs one query: a single agent, or an orchestrator that fans out to budgeted subagents and
 /// then synthesises. Returns true if any call failed or was stopped.
-async fn run_query<P: Provider>(
-    ctx: Rc<Ctx<P>>,
+async fn run_query<P: Provider, R: Runtime>(
+    ctx: Rc<Ctx<P, R>>,
     plan: QueryPlan,
     scope: Scope,
     abandoned: Rc<Cell<bool>>,
@@ -146,7 +155,7 @@ async fn run_query<P: Provider>(
         }
     });
     let mut failed = fan.gather(jobs).await.into_iter().any(|f| f);
-    if sub.synthesis_tokens > 0 && scope.interrupted(Work::Sent).is_none() {
+    if sub.synthesis_tokens > 0 && !ctx.stopped(&scope, Work::Sent) {
         let left = budget.remaining();
         let synth = scope.clone().with_budget(budget);
         let result = ctx
@@ -171,9 +180,9 @@ async fn run_query<P: Provider>(
 }
 
 /// Runs one query that should have started at `intended`, and records how it ended.
-async fn one_query<P: Provider + 'static>(ctx: Rc<Ctx<P>>, intended: Instant) {
+async fn one_query<P: Provider + 'static, R: Runtime>(ctx: Rc<Ctx<P, R>>, intended: Instant) {
     ctx.recorder
-        .query_started(Instant::now().saturating_duration_since(intended));
+        .query_started(ctx.rt.now().saturating_duration_since(intended));
     let plan = ctx.planner.borrow_mut().query();
     let abandoned = Rc::new(Cell::new(false));
     // What ends the caller's wait: the user's stop (on the root scope, if any) and the parent
@@ -195,26 +204,26 @@ async fn one_query<P: Provider + 'static>(ctx: Rc<Ctx<P>>, intended: Instant) {
             Scope::new(),
             abandoned.clone(),
         ));
-        match scope.run(Work::Sent, work.as_mut()).await {
+        match scope.run_on(&ctx.rt, Work::Sent, work.as_mut()).await {
             Ok(failed) => failed,
             Err(_) => {
                 ctx.detached.set(ctx.detached.get() + 1);
-                let ctx = ctx.clone();
-                tokio::task::spawn_local(async move {
+                let ctx2 = ctx.clone();
+                R::detach(ctx.rt.spawn(async move {
                     work.await;
-                    ctx.detached.set(ctx.detached.get() - 1);
-                    ctx.detached_done.notify_waiters();
-                });
+                    ctx2.detached.set(ctx2.detached.get() - 1);
+                    ctx2.detached_done.notify_waiters();
+                }));
                 true
             }
         }
     };
-    if scope.interrupted(Work::Sent).is_some() {
+    if ctx.stopped(&scope, Work::Sent) {
         abandoned.set(true);
         ctx.recorder.query_abandoned();
         return;
     }
-    let now = Instant::now();
+    let now = ctx.rt.now();
     ctx.last_end.set(ctx.last_end.get().max(now));
     ctx.recorder.query_done(now - intended, failed);
 }
@@ -224,32 +233,32 @@ async fn one_query<P: Provider + 'static>(ctx: Rc<Ctx<P>>, intended: Instant) {
 /// at the same instant, for ever, under a duration stop. No query of real latency is affected.
 const MIN_QUERY_SPACING: Duration = Duration::from_micros(1);
 
-async fn session<P: Provider + 'static>(ctx: Rc<Ctx<P>>) {
-    let mut intended = Instant::now();
+async fn session<P: Provider + 'static, R: Runtime>(ctx: Rc<Ctx<P, R>>) {
+    let mut intended = ctx.rt.now();
     while ctx.take_ticket() {
-        let started = Instant::now();
+        let started = ctx.rt.now();
         one_query(ctx.clone(), intended).await;
         let think = ctx.planner.borrow_mut().think();
         let earliest = started + ctx.scale.to_runtime(MIN_QUERY_SPACING);
-        intended = (Instant::now() + ctx.scale.to_runtime(think)).max(earliest);
-        ctx.pace.until(intended).await;
+        intended = (ctx.rt.now() + ctx.scale.to_runtime(think)).max(earliest);
+        ctx.pace.until(&ctx.rt, intended).await;
     }
 }
 
-async fn open_arrivals<P: Provider + 'static>(ctx: Rc<Ctx<P>>) {
+async fn open_arrivals<P: Provider + 'static, R: Runtime>(ctx: Rc<Ctx<P, R>>) {
     // One task per query in flight (bounded by the queries in flight, not by the calls).
-    let mut inflight = JoinSet::new();
+    let mut inflight = FuturesUnordered::new();
     let mut next = Some(ctx.t0);
     loop {
         // Finished queries are reaped before new ones start, so the set stays as small as the
         // queries in flight. (Either order gives the same run: reaping changes nothing else.)
         tokio::select! {
             biased;
-            Some(done) = inflight.join_next(), if !inflight.is_empty() => reraise(done),
-            _ = ctx.pace.until(next.unwrap_or(ctx.t0)), if next.is_some() => {
+            Some(()) = inflight.next(), if !inflight.is_empty() => {}
+            _ = ctx.pace.until(&ctx.rt, next.unwrap_or(ctx.t0)), if next.is_some() => {
                 let at = next.unwrap_or(ctx.t0);
                 if ctx.take_ticket() {
-                    inflight.spawn_local(one_query(ctx.clone(), at));
+                    inflight.push(ctx.rt.spawn(one_query(ctx.clone(), at)));
                     let gap = ctx.planner.borrow_mut().gap().unwrap_or(Duration::ZERO);
                     next = Some(at + ctx.scale.to_runtime(gap));
                 } else {
@@ -261,24 +270,16 @@ async fn open_arrivals<P: Provider + 'static>(ctx: Rc<Ctx<P>>) {
     }
 }
 
-/// Re-raises a task's panic in the caller (a task is never aborted here).
-fn reraise(done: Result<(), tokio::task::JoinError>) {
-    if let Err(e) = done {
-        if e.is_panic() {
-            std::panic::resume_unwind(e.into_panic());
-        }
-    }
-}
-
 /// Runs `work` until it finishes, or returns `None` once virtual time reaches `deadline`. The
 /// deadline's timer waits in a task of its own, so the work's many wakes never poll it.
-async fn within<F: Future>(deadline: Instant, work: F) -> Option<F::Output> {
+async fn within<R: Runtime, F: Future>(rt: &R, deadline: Instant, work: F) -> Option<F::Output> {
     let fired = Rc::new(Cell::new(false));
     let waker = Rc::new(RefCell::new(None::<Waker>));
-    let dog = tokio::task::spawn_local({
+    let dog = rt.spawn({
         let (fired, waker) = (fired.clone(), waker.clone());
+        let sleep = rt.sleep_until(deadline);
         async move {
-            sleep_until(deadline).await;
+            sleep.await;
             fired.set(true);
             if let Some(w) = waker.borrow_mut().take() {
                 w.wake();
@@ -300,18 +301,18 @@ async fn within<F: Future>(deadline: Instant, work: F) -> Option<F::Output> {
         Poll::Pending
     })
     .await;
-    dog.abort();
+    drop(dog);
     out
 }
 
 /// How the driver waits for a planned instant (a query's arrival, the end of a think time).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Pace {
-    /// Sleep until it: exact on the paused clock.
+    /// Sleep until it: exact on the virtual clock.
     Exact,
     /// Sleep until `lead` before it, then yield until it. tokio's real-time timers fire on a
     /// 1 ms tick and wake up to about 2 ms late; a load generator that is late by that much
-    /// delays every query it starts. (On the paused clock yielding would never let time move.)
+    /// delays every query it starts. (On a virtual clock yielding would never let time move.)
     Spin {
         /// How long before the instant the sleep ends.
         lead: Duration,
@@ -319,15 +320,15 @@ pub(super) enum Pace {
 }
 
 impl Pace {
-    async fn until(self, at: Instant) {
+    async fn until<R: Runtime>(self, rt: &R, at: Instant) {
         match self {
-            Pace::Exact => sleep_until(at).await,
+            Pace::Exact => rt.sleep_until(at).await,
             Pace::Spin { lead } => {
                 if let Some(early) = at.checked_sub(lead) {
-                    sleep_until(early).await;
+                    rt.sleep_until(early).await;
                 }
-                while Instant::now() < at {
-                    tokio::task::yield_now().await;
+                while rt.now() < at {
+                    rt.yield_now().await;
                 }
             }
         }
@@ -347,17 +348,19 @@ pub(super) struct Driven {
 
 /// Runs `s`'s workload through `scheduler` to `provider` until it is done: every query ended
 /// and every detached piece of work finished. `None` if `horizon` (model time) passes first.
-pub(super) async fn drive<P: Provider + 'static>(
+pub(super) async fn drive<P: Provider + 'static, R: Runtime>(
     s: &Scenario,
-    scheduler: Scheduler,
+    scheduler: Scheduler<R>,
     provider: Rc<P>,
     recorder: Arc<Recorder>,
     scale: TimeScale,
     pace: Pace,
     horizon: Duration,
 ) -> Option<Driven> {
-    let t0 = Instant::now();
+    let rt = scheduler.clock().clone();
+    let t0 = rt.now();
     let ctx = Rc::new(Ctx {
+        rt: rt.clone(),
         scheduler,
         provider,
         scale,
@@ -392,13 +395,9 @@ pub(super) async fn drive<P: Provider + 'static>(
                     Stop::Queries(n) => sessions.min(n),
                     Stop::Duration(_) => sessions,
                 };
-                let mut all = JoinSet::new();
-                for _ in 0..busy {
-                    all.spawn_local(session(ctx.clone()));
-                }
-                while let Some(done) = all.join_next().await {
-                    reraise(done);
-                }
+                let mut all: FuturesUnordered<_> =
+                    (0..busy).map(|_| rt.spawn(session(ctx.clone()))).collect();
+                while all.next().await.is_some() {}
             }
             Arrivals::Open { .. } => open_arrivals(ctx.clone()).await,
         }
@@ -415,13 +414,10 @@ pub(super) async fn drive<P: Provider + 'static>(
             done.await;
         }
     };
-    let local = tokio::task::LocalSet::new();
-    local
-        .run_until(within(t0 + scale.to_runtime(horizon), run))
-        .await?;
+    within(&rt, t0 + scale.to_runtime(horizon), run).await?;
     Some(Driven {
         elapsed: scale.to_model(ctx.last_end.get() - t0),
-        span: scale.to_model(Instant::now() - t0),
+        span: scale.to_model(rt.now() - t0),
         queries_started: ctx.started.get(),
     })
 }

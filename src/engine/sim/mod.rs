@@ -1,18 +1,20 @@
 //! Running a scenario: the real scheduler against the provider, in virtual or in real time.
 //!
-//! Virtual time (`run`): the in-process provider model on a paused current-thread tokio runtime.
-//! Rules it follows (the README's "How the simulation works" says why): the model runs under a time scale (one model millisecond is
-//! one virtual second, so tokio's 1 ms timer tick is a model microsecond); every wait is to an
-//! absolute instant; a virtual-time watchdog turns a run that cannot finish into an error; tasks
-//! are bounded; every random stream is seeded from the scenario's seed.
+//! Virtual time (`run`): the in-process provider model on capsize-des, a discrete-event executor
+//! whose clock jumps from timer to timer and reads model time itself. Rules it follows (the
+//! README's "How the simulation works" says why): timers fire on a 1 µs tick; every wait is to
+//! an absolute instant; at one instant, the timer armed first fires first; a virtual-time
+//! watchdog turns a run that cannot finish into an error; tasks are bounded; every random stream
+//! is seeded from the scenario's seed.
 //!
-//! Real time (`run_realtime`): the same, over HTTP to the mock provider on the real clock.
+//! Real time (`run_realtime`): the same, over HTTP to the mock provider on tokio's real clock.
 //!
-//! Both modes share the workload driver (`drive`); they differ only in the runtime's clock
-//! and the [`Provider`](crate::engine::provider::Provider) behind the scheduler.
+//! Both modes share the workload driver (`drive`); they differ only in the [`Runtime`](runtime::Runtime) (clock
+//! and tasks) and the [`Provider`](crate::engine::provider::Provider) behind the scheduler.
 
 mod drive;
 mod realtime;
+pub(crate) mod runtime;
 
 pub use realtime::{run_realtime, RealtimeOptions, MODEL_TURN};
 
@@ -24,22 +26,24 @@ use capsize_mock::ProviderModel;
 use rand::rngs::Xoshiro256PlusPlus;
 use rand::SeedableRng;
 use thiserror::Error;
-use tokio::time::Instant;
 
+use self::runtime::DesRuntime;
 use crate::engine::provider::simulated::VirtualProvider;
 use crate::engine::recorder::{Recorder, Recording};
 use crate::engine::scenario::Scenario;
 use crate::engine::timescale::TimeScale;
 use crate::engine::workload::{stream_seed, streams};
 use crate::scheduler::{
-    ConfigError, Limit, LimiterConfig, RetryPolicy, Scheduler, SchedulerConfig,
+    Clock, ConfigError, Limit, LimiterConfig, RetryPolicy, Scheduler, SchedulerConfig,
 };
 
-/// Virtual time runs this many times slower than model time.
-pub const SCALE: u32 = 1000;
+/// The virtual clock's timer tick: a microsecond, the recorder's resolution. Deadlines are
+/// rounded up to it (as tokio's timer wheel rounded them to its 1 ms tick when the simulator
+/// ran on tokio's paused clock a thousand times slower than model time).
+pub const TICK: Duration = Duration::from_micros(1);
 
-/// The longest a run may take, in model time, before the watchdog stops it: a year. (Waits
-/// this long are fine for tokio's timer wheel, which re-files entries beyond its 2-year span.)
+/// The longest a run may take, in model time, before the watchdog stops it: a year. (The
+/// virtual clock counts nanoseconds in a u64: 584 years.)
 pub const HORIZON: Duration = Duration::from_secs(365 * 86_400);
 
 /// Why a run could not produce results.
@@ -51,6 +55,9 @@ pub enum SimError {
     /// The run did not finish within the horizon (a deadlock, or a scenario far too long).
     #[error("the run did not finish within {0:?} of model time (deadlock, or a scenario too long to simulate)")]
     Watchdog(Duration),
+    /// The virtual-time run stopped with work waiting and nothing to wake it (a deadlock).
+    #[error("{0}")]
+    Stalled(#[from] capsize_des::Stalled),
     /// The runtime could not be built.
     #[error("cannot start the runtime: {0}")]
     Runtime(#[from] std::io::Error),
@@ -66,7 +73,7 @@ pub enum SimError {
 /// Which clock a run used.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
-    /// tokio's paused clock and the in-process provider model.
+    /// The discrete-event executor's virtual clock and the in-process provider model.
     Virtual,
     /// The real clock and HTTP to a mock provider.
     Realtime,
@@ -127,27 +134,29 @@ pub fn scheduler_config(s: &Scenario, scale: TimeScale) -> SchedulerConfig {
     }
 }
 
-fn scheduler(
+fn scheduler<C: Clock>(
     s: &Scenario,
     scale: TimeScale,
     recorder: &Arc<Recorder>,
-) -> Result<Scheduler, SimError> {
+    clock: C,
+) -> Result<Scheduler<C>, SimError> {
     let jitter = Xoshiro256PlusPlus::seed_from_u64(stream_seed(s.seed, streams::JITTER));
     Ok(Scheduler::builder(scheduler_config(s, scale))
+        .clock(clock)
         .rng(jitter)
         .observer(recorder.clone())
         .build()?)
 }
 
-async fn simulate(s: &Scenario) -> Result<SimOutcome, SimError> {
+async fn simulate(s: &Scenario, rt: DesRuntime) -> Result<SimOutcome, SimError> {
     let scale = TimeScale::VIRTUAL;
     let recorder = Arc::new(Recorder::new(scale));
-    let scheduler = scheduler(s, scale, &recorder)?;
+    let scheduler = scheduler(s, scale, &recorder, rt.clone())?;
     let model = ProviderModel::new(s.provider.clone(), stream_seed(s.seed, streams::PROVIDER));
     let provider = Rc::new(VirtualProvider::new(
         model,
         recorder.clone(),
-        Instant::now(),
+        rt,
         scale,
         s.scheduler.timeout,
         s.workload
@@ -176,13 +185,8 @@ async fn simulate(s: &Scenario) -> Result<SimOutcome, SimError> {
     })
 }
 
-/// Simulates `scenario` in virtual time on a fresh paused runtime.
+/// Simulates `scenario` in virtual time on a fresh discrete-event executor.
 pub fn run(scenario: &Scenario) -> Result<SimOutcome, SimError> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()?;
-    // Boxed: the runtime moves the top future's output on every poll, so keep it small.
-    let out = rt.block_on(async { simulate(scenario).await.map(Box::new) })?;
-    Ok(*out)
+    let scenario = scenario.clone();
+    runtime::run_virtual(TICK, |rt| async move { simulate(&scenario, rt).await })?
 }

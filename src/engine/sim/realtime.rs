@@ -7,6 +7,8 @@
 //! waits it announces (Retry-After, resets) by F, and every figure recorded is converted back,
 //! so a virtual run and a time-scaled real-time run of one scenario report comparable numbers.
 
+#![allow(clippy::disallowed_methods)] // real time: tokio's clock and tasks by design
+
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -23,6 +25,7 @@ use crate::engine::recorder::Recorder;
 use crate::engine::scenario::Scenario;
 use crate::engine::timescale::TimeScale;
 use crate::engine::workload::{stream_seed, streams};
+use crate::scheduler::TokioClock;
 
 /// The mock's name for the workload's model-turn latency (sent as `x-capsize-latency`).
 pub const MODEL_TURN: &str = "model_turn";
@@ -94,7 +97,7 @@ async fn realtime(s: &Scenario, opts: &RealtimeOptions) -> Result<SimOutcome, Si
         .and_then(reqwest::Response::error_for_status)
         .map_err(|e| SimError::Unreachable(format!("{base}/healthz: {e}")))?;
     let recorder = Arc::new(Recorder::new(scale));
-    let scheduler = scheduler(s, scale, &recorder)?;
+    let scheduler = scheduler(s, scale, &recorder, TokioClock)?;
     let target = HttpTarget {
         base: base.clone(),
         model_turn_latency: model_turn.is_some(),
@@ -104,8 +107,10 @@ async fn realtime(s: &Scenario, opts: &RealtimeOptions) -> Result<SimOutcome, Si
         HttpProvider::new(&target, recorder.clone(), Instant::now(), scale)
             .map_err(|e| SimError::Unreachable(format!("cannot build an HTTP client: {e}")))?,
     );
+    // The driver's tasks run on this thread, beside the HTTP client's.
+    let local = tokio::task::LocalSet::new();
     let driven = tokio::select! {
-        driven = drive::drive(
+        driven = local.run_until(drive::drive(
             s,
             scheduler,
             provider.clone(),
@@ -113,7 +118,7 @@ async fn realtime(s: &Scenario, opts: &RealtimeOptions) -> Result<SimOutcome, Si
             scale,
             REAL_TIME_PACE,
             HORIZON,
-        ) => driven,
+        )) => driven,
         // A header that cannot be read stops the run there.
         () = provider.broken() => None,
         () = progress(&recorder, scale) => None,

@@ -1,0 +1,182 @@
+//! What the workload driver runs on: a clock (the scheduler's [`Clock`]) and tasks.
+//!
+//! Two runtimes implement it. [`TokioClock`] is real time: tokio's clock, tasks on the
+//! `LocalSet` the run is inside. [`DesRuntime`] is virtual time: capsize-des's discrete-event
+//! executor, whose clock jumps from timer to timer and whose ties go to the timer armed first.
+//! The driver, the scheduler and the provider model read time only through this, so one driver
+//! runs in both modes and the simulation path never touches a tokio timer.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use capsize_des::{Executor, Handle, Stalled};
+use tokio::time::Instant;
+
+use crate::scheduler::{Clock, TokioClock};
+
+/// A clock that can also run tasks.
+pub(crate) trait Runtime: Clock {
+    /// A spawned task. Awaiting it gives its output (re-raising its panic, if it panicked);
+    /// dropping it cancels the task.
+    type Task<T: 'static>: Future<Output = T> + Unpin + 'static;
+
+    /// Runs `future` as a task of its own.
+    fn spawn<F>(&self, future: F) -> Self::Task<F::Output>
+    where
+        F: Future + 'static,
+        F::Output: 'static;
+
+    /// Lets `task` run on with nobody waiting for it.
+    fn detach<T: 'static>(task: Self::Task<T>);
+
+    /// Lets other tasks run, then resumes at once (real-time pacing only: under a virtual
+    /// clock a task that only yields never lets time move).
+    fn yield_now(&self) -> impl Future<Output = ()>;
+}
+
+/// A tokio task that is cancelled when its handle is dropped (unless detached) and re-raises
+/// its panic.
+pub(crate) struct TokioTask<T> {
+    handle: tokio::task::JoinHandle<T>,
+    detached: bool,
+}
+
+impl<T> Future for TokioTask<T> {
+    type Output = T;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
+        Pin::new(&mut self.handle).poll(cx).map(|done| match done {
+            Ok(v) => v,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            // Only dropping this handle aborts the task, and then nobody polls it.
+            Err(e) => unreachable!("a task is aborted only when its handle is dropped: {e}"),
+        })
+    }
+}
+
+impl<T> Drop for TokioTask<T> {
+    fn drop(&mut self) {
+        if !self.detached {
+            self.handle.abort();
+        }
+    }
+}
+
+/// Real time: tasks go to the `LocalSet` the caller runs the driver in.
+#[allow(clippy::disallowed_methods)] // the real-time runtime is tokio's by design
+impl Runtime for TokioClock {
+    type Task<T: 'static> = TokioTask<T>;
+
+    fn spawn<F>(&self, future: F) -> TokioTask<F::Output>
+    where
+        F: Future + 'static,
+        F::Output: 'static,
+    {
+        TokioTask {
+            handle: tokio::task::spawn_local(future),
+            detached: false,
+        }
+    }
+
+    fn detach<T: 'static>(mut task: TokioTask<T>) {
+        // A dropped JoinHandle lets its task run on.
+        task.detached = true;
+    }
+
+    fn yield_now(&self) -> impl Future<Output = ()> {
+        tokio::task::yield_now()
+    }
+}
+
+/// Virtual time on capsize-des. Instants are an origin plus the executor's clock; deadlines
+/// are rounded up to a whole `tick` after the origin.
+#[derive(Clone, Debug)]
+pub(crate) struct DesRuntime {
+    handle: Handle,
+    origin: Instant,
+    tick_ns: u64,
+}
+
+impl DesRuntime {
+    /// A runtime on `handle`'s executor whose clock reads `origin` at the executor's start and
+    /// whose timers fire on multiples of `tick` after it.
+    fn new(handle: Handle, origin: Instant, tick: Duration) -> Self {
+        DesRuntime {
+            handle,
+            origin,
+            tick_ns: u64::try_from(tick.as_nanos()).unwrap_or(u64::MAX).max(1),
+        }
+    }
+}
+
+/// Runs the future `start` makes on a fresh discrete-event executor whose timers fire on
+/// multiples of `tick` (a nanosecond: exact), to its end.
+pub(crate) fn run_virtual<F, Fut>(tick: Duration, start: F) -> Result<Fut::Output, Stalled>
+where
+    F: FnOnce(DesRuntime) -> Fut,
+    Fut: Future + 'static,
+    Fut::Output: 'static,
+{
+    let exec = Executor::new();
+    // The origin is any instant: a run only ever measures time from it.
+    #[allow(clippy::disallowed_methods)]
+    let origin = Instant::now();
+    let rt = DesRuntime::new(exec.handle(), origin, tick);
+    exec.block_on(start(rt))
+}
+
+impl Clock for DesRuntime {
+    type Sleep = capsize_des::Sleep;
+
+    #[inline]
+    fn now(&self) -> Instant {
+        self.origin + self.handle.now()
+    }
+
+    #[inline]
+    fn sleep_until(&self, deadline: Instant) -> capsize_des::Sleep {
+        let ns = deadline.saturating_duration_since(self.origin).as_nanos();
+        let ns = u64::try_from(ns).unwrap_or(u64::MAX);
+        let ticks = ns.div_ceil(self.tick_ns);
+        self.handle
+            .sleep_until_ns(ticks.saturating_mul(self.tick_ns))
+    }
+}
+
+impl Runtime for DesRuntime {
+    type Task<T: 'static> = capsize_des::Task<T>;
+
+    fn spawn<F>(&self, future: F) -> capsize_des::Task<F::Output>
+    where
+        F: Future + 'static,
+        F::Output: 'static,
+    {
+        self.handle.spawn(future)
+    }
+
+    fn detach<T: 'static>(task: capsize_des::Task<T>) {
+        task.detach();
+    }
+
+    fn yield_now(&self) -> impl Future<Output = ()> {
+        YieldNow(false)
+    }
+}
+
+/// Pending once, waking itself: the task goes to the back of the run queue.
+struct YieldNow(bool);
+
+impl Future for YieldNow {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.0 {
+            return Poll::Ready(());
+        }
+        self.0 = true;
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+}
