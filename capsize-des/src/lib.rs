@@ -162,6 +162,7 @@ impl Executor {
         let _running = Running::enter(Rc::clone(&self.shared));
         let (runnable, mut top) = async_task::spawn_local(future, schedule);
         runnable.schedule();
+        let mut due = Vec::new();
         loop {
             while let Some(runnable) = next_runnable() {
                 runnable.run();
@@ -172,11 +173,11 @@ impl Executor {
                     return Ok(output);
                 }
             }
-            let fired = self.shared.timers.borrow_mut().fire_next();
+            let fired = self.shared.timers.borrow_mut().fire_next(&mut due);
             match fired {
-                Some((at, wakers)) => {
+                Some(at) => {
                     self.shared.now.set(at);
-                    wakers.into_iter().for_each(Waker::wake);
+                    due.drain(..).for_each(Waker::wake);
                 }
                 None => {
                     return Err(Stalled {
@@ -214,8 +215,8 @@ impl Drop for Running {
     fn drop(&mut self) {
         // Each batch is dropped outside the borrow it came from: dropping a task can drop
         // another's handle, which schedules that task once more to drop its future.
-        let timers = std::mem::take(&mut *self.shared.timers.borrow_mut());
-        drop(timers);
+        let wakers = self.shared.timers.borrow_mut().clear();
+        drop(wakers);
         while let Some(batch) = QUEUE.with(|q| {
             let mut q = q.borrow_mut();
             (!q.is_empty()).then(|| q.drain(..).collect::<Vec<Runnable>>())

@@ -1,6 +1,10 @@
 //! Timers: a heap keyed by (deadline, arming order), and the [`Sleep`] future that arms one.
+//!
+//! Arming a timer allocates nothing once the run is warm: a timer's waker lives in a slot of a
+//! slab that the [`Sleep`] holds by index, freed for reuse when the `Sleep` is dropped. A heap
+//! entry names its slot and the slot's generation; an entry whose slot was freed (its `Sleep`
+//! dropped) is skipped when it reaches the top.
 
-use std::cell::{Cell, RefCell};
 use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
 use std::future::Future;
@@ -10,19 +14,20 @@ use std::task::{Context, Poll, Waker};
 
 use crate::Shared;
 
-/// What a sleeping future and the heap share: the waker to call, and whether the sleep was
-/// dropped (its entry is then skipped, lazily, when it reaches the top).
+/// A slot of the slab: the waker of an armed timer, and a generation that changes each time
+/// the slot is freed.
 #[derive(Default)]
 struct Slot {
-    waker: RefCell<Option<Waker>>,
-    dropped: Cell<bool>,
+    waker: Option<Waker>,
+    generation: u32,
 }
 
 struct Entry {
     deadline: u64,
     /// Arming order: the tie-break between equal deadlines.
     seq: u64,
-    slot: Rc<Slot>,
+    slot: u32,
+    generation: u32,
 }
 
 impl PartialEq for Entry {
@@ -49,32 +54,83 @@ impl Ord for Entry {
 #[derive(Default)]
 pub(crate) struct Timers {
     heap: BinaryHeap<Reverse<Entry>>,
+    slots: Vec<Slot>,
+    free: Vec<u32>,
     next_seq: u64,
 }
 
 impl Timers {
-    fn arm(&mut self, deadline: u64, waker: Waker) -> Rc<Slot> {
-        let slot = Rc::new(Slot {
-            waker: RefCell::new(Some(waker)),
-            dropped: Cell::new(false),
-        });
+    /// Arms a timer for `deadline` that wakes `waker`; returns its slot and generation.
+    fn arm(&mut self, deadline: u64, waker: Waker) -> (u32, u32) {
+        let slot = match self.free.pop() {
+            Some(i) => i,
+            None => {
+                self.slots.push(Slot::default());
+                // More than 4 billion timers armed at once would exhaust memory long before.
+                u32::try_from(self.slots.len() - 1).unwrap_or(u32::MAX)
+            }
+        };
+        let s = &mut self.slots[slot as usize];
+        s.waker = Some(waker);
         let seq = self.next_seq;
         self.next_seq += 1;
+        let generation = s.generation;
         self.heap.push(Reverse(Entry {
             deadline,
             seq,
-            slot: Rc::clone(&slot),
+            slot,
+            generation,
         }));
-        slot
+        (slot, generation)
     }
 
-    /// The earliest deadline of a live timer and the wakers of every live timer due then, in
-    /// arming order; `None` if no timer is armed.
-    pub(crate) fn fire_next(&mut self) -> Option<(u64, Vec<Waker>)> {
-        let mut at = None;
+    /// The slot `slot` of generation `generation`, if it is still that timer's.
+    fn slot(&mut self, (slot, generation): (u32, u32)) -> Option<&mut Slot> {
+        self.slots
+            .get_mut(slot as usize)
+            .filter(|s| s.generation == generation)
+    }
+
+    /// Replaces the waker of the timer armed in `slot`.
+    fn rewake(&mut self, slot: (u32, u32), waker: &Waker) {
+        if let Some(s) = self.slot(slot) {
+            match &s.waker {
+                Some(w) if w.will_wake(waker) => {}
+                _ => s.waker = Some(waker.clone()),
+            }
+        }
+    }
+
+    /// Frees the timer armed in `slot`: it will never fire, and the slot can be reused.
+    fn free(&mut self, slot: (u32, u32)) {
+        if let Some(s) = self.slot(slot) {
+            s.waker = None;
+            s.generation = s.generation.wrapping_add(1);
+            self.free.push(slot.0);
+        }
+    }
+
+    /// Disarms every timer (the end of a run) and returns their wakers, to be dropped outside
+    /// the borrow. Every slot is freed: a `Sleep` left from this run frees nothing later.
+    pub(crate) fn clear(&mut self) -> Vec<Waker> {
+        self.heap.clear();
+        self.free.clear();
         let mut wakers = Vec::new();
+        for (i, s) in self.slots.iter_mut().enumerate() {
+            wakers.extend(s.waker.take());
+            s.generation = s.generation.wrapping_add(1);
+            self.free.push(u32::try_from(i).unwrap_or(u32::MAX));
+        }
+        wakers
+    }
+
+    /// The earliest deadline of a live timer, its wakers and those of every other live timer
+    /// due then appended to `wakers` in arming order; `None` if no timer is armed.
+    pub(crate) fn fire_next(&mut self, wakers: &mut Vec<Waker>) -> Option<u64> {
+        let mut at = None;
         while let Some(Reverse(top)) = self.heap.peek() {
-            if top.slot.dropped.get() {
+            let slot = &mut self.slots[top.slot as usize];
+            if slot.generation != top.generation {
                 self.heap.pop();
                 continue;
             }
@@ -83,13 +139,10 @@ impl Timers {
                 Some(t) if top.deadline != t => break,
                 Some(_) => {}
             }
-            let Some(Reverse(entry)) = self.heap.pop() else {
-                break;
-            };
-            let waker = entry.slot.waker.borrow_mut().take();
-            wakers.extend(waker);
+            wakers.extend(slot.waker.take());
+            self.heap.pop();
         }
-        at.map(|t| (t, wakers))
+        at
     }
 }
 
@@ -98,7 +151,8 @@ impl Timers {
 pub struct Sleep {
     shared: Rc<Shared>,
     deadline: u64,
-    slot: Option<Rc<Slot>>,
+    /// The slot it armed, and the slot's generation then.
+    slot: Option<(u32, u32)>,
 }
 
 impl std::fmt::Debug for Sleep {
@@ -131,21 +185,13 @@ impl Future for Sleep {
         if self.shared.now.get() >= self.deadline {
             return Poll::Ready(());
         }
-        match &self.slot {
+        let mut timers = self.shared.timers.borrow_mut();
+        match self.slot {
             // Polled again before its time (woken by something else): keep the latest waker.
-            Some(slot) => {
-                let mut waker = slot.waker.borrow_mut();
-                match waker.as_ref() {
-                    Some(w) if w.will_wake(cx.waker()) => {}
-                    _ => *waker = Some(cx.waker().clone()),
-                }
-            }
+            Some(slot) => timers.rewake(slot, cx.waker()),
             None => {
-                let slot = self
-                    .shared
-                    .timers
-                    .borrow_mut()
-                    .arm(self.deadline, cx.waker().clone());
+                let slot = timers.arm(self.deadline, cx.waker().clone());
+                drop(timers);
                 self.slot = Some(slot);
             }
         }
@@ -155,9 +201,12 @@ impl Future for Sleep {
 
 impl Drop for Sleep {
     fn drop(&mut self) {
-        if let Some(slot) = &self.slot {
-            slot.dropped.set(true);
-            slot.waker.borrow_mut().take();
+        if let Some(slot) = self.slot {
+            // Not borrowed: a Sleep is never dropped while the timers are in use (the executor
+            // drops wakers outside its borrow). Were it, the slot would only stay unused.
+            if let Ok(mut timers) = self.shared.timers.try_borrow_mut() {
+                timers.free(slot);
+            }
         }
     }
 }

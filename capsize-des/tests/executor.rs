@@ -229,3 +229,38 @@ fn a_task_left_pending_does_not_come_back_in_the_next_run_of_the_same_executor()
     assert_eq!(exec.now(), Duration::from_nanos(120));
     assert!(!*woke.borrow());
 }
+
+#[test]
+fn a_timer_kept_from_an_earlier_run_cannot_disarm_a_later_runs_timer() {
+    // A Sleep armed in the first run, kept outside it and dropped in the second, must not free
+    // the slot the second run's timer now uses: that timer still fires, at its deadline.
+    let exec = Executor::new();
+    let h = exec.handle();
+    let kept: Rc<RefCell<Option<capsize_des::Sleep>>> = Rc::default();
+    let (h1, kept1) = (h.clone(), kept.clone());
+    exec.block_on(async move {
+        let mut early = h1.sleep_until_ns(1_000);
+        // Polled once, so it arms a timer (slot 0), then handed out of the run still armed.
+        assert!(poll_once_noop(std::pin::Pin::new(&mut early)).is_pending());
+        *kept1.borrow_mut() = Some(early);
+    })
+    .unwrap();
+    let h2 = h.clone();
+    let ended = exec.block_on(async move {
+        let mut own = h2.sleep_until_ns(50);
+        // Armed first in this run: it takes the slot the kept Sleep had.
+        assert!(poll_once_noop(std::pin::Pin::new(&mut own)).is_pending());
+        drop(kept.borrow_mut().take());
+        own.await;
+        h2.now_ns()
+    });
+    assert_eq!(ended, Ok(50));
+}
+
+/// Polls `fut` once with a waker that does nothing.
+fn poll_once_noop<F: std::future::Future + ?Sized>(
+    fut: std::pin::Pin<&mut F>,
+) -> std::task::Poll<F::Output> {
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    fut.poll(&mut cx)
+}

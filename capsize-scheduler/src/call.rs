@@ -4,6 +4,8 @@
 //!
 //! Each step reads the clock once after each of its awaits and passes the reading on, so the
 //! events of one instant carry that instant and nothing reads the clock twice for one decision.
+//! The call folds its own events into a breakdown as it goes, and reports its end to the
+//! observer when it is dropped: after its last event, or unfinished if its future was dropped.
 
 use std::future::Future;
 use std::sync::PoisonError;
@@ -11,11 +13,12 @@ use std::sync::PoisonError;
 use tokio::sync::SemaphorePermit;
 use tokio::time::Instant;
 
-use crate::observe::{CallId, EventKind, RetryCause};
+use crate::observe::{Breakdown, CallEnd, CallId, Event, EventKind, RetryCause};
 use crate::retry::{Classify, Decision, FailureKind};
 use crate::{Attempt, CallError, CallSpec, Clock, Interrupt, Scheduler, Stage, Work};
 
-/// A call in progress: where it is, what it holds, and the last clock reading.
+/// A call in progress: where it is, what it holds, the last clock reading, and what the
+/// observer is told when it ends.
 pub(crate) struct Call<'a, C: Clock> {
     scheduler: &'a Scheduler<C>,
     spec: &'a CallSpec,
@@ -23,29 +26,67 @@ pub(crate) struct Call<'a, C: Clock> {
     now: Instant,
     /// Charged to the budget and not sent yet: a stop now refunds the charge.
     refundable: bool,
+    queued_at: Instant,
+    breakdown: Breakdown,
+    rate_limited: u32,
+    retries: u32,
+    /// The event that ended the call, once it has.
+    end: Option<Event>,
 }
 
 impl<'a, C: Clock> Call<'a, C> {
     /// Opens the call: takes its id and reports it queued.
     pub(crate) fn open(scheduler: &'a Scheduler<C>, spec: &'a CallSpec) -> Self {
-        let call = Call {
+        let now = scheduler.clock().now();
+        let mut call = Call {
             scheduler,
             spec,
             id: scheduler.next_id(),
-            now: scheduler.clock().now(),
+            now,
             refundable: false,
+            queued_at: now,
+            breakdown: Breakdown::default(),
+            rate_limited: 0,
+            retries: 0,
+            end: None,
         };
         let tokens = spec.tokens;
         call.emit(EventKind::Queued { tokens });
         call
     }
 
-    fn emit(&self, kind: EventKind) {
-        self.scheduler.emit_at(self.id, kind, self.now);
+    /// Notes an event at the last clock reading.
+    fn emit(&mut self, kind: EventKind) {
+        self.emit_at(kind, self.now);
+    }
+
+    /// Notes an event at `at`: folds it into the breakdown and passes it to an observer that
+    /// wants events.
+    fn emit_at(&mut self, kind: EventKind, at: Instant) {
+        if self.scheduler.inner.observer.is_none() {
+            return;
+        }
+        self.breakdown.step(&kind, at);
+        match kind {
+            EventKind::RateLimited { .. } => self.rate_limited += 1,
+            EventKind::RetryScheduled { .. } => self.retries += 1,
+            _ => {}
+        }
+        let event = Event {
+            at,
+            call: self.id,
+            kind,
+        };
+        if let Some(o) = self.scheduler.event_observer() {
+            o.on_event(&event);
+        }
+        if event.kind.is_terminal() {
+            self.end = Some(event);
+        }
     }
 
     /// Ends the call as stopped from outside at `stage`, refunding an unsent charge.
-    fn stop<E>(&self, stage: Stage, cause: Interrupt) -> CallError<E> {
+    fn stop<E>(&mut self, stage: Stage, cause: Interrupt) -> CallError<E> {
         if self.refundable {
             if let Some(b) = self.spec.scope.budget() {
                 b.refund(self.spec.tokens);
@@ -56,7 +97,10 @@ impl<'a, C: Clock> Call<'a, C> {
             cause: cause.clone(),
         };
         // A stop can come from a wait that did not read the clock: read it now.
-        self.scheduler.emit(self.id, kind);
+        if self.scheduler.inner.observer.is_some() {
+            let at = self.scheduler.clock().now();
+            self.emit_at(kind, at);
+        }
         CallError::Interrupted { stage, cause }
     }
 
@@ -221,6 +265,27 @@ impl<'a, C: Clock> Call<'a, C> {
         }
         self.now = self.scheduler.clock().now();
         Ok(())
+    }
+}
+
+impl<C: Clock> Drop for Call<'_, C> {
+    fn drop(&mut self) {
+        let Some(observer) = &self.scheduler.inner.observer else {
+            return;
+        };
+        let at = match &self.end {
+            Some(event) => event.at,
+            None => self.scheduler.clock().now(),
+        };
+        observer.on_call_end(&CallEnd {
+            call: self.id,
+            queued_at: self.queued_at,
+            at,
+            end: self.end.as_ref().map(|e| &e.kind),
+            breakdown: self.breakdown,
+            rate_limited: self.rate_limited,
+            retries: self.retries,
+        });
     }
 }
 

@@ -187,7 +187,6 @@ use std::sync::{Arc, Mutex};
 use rand::rngs::Xoshiro256PlusPlus;
 use rand::{Rng, SeedableRng};
 use tokio::sync::Semaphore;
-use tokio::time::Instant;
 
 pub use self::budget::{Budget, BudgetExhausted};
 pub use self::clock::{Clock, TokioClock};
@@ -261,6 +260,8 @@ struct Inner<C: Clock> {
     retry: RetryPolicy,
     rng: Mutex<BoxRng>,
     observer: Option<Arc<dyn Observer>>,
+    /// Whether the observer wants every event (else only call ends).
+    events: bool,
     next_id: AtomicU64,
 }
 
@@ -295,7 +296,7 @@ impl<C: Clock> Builder<C> {
         self
     }
 
-    /// Sends every event to `observer`.
+    /// Reports to `observer`: every event, or only call ends if it wants no events.
     pub fn observer(mut self, observer: Arc<dyn Observer>) -> Self {
         self.observer = Some(observer);
         self
@@ -319,6 +320,7 @@ impl<C: Clock> Builder<C> {
                 limiter,
                 retry: self.config.retry,
                 rng: Mutex::new(self.rng),
+                events: self.observer.as_ref().is_some_and(|o| o.wants_events()),
                 observer: self.observer,
                 next_id: AtomicU64::new(0),
             }),
@@ -376,16 +378,15 @@ impl<C: Clock> Scheduler<C> {
             .map(Semaphore::available_permits)
     }
 
-    fn emit(&self, call: CallId, kind: EventKind) {
-        if self.inner.observer.is_some() {
-            self.emit_at(call, kind, self.inner.clock.now());
-        }
+    /// The observer, if it wants every event.
+    fn event_observer(&self) -> Option<&dyn Observer> {
+        self.inner.observer.as_deref().filter(|_| self.inner.events)
     }
 
-    /// Emits an event at `at`, a clock reading the caller already has (no await since).
-    fn emit_at(&self, call: CallId, kind: EventKind, at: Instant) {
+    /// Reports a call's end to the observer, if any.
+    fn end_call(&self, end: &observe::CallEnd<'_>) {
         if let Some(o) = &self.inner.observer {
-            o.on_event(&Event { at, call, kind });
+            o.on_call_end(end);
         }
     }
 
@@ -396,7 +397,23 @@ impl<C: Clock> Scheduler<C> {
     /// Records a call that is answered without being run, and returns its id.
     pub fn not_run(&self, reason: observe::NotRunReason) -> CallId {
         let id = self.next_id();
-        self.emit(id, EventKind::NotRun { reason });
+        if self.inner.observer.is_some() {
+            let at = self.inner.clock.now();
+            let kind = EventKind::NotRun { reason };
+            let event = Event { at, call: id, kind };
+            if let Some(o) = self.event_observer() {
+                o.on_event(&event);
+            }
+            self.end_call(&observe::CallEnd {
+                call: id,
+                queued_at: at,
+                at,
+                end: Some(&event.kind),
+                breakdown: observe::Breakdown::default(),
+                rate_limited: 0,
+                retries: 0,
+            });
+        }
         id
     }
 

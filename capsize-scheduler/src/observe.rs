@@ -3,6 +3,10 @@
 //! With these events a caller can split each call's latency into time queued for a permit, time
 //! waiting for the rate limiter, time backing off before retries, and service time
 //! ([`Breakdown`]), and count 429s, retries and cancellations.
+//!
+//! An observer that keeps only aggregates can skip the events: with
+//! [`Observer::wants_events`] false it gets one [`CallEnd`] per call, the breakdown and counts
+//! already folded by the scheduler, and the scheduler builds no event for it.
 
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
@@ -136,10 +140,40 @@ pub struct Event {
     pub kind: EventKind,
 }
 
-/// Receives every event. Called synchronously on the call's task: keep it cheap.
+/// How one call ended, with its latency already split into phases.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallEnd<'a> {
+    /// Which call.
+    pub call: CallId,
+    /// When it was submitted.
+    pub queued_at: Instant,
+    /// When it ended.
+    pub at: Instant,
+    /// The event that ended it (`Completed`, `Failed`, `Cancelled` or `NotRun`); `None` if the
+    /// call's future was dropped before it ended.
+    pub end: Option<&'a EventKind>,
+    /// Its time in each phase, and the attempts it sent.
+    pub breakdown: Breakdown,
+    /// 429s it was answered.
+    pub rate_limited: u32,
+    /// Retries it scheduled.
+    pub retries: u32,
+}
+
+/// Receives a scheduler's observations. Called synchronously on the call's task: keep it
+/// cheap.
 pub trait Observer: Send + Sync {
-    /// One event.
-    fn on_event(&self, event: &Event);
+    /// One event (only if [`Observer::wants_events`]).
+    fn on_event(&self, _event: &Event) {}
+
+    /// A call ended (every call, once, after its last event).
+    fn on_call_end(&self, _end: &CallEnd<'_>) {}
+
+    /// Whether to call [`Observer::on_event`] for every event (the default). An observer that
+    /// needs only [`Observer::on_call_end`] returns false, and the scheduler builds no events.
+    fn wants_events(&self) -> bool {
+        true
+    }
 }
 
 impl<F: Fn(&Event) + Send + Sync> Observer for F {
@@ -241,8 +275,13 @@ impl Breakdown {
 
     /// Adds one event (of this call, in order).
     pub fn apply(&mut self, event: &Event) {
+        self.step(&event.kind, event.at);
+    }
+
+    /// Adds one event of kind `kind` at `at` (of this call, in order).
+    pub(crate) fn step(&mut self, kind: &EventKind, at: Instant) {
         if let Some((since, phase)) = self.last {
-            let spent = event.at.saturating_duration_since(since);
+            let spent = at.saturating_duration_since(since);
             match phase {
                 Phase::Queue => self.queue += spent,
                 Phase::Limiter => self.limiter += spent,
@@ -250,7 +289,7 @@ impl Breakdown {
                 Phase::Backoff => self.backoff += spent,
             }
         }
-        let next = match &event.kind {
+        let next = match kind {
             EventKind::Queued { .. } => Some(Phase::Queue),
             EventKind::LimiterWaitStart | EventKind::LimiterWaitEnd => Some(Phase::Limiter),
             EventKind::Sent { .. } => {
@@ -262,6 +301,6 @@ impl Breakdown {
             }
             _ => None,
         };
-        self.last = next.map(|p| (event.at, p));
+        self.last = next.map(|p| (at, p));
     }
 }

@@ -1,17 +1,15 @@
-//! The recorder: turns scheduler events and provider arrivals into HDR histograms, counters and
-//! a per-second series, in model time. Memory is bounded by what is in flight (one entry per
-//! live call) plus one row per simulated second, never by the number of calls.
+//! The recorder: turns the scheduler's call ends and the provider's arrivals into HDR
+//! histograms, counters and a per-second series, in model time. It asks the scheduler for no
+//! events: each call's breakdown arrives folded, once, when the call ends. Memory is fixed
+//! (histograms, and a series of at most [`MAX_BINS`] bins), never growing with the calls.
 
-use std::collections::VecDeque;
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use hdrhistogram::Histogram;
-use tokio::time::Instant;
-
 use crate::engine::timescale::TimeScale;
-use crate::scheduler::observe::{Breakdown, CallId, Event, EventKind, Observer};
+use crate::scheduler::observe::{CallEnd, EventKind, Observer};
 use crate::scheduler::Interrupt;
+use hdrhistogram::Histogram;
 
 /// Histogram values are microseconds of model time, up to a day, 3 significant digits.
 fn histogram() -> Histogram<u64> {
@@ -187,11 +185,56 @@ pub struct Recording {
     pub peak_tokens_60s: u64,
 }
 
+/// A histogram that counts zeros apart: most waits are zero, and a zero is then an increment
+/// instead of a histogram record. The zeros are added in when the histogram is read.
+#[derive(Clone)]
+struct Hist {
+    nonzero: Histogram<u64>,
+    zeros: u64,
+}
+
+impl Hist {
+    fn new() -> Self {
+        Hist {
+            nonzero: histogram(),
+            zeros: 0,
+        }
+    }
+
+    fn record(&mut self, micros: u64) {
+        if micros == 0 {
+            self.zeros += 1;
+        } else {
+            self.nonzero.saturating_record(micros);
+        }
+    }
+
+    fn histogram(&self) -> Histogram<u64> {
+        let mut h = self.nonzero.clone();
+        if self.zeros > 0 {
+            h.saturating_record_n(0, self.zeros);
+        }
+        h
+    }
+}
+
+/// The histograms being filled, as [`Recording`] names them.
+#[derive(Clone)]
+struct Hists {
+    query: Hist,
+    call: Hist,
+    queue: Hist,
+    limiter: Hist,
+    backoff: Hist,
+    service: Hist,
+    provider_queue: Hist,
+    start_lateness: Hist,
+}
+
 struct State {
     scale: TimeScale,
-    /// Calls not yet ended, by id − `first_live` (ids count up, so this stays short).
-    live: VecDeque<Option<(Instant, Breakdown)>>,
-    first_live: CallId,
+    hists: Hists,
+    /// Everything but the histograms (filled from `hists` when read).
     rec: Recording,
     peak: Peak60,
 }
@@ -210,11 +253,20 @@ impl Recorder {
     /// A recorder for a run whose runtime clock relates to model time by `scale`.
     pub fn new(scale: TimeScale) -> Self {
         let h = histogram();
+        let hist = Hist::new();
         Recorder {
             state: Mutex::new(State {
                 scale,
-                live: VecDeque::new(),
-                first_live: 0,
+                hists: Hists {
+                    query: hist.clone(),
+                    call: hist.clone(),
+                    queue: hist.clone(),
+                    limiter: hist.clone(),
+                    backoff: hist.clone(),
+                    service: hist.clone(),
+                    provider_queue: hist.clone(),
+                    start_lateness: hist,
+                },
                 rec: Recording {
                     query: h.clone(),
                     call: h.clone(),
@@ -258,7 +310,7 @@ impl Recorder {
             s.rec.queries_failed += 1;
         } else {
             let v = micros(s.scale.to_model(latency));
-            s.rec.query.saturating_record(v);
+            s.hists.query.record(v);
         }
         s.rec.queries_completed += 1;
     }
@@ -267,7 +319,7 @@ impl Recorder {
     pub fn query_started(&self, late: Duration) {
         let mut s = self.lock();
         let v = micros(s.scale.to_model(late));
-        s.rec.start_lateness.saturating_record(v);
+        s.hists.start_lateness.record(v);
     }
 
     /// Queries ended so far (finished or abandoned).
@@ -303,6 +355,7 @@ impl Recorder {
             tokens,
             charged,
             rate_limited,
+            queued,
         } = arrival;
         let mut guard = self.lock();
         let s = &mut *guard;
@@ -316,20 +369,27 @@ impl Recorder {
             s.rec.charged_requests += 1;
             s.peak.add(at_s, 1, tokens);
             (s.rec.peak_requests_60s, s.rec.peak_tokens_60s) = s.peak.peak;
+            if let Some(q) = queued {
+                s.hists.provider_queue.record(micros(q));
+            }
         }
-    }
-
-    /// A charged request waited `queued` (model time) at the provider for a free server.
-    pub fn provider_queued(&self, queued: Duration) {
-        self.lock()
-            .rec
-            .provider_queue
-            .saturating_record(micros(queued));
     }
 
     /// Everything recorded so far.
     pub fn finish(&self) -> Recording {
-        self.lock().rec.clone()
+        let s = self.lock();
+        let h = &s.hists;
+        Recording {
+            query: h.query.histogram(),
+            call: h.call.histogram(),
+            queue: h.queue.histogram(),
+            limiter: h.limiter.histogram(),
+            backoff: h.backoff.histogram(),
+            service: h.service.histogram(),
+            provider_queue: h.provider_queue.histogram(),
+            start_lateness: h.start_lateness.histogram(),
+            ..s.rec.clone()
+        }
     }
 }
 
@@ -344,63 +404,48 @@ pub struct Arrival {
     pub charged: bool,
     /// Whether it was refused with a 429.
     pub rate_limited: bool,
+    /// How long a charged request waited at the provider for a free server, where the
+    /// provider tells (the in-process model does; over HTTP it is not known).
+    pub queued: Option<Duration>,
 }
 
 impl Observer for Recorder {
-    fn on_event(&self, event: &Event) {
+    fn wants_events(&self) -> bool {
+        false
+    }
+
+    fn on_call_end(&self, end: &CallEnd<'_>) {
         let mut guard = self.lock();
         let s = &mut *guard;
         let c = &mut s.rec.calls;
-        match &event.kind {
-            EventKind::Queued { .. } => c.calls += 1,
-            EventKind::Sent { .. } => c.attempts += 1,
-            EventKind::RateLimited { .. } => c.rate_limited += 1,
-            EventKind::RetryScheduled { .. } => c.retries += 1,
-            EventKind::Completed { .. } => c.completed += 1,
-            EventKind::Failed { .. } => c.failed += 1,
-            EventKind::Cancelled { cause, .. } => {
-                c.cancelled += 1;
-                c.budget_exhausted += u64::from(matches!(cause, Interrupt::BudgetExhausted(_)));
-            }
-            EventKind::NotRun { .. } => {
+        let b = &end.breakdown;
+        match end.end {
+            Some(EventKind::NotRun { .. }) => {
                 c.not_run += 1;
                 return;
             }
-            // Limiter waits, and any kind added later, change no count; their times are in the
-            // call's breakdown.
+            Some(EventKind::Completed { .. }) => c.completed += 1,
+            Some(EventKind::Failed { .. }) => c.failed += 1,
+            Some(EventKind::Cancelled { cause, .. }) => {
+                c.cancelled += 1;
+                c.budget_exhausted += u64::from(matches!(cause, Interrupt::BudgetExhausted(_)));
+            }
+            // A call whose future was dropped before it ended: counted, never ended.
             _ => {}
         }
-        let Some(i) = event.call.checked_sub(s.first_live).map(|i| i as usize) else {
-            return; // an event of a call that has ended already: nothing to add
-        };
-        if s.live.len() <= i {
-            s.live.resize(i + 1, None);
-        }
-        let entry = s.live[i].get_or_insert_with(|| (event.at, Breakdown::default()));
-        entry.1.apply(event);
-        if !event.kind.is_terminal() {
-            return;
-        }
-        let Some((queued, split)) = s.live[i].take() else {
-            return;
-        };
-        while s.live.front().is_some_and(Option::is_none) {
-            s.live.pop_front();
-            s.first_live += 1;
-        }
-        if let EventKind::Completed { .. } = event.kind {
+        c.calls += 1;
+        c.attempts += u64::from(b.attempts);
+        c.rate_limited += u64::from(end.rate_limited);
+        c.retries += u64::from(end.retries);
+        if let Some(EventKind::Completed { .. }) = end.end {
             let scale = s.scale;
-            let r = &mut s.rec;
-            r.call
-                .saturating_record(micros(scale.to_model(event.at - queued)));
-            r.queue
-                .saturating_record(micros(scale.to_model(split.queue)));
-            r.limiter
-                .saturating_record(micros(scale.to_model(split.limiter)));
-            r.backoff
-                .saturating_record(micros(scale.to_model(split.backoff)));
-            r.service
-                .saturating_record(micros(scale.to_model(split.service)));
+            let model = |d: Duration| micros(scale.to_model(d));
+            let h = &mut s.hists;
+            h.call.record(model(end.at - end.queued_at));
+            h.queue.record(model(b.queue));
+            h.limiter.record(model(b.limiter));
+            h.backoff.record(model(b.backoff));
+            h.service.record(model(b.service));
         }
     }
 }

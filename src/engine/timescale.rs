@@ -46,11 +46,17 @@ impl TimeScale {
 
     /// A model duration on the runtime's clock.
     pub fn to_runtime(self, model: Duration) -> Duration {
+        if self.mul == self.div {
+            return model;
+        }
         model * self.mul / self.div
     }
 
     /// A runtime duration in model time.
     pub fn to_model(self, runtime: Duration) -> Duration {
+        if self.mul == self.div {
+            return runtime;
+        }
         runtime * self.div / self.mul
     }
 

@@ -51,7 +51,7 @@ impl ToolCall for PlannedCall {
 pub type AgentPlan = Vec<Vec<PlannedCall>>;
 
 /// One query: a single agent's rounds, or one plan per subagent when the query fans out.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct QueryPlan {
     /// One entry per agent (one, unless the workload has subagents).
     pub agents: Vec<AgentPlan>,
@@ -77,29 +77,35 @@ impl Planner {
 
     /// The next query's shape.
     pub fn query(&mut self) -> QueryPlan {
+        let mut plan = QueryPlan { agents: Vec::new() };
+        self.fill(&mut plan);
+        plan
+    }
+
+    /// The next query's shape, written over `plan` (its vectors are reused, so a driver that
+    /// keeps one plan per session allocates nothing per query).
+    pub fn fill(&mut self, plan: &mut QueryPlan) {
         let agents = self.workload.subagents.map_or(1, |s| s.count);
-        QueryPlan {
-            agents: (0..agents).map(|_| self.agent()).collect(),
+        plan.agents.resize_with(agents as usize, Vec::new);
+        for agent in &mut plan.agents {
+            self.fill_agent(agent);
         }
     }
 
-    fn agent(&mut self) -> AgentPlan {
+    fn fill_agent(&mut self, rounds: &mut AgentPlan) {
         let w = &self.workload;
         let rng = &mut self.queries;
-        (0..w.rounds)
-            .map(|_| {
-                let n = w.calls_per_query.sample(rng);
-                (0..n)
-                    .map(|_| {
-                        let tokens = w.tokens_per_call.sample(rng);
-                        let write =
-                            w.write_fraction > 0.0 && rng.random::<f64>() < w.write_fraction;
-                        let access = if write { Access::Write } else { Access::Read };
-                        PlannedCall { tokens, access }
-                    })
-                    .collect()
-            })
-            .collect()
+        rounds.resize_with(w.rounds as usize, Vec::new);
+        for calls in rounds {
+            calls.clear();
+            let n = w.calls_per_query.sample(rng);
+            calls.extend((0..n).map(|_| {
+                let tokens = w.tokens_per_call.sample(rng);
+                let write = w.write_fraction > 0.0 && rng.random::<f64>() < w.write_fraction;
+                let access = if write { Access::Write } else { Access::Read };
+                PlannedCall { tokens, access }
+            }));
+        }
     }
 
     /// Model time from one open-mode arrival to the next (`None` in closed mode).

@@ -74,6 +74,7 @@ impl Booking<'_> {
             tokens: self.tokens,
             charged,
             rate_limited,
+            queued: None,
         });
         self.booked = true;
     }

@@ -89,10 +89,8 @@ impl<C: Clock> Provider for VirtualProvider<C> {
             tokens,
             charged: decision.charged,
             rate_limited: decision.outcome == Outcome::RateLimited,
+            queued: Some(decision.queued),
         });
-        if decision.charged {
-            self.recorder.provider_queued(decision.queued);
-        }
         let mut watch = OrphanWatch {
             charged: decision.charged,
             answered: false,

@@ -112,16 +112,23 @@ async fn run_agent<P: Provider, R: Runtime>(
                     .is_err();
             }
         }
-        let results = ctx
-            .scheduler
-            .dispatch(&ctx.turn, calls, |_, c| {
-                ctx.call(c.tokens, RequestKind::Tool, scope, abandoned)
-            })
-            .await;
-        // A call over the turn's cap was answered "not run": the query goes on without it.
-        failed |= results
-            .iter()
-            .any(|r| matches!(r, Err(e) if !matches!(e, CallError::NotRun(_))));
+        failed |= match calls.as_slice() {
+            // One call is never over a turn's cap: dispatching it would only wrap it in a Vec.
+            [only] => ctx
+                .call(only.tokens, RequestKind::Tool, scope, abandoned)
+                .await
+                .is_err(),
+            _ => ctx
+                .scheduler
+                .dispatch(&ctx.turn, calls, |_, c| {
+                    ctx.call(c.tokens, RequestKind::Tool, scope, abandoned)
+                })
+                .await
+                .iter()
+                // A call over the turn's cap was answered "not run": the query goes on
+                // without it.
+                .any(|r| matches!(r, Err(e) if !matches!(e, CallError::NotRun(_)))),
+        };
         if ctx.stopped(scope, Work::Unsent) {
             return true;
         }
@@ -132,19 +139,19 @@ async fn run_agent<P: Provider, R: Runtime>(
 /// Runs one query: a single agent, or an orchestrator that fans out to budgeted subagents and
 /// then synthesises. Returns true if any call failed or was stopped.
 async fn run_query<P: Provider, R: Runtime>(
-    ctx: Rc<Ctx<P, R>>,
-    plan: QueryPlan,
+    ctx: &Ctx<P, R>,
+    plan: &QueryPlan,
     scope: Scope,
-    abandoned: Rc<Cell<bool>>,
+    abandoned: &Cell<bool>,
 ) -> bool {
     let Some(sub) = ctx.subagents else {
         let rounds = plan.agents.first().map_or(&[][..], Vec::as_slice);
-        return run_agent(&ctx, rounds, &scope, &abandoned).await;
+        return run_agent(ctx, rounds, &scope, abandoned).await;
     };
     let budget = Budget::new("query", sub.orchestrator_budget, None);
     let fan = FanOut::new(&scope);
     let jobs = plan.agents.iter().enumerate().map(|(i, rounds)| {
-        let (ctx, budget, abandoned) = (&ctx, &budget, &abandoned);
+        let budget = &budget;
         move |s: Scope| async move {
             let child = budget.child(
                 format!("subagent {i}"),
@@ -163,7 +170,7 @@ async fn run_query<P: Provider, R: Runtime>(
                 sub.synthesis_tokens,
                 RequestKind::ModelTurn,
                 &synth,
-                &abandoned,
+                abandoned,
             )
             .await;
         let refused = matches!(
@@ -179,12 +186,16 @@ async fn run_query<P: Provider, R: Runtime>(
     failed
 }
 
-/// Runs one query that should have started at `intended`, and records how it ended.
-async fn one_query<P: Provider + 'static, R: Runtime>(ctx: Rc<Ctx<P, R>>, intended: Instant) {
+/// Runs one query that should have started at `intended`, planned into `plan` (a buffer the
+/// caller reuses), and records how it ended.
+async fn one_query<P: Provider + 'static, R: Runtime>(
+    ctx: &Rc<Ctx<P, R>>,
+    intended: Instant,
+    plan: &mut QueryPlan,
+) {
     ctx.recorder
         .query_started(ctx.rt.now().saturating_duration_since(intended));
-    let plan = ctx.planner.borrow_mut().query();
-    let abandoned = Rc::new(Cell::new(false));
+    ctx.planner.borrow_mut().fill(plan);
     // What ends the caller's wait: the user's stop (on the root scope, if any) and the parent
     // timeout. A query is never cancelled on its own, so it needs no token of its own.
     let mut scope = ctx.root.clone();
@@ -193,39 +204,50 @@ async fn one_query<P: Provider + 'static, R: Runtime>(ctx: Rc<Ctx<P, R>>, intend
     }
     let failed = if ctx.transport_cancel {
         // The scope stops the work itself: queued calls are never sent, in-flight ones dropped.
-        run_query(ctx.clone(), plan, scope.clone(), abandoned.clone()).await
+        run_query(ctx, plan, scope.clone(), &Cell::new(false)).await
+    } else if !scope.watches(Work::Sent) {
+        // Nothing stops the work, and nothing stops the caller's wait for it.
+        run_query(ctx, plan, Scope::new(), &Cell::new(false)).await
     } else {
-        // Nothing stops the work: the caller may stop waiting, and the work runs on. It is
-        // polled here until then (so work that ends at the instant the wait stops keeps its
-        // result, whatever order tasks run in), and handed to a task of its own after.
-        let mut work = Box::pin(run_query(
-            ctx.clone(),
-            plan,
-            Scope::new(),
-            abandoned.clone(),
-        ));
-        match scope.run_on(&ctx.rt, Work::Sent, work.as_mut()).await {
-            Ok(failed) => failed,
-            Err(_) => {
-                ctx.detached.set(ctx.detached.get() + 1);
-                let ctx2 = ctx.clone();
-                R::detach(ctx.rt.spawn(async move {
-                    work.await;
-                    ctx2.detached.set(ctx2.detached.get() - 1);
-                    ctx2.detached_done.notify_waiters();
-                }));
-                true
-            }
-        }
+        detachable_query(ctx, std::mem::take(plan), &scope).await
     };
     if ctx.stopped(&scope, Work::Sent) {
-        abandoned.set(true);
         ctx.recorder.query_abandoned();
         return;
     }
     let now = ctx.rt.now();
     ctx.last_end.set(ctx.last_end.get().max(now));
     ctx.recorder.query_done(now - intended, failed);
+}
+
+/// Runs a query whose caller may stop waiting (`scope` stops the wait) while the work runs
+/// on. The work is polled here until then (so work that ends at the instant the wait stops
+/// keeps its result, whatever order tasks run in), and handed to a task of its own after, its
+/// answers from then on orphaned. Returns true if any call failed, or the wait was stopped.
+async fn detachable_query<P: Provider + 'static, R: Runtime>(
+    ctx: &Rc<Ctx<P, R>>,
+    plan: QueryPlan,
+    scope: &Scope,
+) -> bool {
+    let abandoned = Rc::new(Cell::new(false));
+    let mut work = Box::pin({
+        let (ctx, abandoned) = (ctx.clone(), abandoned.clone());
+        async move { run_query(&ctx, &plan, Scope::new(), &abandoned).await }
+    });
+    match scope.run_on(&ctx.rt, Work::Sent, work.as_mut()).await {
+        Ok(failed) => failed,
+        Err(_) => {
+            abandoned.set(true);
+            ctx.detached.set(ctx.detached.get() + 1);
+            let ctx2 = ctx.clone();
+            R::detach(ctx.rt.spawn(async move {
+                work.await;
+                ctx2.detached.set(ctx2.detached.get() - 1);
+                ctx2.detached_done.notify_waiters();
+            }));
+            true
+        }
+    }
 }
 
 /// A closed-loop session starts at most one query per model microsecond: a query that takes no
@@ -235,9 +257,10 @@ const MIN_QUERY_SPACING: Duration = Duration::from_micros(1);
 
 async fn session<P: Provider + 'static, R: Runtime>(ctx: Rc<Ctx<P, R>>) {
     let mut intended = ctx.rt.now();
+    let mut plan = QueryPlan::default();
     while ctx.take_ticket() {
         let started = ctx.rt.now();
-        one_query(ctx.clone(), intended).await;
+        one_query(&ctx, intended, &mut plan).await;
         let think = ctx.planner.borrow_mut().think();
         let earliest = started + ctx.scale.to_runtime(MIN_QUERY_SPACING);
         intended = (ctx.rt.now() + ctx.scale.to_runtime(think)).max(earliest);
@@ -258,7 +281,10 @@ async fn open_arrivals<P: Provider + 'static, R: Runtime>(ctx: Rc<Ctx<P, R>>) {
             _ = ctx.pace.until(&ctx.rt, next.unwrap_or(ctx.t0)), if next.is_some() => {
                 let at = next.unwrap_or(ctx.t0);
                 if ctx.take_ticket() {
-                    inflight.push(ctx.rt.spawn(one_query(ctx.clone(), at)));
+                    let query = ctx.clone();
+                    inflight.push(ctx.rt.spawn(async move {
+                        one_query(&query, at, &mut QueryPlan::default()).await;
+                    }));
                     let gap = ctx.planner.borrow_mut().gap().unwrap_or(Duration::ZERO);
                     next = Some(at + ctx.scale.to_runtime(gap));
                 } else {
