@@ -23,16 +23,22 @@ struct Slot {
 }
 
 struct Entry {
-    deadline: u64,
-    /// Arming order: the tie-break between equal deadlines.
-    seq: u64,
+    /// The deadline in the high 64 bits, the arming order (the tie-break between equal
+    /// deadlines) in the low: one comparison orders by both.
+    key: u128,
     slot: u32,
     generation: u32,
 }
 
+impl Entry {
+    fn deadline(&self) -> u64 {
+        (self.key >> 64) as u64
+    }
+}
+
 impl PartialEq for Entry {
     fn eq(&self, other: &Self) -> bool {
-        (self.deadline, self.seq) == (other.deadline, other.seq)
+        self.key == other.key
     }
 }
 
@@ -46,7 +52,7 @@ impl PartialOrd for Entry {
 
 impl Ord for Entry {
     fn cmp(&self, other: &Self) -> Ordering {
-        (self.deadline, self.seq).cmp(&(other.deadline, other.seq))
+        self.key.cmp(&other.key)
     }
 }
 
@@ -76,8 +82,7 @@ impl Timers {
         self.next_seq += 1;
         let generation = s.generation;
         self.heap.push(Reverse(Entry {
-            deadline,
-            seq,
+            key: (u128::from(deadline) << 64) | u128::from(seq),
             slot,
             generation,
         }));
@@ -135,8 +140,8 @@ impl Timers {
                 continue;
             }
             match at {
-                None => at = Some(top.deadline),
-                Some(t) if top.deadline != t => break,
+                None => at = Some(top.deadline()),
+                Some(t) if top.deadline() != t => break,
                 Some(_) => {}
             }
             wakers.extend(slot.waker.take());

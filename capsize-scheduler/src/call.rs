@@ -56,12 +56,14 @@ impl<'a, C: Clock> Call<'a, C> {
     }
 
     /// Notes an event at the last clock reading.
+    #[inline]
     fn emit(&mut self, kind: EventKind) {
         self.emit_at(kind, self.now);
     }
 
     /// Notes an event at `at`: folds it into the breakdown and passes it to an observer that
-    /// wants events.
+    /// wants events. Inlined, so each kind's bookkeeping is decided where it is emitted.
+    #[inline]
     fn emit_at(&mut self, kind: EventKind, at: Instant) {
         if self.scheduler.inner.observer.is_none() {
             return;
@@ -118,8 +120,14 @@ impl<'a, C: Clock> Call<'a, C> {
         if let Ok(permit) = sem.try_acquire() {
             return Ok(Some(permit));
         }
-        // Waits are boxed: kept out of the call's own future, which stays small to move.
-        match Box::pin(scope.run_on(self.scheduler.clock(), Work::Unsent, sem.acquire())).await {
+        // A scope that can stop nothing is not watched. Watched waits are boxed: kept out of
+        // the call's own future, which stays small to move.
+        let acquired = if scope.watches(Work::Unsent) {
+            Box::pin(scope.run_on(self.scheduler.clock(), Work::Unsent, sem.acquire())).await
+        } else {
+            Ok(sem.acquire().await)
+        };
+        match acquired {
             Ok(Ok(permit)) => {
                 self.now = self.scheduler.clock().now();
                 Ok(Some(permit))
@@ -275,7 +283,12 @@ impl<C: Clock> Drop for Call<'_, C> {
         };
         let at = match &self.end {
             Some(event) => event.at,
-            None => self.scheduler.clock().now(),
+            None => {
+                // Dropped unfinished: the phase it was in ends now.
+                let now = self.scheduler.clock().now();
+                self.breakdown.close(now);
+                now
+            }
         };
         observer.on_call_end(&CallEnd {
             call: self.id,

@@ -9,6 +9,8 @@
 
 use std::future::Future;
 
+use futures_util::future::join_all;
+
 use super::error::CallError;
 use super::observe::NotRunReason;
 use super::{Clock, Scheduler};
@@ -111,27 +113,42 @@ impl<K: Clock> Scheduler<K> {
             CapPolicy::Truncate => asked.min(cap),
             CapPolicy::Batch => asked,
         };
-        let mut results: Vec<Option<Result<T, CallError<E>>>> = (0..asked).map(|_| None).collect();
-        for slot in &mut results[run..] {
-            let reason = NotRunReason::OverCap { cap, asked };
+        // The calls over the cap are answered first, so they take the first call ids.
+        let reason = NotRunReason::OverCap { cap, asked };
+        for _ in run..asked {
             self.not_run(reason.clone());
-            *slot = Some(Err(CallError::NotRun(reason)));
         }
-        let indices: Vec<usize> = (0..run).collect();
-        for batch in indices.chunks(cap) {
-            let (reads, writes): (Vec<usize>, Vec<usize>) = batch
-                .iter()
-                .partition(|&&i| calls[i].access() == Access::Read);
-            let read_results =
-                futures_util::future::join_all(reads.iter().map(|&i| exec(i, &calls[i]))).await;
-            for (i, r) in reads.into_iter().zip(read_results) {
-                results[i] = Some(r);
+        let mut results = Vec::with_capacity(asked);
+        for (b, batch) in calls[..run].chunks(cap).enumerate() {
+            let first = b * cap;
+            let is_read = |c: &C| c.access() == Access::Read;
+            if batch.iter().all(is_read) {
+                let ran = join_all(batch.iter().enumerate().map(|(j, c)| exec(first + j, c)));
+                results.extend(ran.await);
+                continue;
             }
-            for i in writes {
-                results[i] = Some(exec(i, &calls[i]).await);
+            // Reads together, then writes one at a time in order; results in call order.
+            let reads = join_all(
+                (batch.iter().enumerate())
+                    .filter(|(_, c)| is_read(c))
+                    .map(|(j, c)| exec(first + j, c)),
+            )
+            .await;
+            let mut writes = Vec::new();
+            for (j, c) in batch.iter().enumerate().filter(|(_, c)| !is_read(c)) {
+                writes.push(exec(first + j, c).await);
             }
+            let (mut reads, mut writes) = (reads.into_iter(), writes.into_iter());
+            // Each read and each write was run once above, so each pick finds its result.
+            results.extend(batch.iter().filter_map(|c| {
+                if is_read(c) {
+                    reads.next()
+                } else {
+                    writes.next()
+                }
+            }));
         }
-        // Every index below `run` was filled by its batch and every one above by the cap.
-        results.into_iter().flatten().collect()
+        results.extend((run..asked).map(|_| Err(CallError::NotRun(reason.clone()))));
+        results
     }
 }

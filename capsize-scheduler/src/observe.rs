@@ -118,6 +118,7 @@ pub enum EventKind {
 
 impl EventKind {
     /// True for the event that ends a call.
+    #[inline]
     pub fn is_terminal(&self) -> bool {
         matches!(
             self,
@@ -150,9 +151,10 @@ pub struct CallEnd<'a> {
     /// When it ended.
     pub at: Instant,
     /// The event that ended it (`Completed`, `Failed`, `Cancelled` or `NotRun`); `None` if the
-    /// call's future was dropped before it ended.
+    /// call's future was dropped before it ended (then `at` is the drop).
     pub end: Option<&'a EventKind>,
-    /// Its time in each phase, and the attempts it sent.
+    /// Its time in each phase (a dropped call's phase in progress up to the drop), and the
+    /// attempts it sent.
     pub breakdown: Breakdown,
     /// 429s it was answered.
     pub rate_limited: u32,
@@ -279,16 +281,9 @@ impl Breakdown {
     }
 
     /// Adds one event of kind `kind` at `at` (of this call, in order).
+    #[inline]
     pub(crate) fn step(&mut self, kind: &EventKind, at: Instant) {
-        if let Some((since, phase)) = self.last {
-            let spent = at.saturating_duration_since(since);
-            match phase {
-                Phase::Queue => self.queue += spent,
-                Phase::Limiter => self.limiter += spent,
-                Phase::Service => self.service += spent,
-                Phase::Backoff => self.backoff += spent,
-            }
-        }
+        self.close(at);
         let next = match kind {
             EventKind::Queued { .. } => Some(Phase::Queue),
             EventKind::LimiterWaitStart | EventKind::LimiterWaitEnd => Some(Phase::Limiter),
@@ -302,5 +297,25 @@ impl Breakdown {
             _ => None,
         };
         self.last = next.map(|p| (at, p));
+    }
+
+    /// Ends the phase in progress at `at`, adding its time (a call dropped mid-phase).
+    #[inline]
+    pub(crate) fn close(&mut self, at: Instant) {
+        if let Some((since, phase)) = self.last.take() {
+            // Compared first: most phases of most calls take no time, and a comparison is
+            // far cheaper than a subtraction of instants.
+            let spent = if at > since {
+                at - since
+            } else {
+                Duration::ZERO
+            };
+            match phase {
+                Phase::Queue => self.queue += spent,
+                Phase::Limiter => self.limiter += spent,
+                Phase::Service => self.service += spent,
+                Phase::Backoff => self.backoff += spent,
+            }
+        }
     }
 }

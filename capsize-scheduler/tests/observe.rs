@@ -4,8 +4,9 @@
 #![allow(clippy::disallowed_methods)] // runs on tokio's clock on purpose
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use capsize_scheduler::observe::{Breakdown, EventLog, RetryCause};
+use capsize_scheduler::observe::{Breakdown, CallEnd, EventLog, RetryCause};
 use capsize_scheduler::{
     CallSpec, EventKind, Jitter, Limit, LimiterConfig, ProviderError, RetryPolicy, Scheduler,
     SchedulerConfig,
@@ -125,4 +126,118 @@ async fn call_ids_count_up_and_every_call_ends_in_one_terminal_event() {
         ));
     }
     assert_eq!(log.of_call(3), vec![]);
+}
+
+/// Keeps call ends only, and counts any event it is sent anyway.
+#[derive(Default)]
+struct Ends {
+    ends: std::sync::Mutex<
+        Vec<(
+            u64,
+            Duration,
+            Duration,
+            Option<EventKind>,
+            Breakdown,
+            u32,
+            u32,
+        )>,
+    >,
+    events: std::sync::atomic::AtomicUsize,
+    t0: std::sync::OnceLock<Instant>,
+}
+
+impl capsize_scheduler::Observer for Ends {
+    fn on_event(&self, _: &capsize_scheduler::Event) {
+        self.events
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn on_call_end(&self, end: &CallEnd<'_>) {
+        let t0 = *self.t0.get().expect("t0 set before any call");
+        self.ends.lock().unwrap().push((
+            end.call,
+            end.queued_at - t0,
+            end.at - t0,
+            end.end.cloned(),
+            end.breakdown,
+            end.rate_limited,
+            end.retries,
+        ));
+    }
+
+    fn wants_events(&self) -> bool {
+        false
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_observer_that_wants_no_events_gets_each_call_folded_once_at_its_end() {
+    let ends = Arc::new(Ends::default());
+    let config = SchedulerConfig {
+        max_concurrency: 1,
+        limits: Some(LimiterConfig {
+            requests: Some(Limit::per_minute(60.0).with_burst(1.0)),
+            ..LimiterConfig::default()
+        }),
+        retry: RetryPolicy {
+            base: ms(500),
+            jitter: Jitter::None,
+            honor_retry_after: false,
+            ..RetryPolicy::default()
+        },
+    };
+    let s = Scheduler::builder(config)
+        .observer(ends.clone())
+        .build()
+        .unwrap();
+    ends.t0.set(Instant::now()).unwrap();
+    // The same two calls as above, then a third whose future is dropped while it waits for
+    // the limiter (its token is due at 3 s; it is dropped at 2.5 s).
+    let first = s.call(CallSpec::new(10), |_| async {
+        sleep(ms(100)).await;
+        Ok::<_, ProviderError>(())
+    });
+    let second = s.call(CallSpec::new(10), |a| async move {
+        if a.number == 1 {
+            sleep(ms(50)).await;
+            Err(ProviderError::rate_limited(Some(ms(9000))))
+        } else {
+            sleep(ms(200)).await;
+            Ok(())
+        }
+    });
+    let (a, b) = tokio::join!(first, second);
+    assert!(a.is_ok() && b.is_ok());
+    let third = s.call(CallSpec::new(10), |_| async { Ok::<_, ProviderError>(()) });
+    assert!(tokio::time::timeout(ms(300), third).await.is_err());
+
+    let events = ends.events.load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(events, 0, "no event is built for it");
+    let got = ends.ends.lock().unwrap().clone();
+    assert_eq!(got.len(), 3);
+    assert_eq!(got[0].0, 0);
+    assert_eq!(got[0].3, Some(EventKind::Completed { attempts: 1 }));
+    assert_eq!((got[0].1, got[0].2), (ms(0), ms(100)));
+    assert_eq!(got[0].4.service, ms(100));
+    assert_eq!(
+        got[1],
+        (
+            1,
+            ms(0),
+            ms(2200),
+            Some(EventKind::Completed { attempts: 2 }),
+            got[1].4,
+            1,
+            1
+        )
+    );
+    let b = got[1].4;
+    assert_eq!(
+        (b.queue, b.limiter, b.backoff, b.service, b.attempts),
+        (ms(100), ms(1350), ms(500), ms(250), 2)
+    );
+    // Dropped before it ended: reported with no end, at the drop, its wait counted so far.
+    assert_eq!((got[2].0, got[2].1, got[2].2), (2, ms(2200), ms(2500)));
+    assert_eq!(got[2].3, None);
+    assert_eq!(got[2].4.limiter, ms(300));
 }

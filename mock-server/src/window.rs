@@ -58,6 +58,8 @@ pub struct Usage {
 
 #[derive(Debug, Clone)]
 enum State {
+    /// No limit at all: nothing to count.
+    Unlimited,
     Sliding {
         log: VecDeque<(Duration, u64)>,
         tokens: u64,
@@ -86,6 +88,7 @@ impl Window {
     /// A window for the given limits, empty at time 0.
     pub fn new(kind: WindowKind, rpm: Option<f64>, tpm: Option<f64>) -> Self {
         let state = match kind {
+            _ if rpm.is_none() && tpm.is_none() => State::Unlimited,
             WindowKind::Sliding => State::Sliding {
                 log: VecDeque::new(),
                 tokens: 0,
@@ -106,6 +109,7 @@ impl Window {
 
     fn advance(&mut self, now: Duration) {
         match &mut self.state {
+            State::Unlimited => {}
             State::Sliding { log, tokens } => {
                 while let Some(&(t, cost)) = log.front() {
                     if t.saturating_add(MINUTE) > now {
@@ -163,13 +167,22 @@ impl Window {
 
     /// Charges one request of `cost` tokens if it fits now; otherwise returns how long until it
     /// would fit (`None` if it never can: see [`Window::admits`]).
+    #[inline]
     pub fn try_charge(&mut self, now: Duration, cost: u64) -> Result<(), Option<Duration>> {
+        if let State::Unlimited = self.state {
+            return Ok(());
+        }
+        self.charge(now, cost)
+    }
+
+    fn charge(&mut self, now: Duration, cost: u64) -> Result<(), Option<Duration>> {
         self.advance(now);
         if self.admits(cost).is_err() {
             return Err(None);
         }
         let (rpm, tpm) = (self.rpm, self.tpm);
         match &mut self.state {
+            State::Unlimited => Ok(()),
             State::Sliding { log, tokens } => {
                 let fits = |n: usize, used: u64| {
                     rpm.is_none_or(|r| (n + 1) as f64 <= r)
@@ -224,12 +237,21 @@ impl Window {
     }
 
     /// Request and token usage at `now`, for headers: `(requests, tokens)`.
+    #[inline]
     pub fn usage(&mut self, now: Duration) -> (Option<Usage>, Option<Usage>) {
+        if let State::Unlimited = self.state {
+            return (None, None);
+        }
+        self.used(now)
+    }
+
+    fn used(&mut self, now: Duration) -> (Option<Usage>, Option<Usage>) {
         self.advance(now);
         let (rpm, tpm) = (self.rpm, self.tpm);
         // What is used of each limit, and (for the windows) when all of it is back; a bucket
         // is back when it has refilled what is used.
         let (used_requests, used_tokens, back_at) = match &self.state {
+            State::Unlimited => return (None, None),
             State::Sliding { log, tokens } => {
                 let reset = log.back().map_or(Duration::ZERO, |&(t, _)| {
                     t.saturating_add(MINUTE).saturating_sub(now)

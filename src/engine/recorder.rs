@@ -239,6 +239,14 @@ struct State {
     peak: Peak60,
 }
 
+impl State {
+    /// A query started `late` (runtime) after its intended start.
+    fn started(&mut self, late: Duration) {
+        let v = micros(self.scale.to_model(late));
+        self.hists.start_lateness.record(v);
+    }
+}
+
 /// Collects a run's measurements. Shared by the scheduler (as its observer), the provider and
 /// the workload.
 pub struct Recorder {
@@ -302,10 +310,12 @@ impl Recorder {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// A query finished `latency` (virtual) after its intended start. Only queries whose calls
-    /// all succeeded (or were "not run") enter the latency histogram; failed ones are counted.
-    pub fn query_done(&self, latency: Duration, failed: bool) {
+    /// A query that started `late` (runtime) after its intended start finished `latency`
+    /// (runtime) after that intended start. Only queries whose calls all succeeded (or were "not
+    /// run") enter the latency histogram; failed ones are counted.
+    pub fn query_done(&self, late: Duration, latency: Duration, failed: bool) {
         let mut s = self.lock();
+        s.started(late);
         if failed {
             s.rec.queries_failed += 1;
         } else {
@@ -315,22 +325,18 @@ impl Recorder {
         s.rec.queries_completed += 1;
     }
 
-    /// A query started `late` (runtime) after its intended start.
-    pub fn query_started(&self, late: Duration) {
-        let mut s = self.lock();
-        let v = micros(s.scale.to_model(late));
-        s.hists.start_lateness.record(v);
-    }
-
     /// Queries ended so far (finished or abandoned).
     pub fn queries_ended(&self) -> u64 {
         let s = self.lock();
         s.rec.queries_completed + s.rec.queries_abandoned
     }
 
-    /// A query was abandoned by its caller.
-    pub fn query_abandoned(&self) {
-        self.lock().rec.queries_abandoned += 1;
+    /// A query that started `late` (runtime) after its intended start was abandoned by its
+    /// caller.
+    pub fn query_abandoned(&self, late: Duration) {
+        let mut s = self.lock();
+        s.started(late);
+        s.rec.queries_abandoned += 1;
     }
 
     /// The provider charged a request whose answer was thrown away.

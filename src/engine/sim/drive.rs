@@ -72,7 +72,7 @@ impl<P: Provider, R: Runtime> Ctx<P, R> {
 
     /// Whether `scope` has stopped `work` by now, on the run's clock.
     fn stopped(&self, scope: &Scope, work: Work) -> bool {
-        scope.interrupted_at(work, self.rt.now()).is_some()
+        scope.watches(work) && scope.interrupted_at(work, self.rt.now()).is_some()
     }
 
     async fn call(
@@ -193,8 +193,13 @@ async fn one_query<P: Provider + 'static, R: Runtime>(
     intended: Instant,
     plan: &mut QueryPlan,
 ) {
-    ctx.recorder
-        .query_started(ctx.rt.now().saturating_duration_since(intended));
+    let now = ctx.rt.now();
+    // Compared first: a query usually starts on time, and comparing instants is cheap.
+    let late = if now > intended {
+        now - intended
+    } else {
+        Duration::ZERO
+    };
     ctx.planner.borrow_mut().fill(plan);
     // What ends the caller's wait: the user's stop (on the root scope, if any) and the parent
     // timeout. A query is never cancelled on its own, so it needs no token of its own.
@@ -212,12 +217,12 @@ async fn one_query<P: Provider + 'static, R: Runtime>(
         detachable_query(ctx, std::mem::take(plan), &scope).await
     };
     if ctx.stopped(&scope, Work::Sent) {
-        ctx.recorder.query_abandoned();
+        ctx.recorder.query_abandoned(late);
         return;
     }
     let now = ctx.rt.now();
     ctx.last_end.set(ctx.last_end.get().max(now));
-    ctx.recorder.query_done(now - intended, failed);
+    ctx.recorder.query_done(late, now - intended, failed);
 }
 
 /// Runs a query whose caller may stop waiting (`scope` stops the wait) while the work runs
