@@ -128,20 +128,21 @@ async fn call_ids_count_up_and_every_call_ends_in_one_terminal_event() {
     assert_eq!(log.of_call(3), vec![]);
 }
 
+/// A call end as kept: id, queued and ended (since t0), end, breakdown, 429s, retries.
+type Ended = (
+    u64,
+    Duration,
+    Duration,
+    Option<EventKind>,
+    Breakdown,
+    u32,
+    u32,
+);
+
 /// Keeps call ends only, and counts any event it is sent anyway.
 #[derive(Default)]
 struct Ends {
-    ends: std::sync::Mutex<
-        Vec<(
-            u64,
-            Duration,
-            Duration,
-            Option<EventKind>,
-            Breakdown,
-            u32,
-            u32,
-        )>,
-    >,
+    ends: std::sync::Mutex<Vec<Ended>>,
     events: std::sync::atomic::AtomicUsize,
     t0: std::sync::OnceLock<Instant>,
 }
