@@ -1,41 +1,51 @@
 #!/usr/bin/env bash
-# Simulated calls per wall-clock second and peak RSS of `capsize run` on research-agent (one
-# session, max_concurrency 4, client RPM/TPM buckets on: the scheduler fully engaged), at 1M and
-# 10M calls, beside the floor: tokio's paused clock doing nothing but one timer per call
-# (benches/tokio_floor.rs). Memory must not grow with the number of calls. Needs GNU time.
-# Usage: scripts/sim-throughput.sh [--instructions]   (the second needs valgrind)
+# Simulated calls per CPU second (and per wall second) and peak RSS of `capsize run` on
+# research-agent (one session, max_concurrency 4, client RPM/TPM buckets on: the scheduler fully
+# engaged), at 1M and 10M calls (memory must not grow with the number of calls), beside the
+# floor: capsize-des doing nothing but one timer per call, with the same futures on tokio's
+# paused clock for comparison (benches/engine_floor.rs, 4 tasks: research-agent's concurrency).
+# Needs GNU time.
+# Usage: scripts/sim-throughput.sh [--instructions]
+#   --instructions (needs valgrind): instructions per simulated call on pool-40 and on
+#   research-agent, and per floor sleep, counted by callgrind (repeatable whatever else the
+#   machine is doing): differences between two run lengths, so start-up and report writing
+#   cancel out.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --quiet
-cargo bench --bench tokio_floor --no-run --quiet 2>/dev/null
-floor_bin=$(cargo bench --bench tokio_floor --no-run --message-format=json 2>/dev/null \
+floor_bin=$(cargo bench --bench engine_floor --no-run --message-format=json 2>/dev/null \
   | python3 -c "import json,sys; print([m['executable'] for m in map(json.loads, sys.stdin) if m.get('executable') and m['target']['kind'] == ['bench']][-1])")
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-printf '%-10s %12s %10s %14s %12s\n' calls queries wall_s calls_per_s peak_rss_MiB
+printf '%-10s %12s %8s %8s %14s %14s %12s\n' calls queries wall_s cpu_s calls_per_cpu_s calls_per_wall_s peak_rss_MiB
 for queries in 125000 1250000; do
-  stats=$( { /usr/bin/time -f '%e %M' ./target/release/capsize run scenarios/research-agent.toml \
+  stats=$( { /usr/bin/time -f '%e %U %S %M' ./target/release/capsize run scenarios/research-agent.toml \
       --set workload.queries=$queries --out "$out" --json > "$out/stdout"; } 2>&1 | tail -1)
-  wall=${stats% *}; rss_kb=${stats#* }
+  read -r wall user sys rss_kb <<<"$stats"
   calls=$(python3 -c "import json; print(json.load(open('$out/summary.json'))['calls'])")
-  python3 -c "print(f'{$calls:<10} {$queries:>12} {$wall:>10.2f} {$calls/$wall:>14,.0f} {$rss_kb/1024:>12.1f}')"
+  python3 -c "cpu = $user + $sys; print(f'{$calls:<10} {$queries:>12} {$wall:>8.2f} {cpu:>8.2f} {$calls/cpu:>14,.0f} {$calls/$wall:>14,.0f} {$rss_kb/1024:>12.1f}')"
   [ "$queries" = 125000 ] && sim_rate=$(python3 -c "print($calls/$wall)")
 done
-floor=$("$floor_bin" 1000000)
+floor=$("$floor_bin" both 1000000 4)
 echo "$floor"
-floor_rate=$(echo "$floor" | sed -n 's/.* = \([0-9]*\) sleeps\/s.*/\1/p')
-python3 -c "print(f'simulator at 1M calls / floor: {$sim_rate/$floor_rate:.2f}')"
+floor_rate=$(echo "$floor" | sed -n 's/^des .* = \([0-9]*\) sleeps\/s.*/\1/p')
+python3 -c "print(f'simulator at 1M calls / des floor (wall): {$sim_rate/$floor_rate:.2f}')"
 
-# With --instructions: instructions per simulated call and per floor sleep, counted by
-# callgrind (repeatable whatever else the machine is doing): differences between two run
-# lengths, so start-up and report writing cancel out.
 if [ "${1:-}" = "--instructions" ]; then
   collected() { valgrind --tool=callgrind --callgrind-out-file=/dev/null "$@" 2>&1 >/dev/null \
       | sed -n 's/.*Collected : //p'; }
-  sim() { collected ./target/release/capsize run scenarios/research-agent.toml \
-      --set workload.queries="$1" --out "$out"; }
-  small=$(sim 2500); large=$(sim 5000)
-  echo "instructions per simulated call: $(( (large - small) / 20000 ))"
-  small=$(collected "$floor_bin" 20000); large=$(collected "$floor_bin" 40000)
-  echo "instructions per floor sleep: $(( (large - small) / 20000 ))"
+  calls() { ./target/release/capsize run "$1" --set workload.queries="$2" --out "$out" --json \
+      | python3 -c "import json,sys; print(json.load(sys.stdin)['calls'])"; }
+  per_call() { # scenario, small and large query counts
+    local small large
+    small=$(collected ./target/release/capsize run "$1" --set workload.queries="$2" --out "$out")
+    large=$(collected ./target/release/capsize run "$1" --set workload.queries="$3" --out "$out")
+    echo $(( (large - small) / ($(calls "$1" "$3") - $(calls "$1" "$2")) ))
+  }
+  echo "instructions per simulated call, pool-40: $(per_call scenarios/bench/pool-40.toml 20000 40000)"
+  echo "instructions per simulated call, research-agent: $(per_call scenarios/research-agent.toml 2500 5000)"
+  small=$(collected "$floor_bin" des 20000 4); large=$(collected "$floor_bin" des 40000 4)
+  echo "instructions per floor sleep (capsize-des): $(( (large - small) / 20000 ))"
+  small=$(collected "$floor_bin" tokio 20000 4); large=$(collected "$floor_bin" tokio 40000 4)
+  echo "instructions per floor sleep (tokio paused clock): $(( (large - small) / 20000 ))"
 fi
