@@ -78,6 +78,9 @@ fn on_tokio(sleeps: u64, tasks: u64) {
     }));
 }
 
+/// An engine's run of `sleeps` sleeps over `tasks` tasks.
+type Engine = fn(u64, u64);
+
 fn main() {
     // `cargo bench` passes `--bench`: skip flags.
     let args: Vec<String> = std::env::args()
@@ -88,7 +91,7 @@ fn main() {
     let number =
         |i: usize, default: u64| args.get(i).and_then(|a| a.parse().ok()).unwrap_or(default);
     let (sleeps, tasks) = (number(1, 1_000_000), number(2, 40).max(1));
-    let engines: &[(&str, fn(u64, u64))] = match engine {
+    let engines: &[(&str, Engine)] = match engine {
         "des" => &[("des", on_des)],
         "tokio" => &[("tokio", on_tokio)],
         "both" => &[("des", on_des), ("tokio", on_tokio)],
