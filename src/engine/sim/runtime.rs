@@ -6,10 +6,8 @@
 //! The driver, the scheduler and the provider model read time only through this, so one driver
 //! runs in both modes and the simulation path never touches a tokio timer.
 
-use std::cell::Cell;
 use std::future::Future;
 use std::pin::Pin;
-use std::rc::Rc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -99,10 +97,6 @@ pub(crate) struct DesRuntime {
     handle: Handle,
     origin: Instant,
     tick_ns: u64,
-    /// The last reading, as nanoseconds and as an instant: the clock is read many times at
-    /// each instant, and building an instant costs more than comparing two integers. Shared
-    /// by the clones (the scheduler's, the provider's, the driver's).
-    last: Rc<Cell<(u64, Instant)>>,
 }
 
 impl DesRuntime {
@@ -110,7 +104,6 @@ impl DesRuntime {
     /// whose timers fire on multiples of `tick` after it.
     fn new(handle: Handle, origin: Instant, tick: Duration) -> Self {
         DesRuntime {
-            last: Rc::new(Cell::new((handle.now_ns(), origin + handle.now()))),
             handle,
             origin,
             tick_ns: u64::try_from(tick.as_nanos()).unwrap_or(u64::MAX).max(1),
@@ -139,14 +132,7 @@ impl Clock for DesRuntime {
 
     #[inline]
     fn now(&self) -> Instant {
-        let ns = self.handle.now_ns();
-        let (last_ns, last) = self.last.get();
-        if ns == last_ns {
-            return last;
-        }
-        let now = self.origin + Duration::from_nanos(ns);
-        self.last.set((ns, now));
-        now
+        self.origin + self.handle.now()
     }
 
     #[inline]
