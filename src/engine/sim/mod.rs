@@ -9,7 +9,7 @@
 //!
 //! Real time (`run_realtime`): the same, over HTTP to the mock provider on tokio's real clock.
 //!
-//! Both modes share the workload driver (`drive`); they differ only in the [`Runtime`](runtime::Runtime) (clock
+//! Both modes share the workload driver (`drive`); they differ only in the `Runtime` (clock
 //! and tasks) and the [`Provider`](crate::engine::provider::Provider) behind the scheduler.
 
 mod drive;
