@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use capsize_scheduler::observe::{Breakdown, CallEnd, EventLog, RetryCause};
 use capsize_scheduler::{
-    CallSpec, EventKind, Jitter, Limit, LimiterConfig, ProviderError, RetryPolicy, Scheduler,
-    SchedulerConfig,
+    CallSpec, EventKind, Jitter, Limit, LimiterConfig, Observer, ProviderError, RetryPolicy,
+    Scheduler, SchedulerConfig,
 };
 use tokio::time::{sleep, Instant};
 
@@ -17,7 +17,7 @@ mod common;
 use common::ms;
 
 /// One permit, one request a second (burst 1), a fixed 500 ms backoff, Retry-After ignored.
-fn scheduler(log: Arc<EventLog>) -> Scheduler {
+fn scheduler(observer: Arc<dyn Observer>) -> Scheduler {
     let config = SchedulerConfig {
         max_concurrency: 1,
         limits: Some(LimiterConfig {
@@ -31,21 +31,20 @@ fn scheduler(log: Arc<EventLog>) -> Scheduler {
             ..RetryPolicy::default()
         },
     };
-    Scheduler::builder(config).observer(log).build().unwrap()
+    Scheduler::builder(config)
+        .observer(observer)
+        .build()
+        .unwrap()
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_call_latency_splits_into_queue_limiter_backoff_and_service() {
-    let log = Arc::new(EventLog::new());
-    let s = scheduler(log.clone());
-    let t0 = Instant::now();
-    // Call 0 holds the permit for 100 ms and spends the only token.
+/// Call 0 holds the permit for 100 ms and spends the only token. Call 1 is queued 100 ms for
+/// the permit, waits for the token at 1 s, gets a 429 after 50 ms, backs off 500 ms, waits for
+/// the next token at 2 s, then is served in 200 ms. Both succeed.
+async fn two_calls(s: &Scheduler) {
     let first = s.call(CallSpec::new(10), |_| async {
         sleep(ms(100)).await;
         Ok::<_, ProviderError>(())
     });
-    // Call 1: queued 100 ms for the permit, waits for the token at 1 s, gets a 429 after 50 ms,
-    // backs off 500 ms, waits for the next token at 2 s, then is served in 200 ms.
     let second = s.call(CallSpec::new(10), |a| async move {
         if a.number == 1 {
             sleep(ms(50)).await;
@@ -57,6 +56,14 @@ async fn a_call_latency_splits_into_queue_limiter_backoff_and_service() {
     });
     let (a, b) = tokio::join!(first, second);
     assert!(a.is_ok() && b.is_ok());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_latency_splits_into_queue_limiter_backoff_and_service() {
+    let log = Arc::new(EventLog::new());
+    let s = scheduler(log.clone());
+    let t0 = Instant::now();
+    two_calls(&s).await;
     assert_eq!(t0.elapsed(), ms(2200));
 
     let events = log.of_call(1);
@@ -147,7 +154,7 @@ struct Ends {
     t0: std::sync::OnceLock<Instant>,
 }
 
-impl capsize_scheduler::Observer for Ends {
+impl Observer for Ends {
     fn on_event(&self, _: &capsize_scheduler::Event) {
         self.events
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -174,41 +181,11 @@ impl capsize_scheduler::Observer for Ends {
 #[tokio::test(start_paused = true)]
 async fn an_observer_that_wants_no_events_gets_each_call_folded_once_at_its_end() {
     let ends = Arc::new(Ends::default());
-    let config = SchedulerConfig {
-        max_concurrency: 1,
-        limits: Some(LimiterConfig {
-            requests: Some(Limit::per_minute(60.0).with_burst(1.0)),
-            ..LimiterConfig::default()
-        }),
-        retry: RetryPolicy {
-            base: ms(500),
-            jitter: Jitter::None,
-            honor_retry_after: false,
-            ..RetryPolicy::default()
-        },
-    };
-    let s = Scheduler::builder(config)
-        .observer(ends.clone())
-        .build()
-        .unwrap();
+    let s = scheduler(ends.clone());
     ends.t0.set(Instant::now()).unwrap();
     // The same two calls as above, then a third whose future is dropped while it waits for
     // the limiter (its token is due at 3 s; it is dropped at 2.5 s).
-    let first = s.call(CallSpec::new(10), |_| async {
-        sleep(ms(100)).await;
-        Ok::<_, ProviderError>(())
-    });
-    let second = s.call(CallSpec::new(10), |a| async move {
-        if a.number == 1 {
-            sleep(ms(50)).await;
-            Err(ProviderError::rate_limited(Some(ms(9000))))
-        } else {
-            sleep(ms(200)).await;
-            Ok(())
-        }
-    });
-    let (a, b) = tokio::join!(first, second);
-    assert!(a.is_ok() && b.is_ok());
+    two_calls(&s).await;
     let third = s.call(CallSpec::new(10), |_| async { Ok::<_, ProviderError>(()) });
     assert!(tokio::time::timeout(ms(300), third).await.is_err());
 
