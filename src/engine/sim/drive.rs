@@ -352,6 +352,10 @@ pub(super) enum Pace {
 
 impl Pace {
     async fn until<R: Runtime>(self, rt: &R, at: Instant) {
+        // Already there (a closed-loop session with no think time): no timer to build.
+        if rt.now() >= at {
+            return;
+        }
         match self {
             Pace::Exact => rt.sleep_until(at).await,
             Pace::Spin { lead } => {
