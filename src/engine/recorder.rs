@@ -6,10 +6,11 @@
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
+use hdrhistogram::Histogram;
+
 use crate::engine::timescale::TimeScale;
 use crate::scheduler::observe::{CallEnd, EventKind, Observer};
 use crate::scheduler::Interrupt;
-use hdrhistogram::Histogram;
 
 /// Histogram values are microseconds of model time, up to a day, 3 significant digits.
 fn histogram() -> Histogram<u64> {
@@ -185,57 +186,34 @@ pub struct Recording {
     pub peak_tokens_60s: u64,
 }
 
-/// A histogram that counts zeros apart: most waits are zero, and a zero is then an increment
-/// instead of a histogram record. The zeros are added in when the histogram is read.
-#[derive(Clone)]
-struct Hist {
-    nonzero: Histogram<u64>,
-    zeros: u64,
+/// Zero values recorded, per histogram of [`Recording`], kept apart: most waits are zero, and a
+/// zero is then an increment instead of a histogram record. They are added in when read.
+#[derive(Debug, Clone, Copy, Default)]
+struct Zeros {
+    query: u64,
+    call: u64,
+    queue: u64,
+    limiter: u64,
+    backoff: u64,
+    service: u64,
+    provider_queue: u64,
+    start_lateness: u64,
 }
 
-impl Hist {
-    fn new() -> Self {
-        Hist {
-            nonzero: histogram(),
-            zeros: 0,
-        }
+/// Records `micros` in `h`, or counts it in `zeros` if it is zero.
+fn record(h: &mut Histogram<u64>, zeros: &mut u64, micros: u64) {
+    if micros == 0 {
+        *zeros += 1;
+    } else {
+        h.saturating_record(micros);
     }
-
-    fn record(&mut self, micros: u64) {
-        if micros == 0 {
-            self.zeros += 1;
-        } else {
-            self.nonzero.saturating_record(micros);
-        }
-    }
-
-    fn histogram(&self) -> Histogram<u64> {
-        let mut h = self.nonzero.clone();
-        if self.zeros > 0 {
-            h.saturating_record_n(0, self.zeros);
-        }
-        h
-    }
-}
-
-/// The histograms being filled, as [`Recording`] names them.
-#[derive(Clone)]
-struct Hists {
-    query: Hist,
-    call: Hist,
-    queue: Hist,
-    limiter: Hist,
-    backoff: Hist,
-    service: Hist,
-    provider_queue: Hist,
-    start_lateness: Hist,
 }
 
 struct State {
     scale: TimeScale,
-    hists: Hists,
-    /// Everything but the histograms (filled from `hists` when read).
+    /// Everything recorded, but the zeros of its histograms.
     rec: Recording,
+    zeros: Zeros,
     peak: Peak60,
 }
 
@@ -243,7 +221,11 @@ impl State {
     /// A query started `late` (runtime) after its intended start.
     fn started(&mut self, late: Duration) {
         let v = micros(self.scale.to_model(late));
-        self.hists.start_lateness.record(v);
+        record(
+            &mut self.rec.start_lateness,
+            &mut self.zeros.start_lateness,
+            v,
+        );
     }
 }
 
@@ -261,20 +243,10 @@ impl Recorder {
     /// A recorder for a run whose runtime clock relates to model time by `scale`.
     pub fn new(scale: TimeScale) -> Self {
         let h = histogram();
-        let hist = Hist::new();
         Recorder {
             state: Mutex::new(State {
                 scale,
-                hists: Hists {
-                    query: hist.clone(),
-                    call: hist.clone(),
-                    queue: hist.clone(),
-                    limiter: hist.clone(),
-                    backoff: hist.clone(),
-                    service: hist.clone(),
-                    provider_queue: hist.clone(),
-                    start_lateness: hist,
-                },
+                zeros: Zeros::default(),
                 rec: Recording {
                     query: h.clone(),
                     call: h.clone(),
@@ -314,13 +286,14 @@ impl Recorder {
     /// (runtime) after that intended start. Only queries whose calls all succeeded (or were "not
     /// run") enter the latency histogram; failed ones are counted.
     pub fn query_done(&self, late: Duration, latency: Duration, failed: bool) {
-        let mut s = self.lock();
+        let mut guard = self.lock();
+        let s = &mut *guard;
         s.started(late);
         if failed {
             s.rec.queries_failed += 1;
         } else {
             let v = micros(s.scale.to_model(latency));
-            s.hists.query.record(v);
+            record(&mut s.rec.query, &mut s.zeros.query, v);
         }
         s.rec.queries_completed += 1;
     }
@@ -376,7 +349,11 @@ impl Recorder {
             s.peak.add(at_s, 1, tokens);
             (s.rec.peak_requests_60s, s.rec.peak_tokens_60s) = s.peak.peak;
             if let Some(q) = queued {
-                s.hists.provider_queue.record(micros(q));
+                record(
+                    &mut s.rec.provider_queue,
+                    &mut s.zeros.provider_queue,
+                    micros(q),
+                );
             }
         }
     }
@@ -384,18 +361,23 @@ impl Recorder {
     /// Everything recorded so far.
     pub fn finish(&self) -> Recording {
         let s = self.lock();
-        let h = &s.hists;
-        Recording {
-            query: h.query.histogram(),
-            call: h.call.histogram(),
-            queue: h.queue.histogram(),
-            limiter: h.limiter.histogram(),
-            backoff: h.backoff.histogram(),
-            service: h.service.histogram(),
-            provider_queue: h.provider_queue.histogram(),
-            start_lateness: h.start_lateness.histogram(),
-            ..s.rec.clone()
+        let mut rec = s.rec.clone();
+        let z = s.zeros;
+        for (h, zeros) in [
+            (&mut rec.query, z.query),
+            (&mut rec.call, z.call),
+            (&mut rec.queue, z.queue),
+            (&mut rec.limiter, z.limiter),
+            (&mut rec.backoff, z.backoff),
+            (&mut rec.service, z.service),
+            (&mut rec.provider_queue, z.provider_queue),
+            (&mut rec.start_lateness, z.start_lateness),
+        ] {
+            if zeros > 0 {
+                h.saturating_record_n(0, zeros);
+            }
         }
+        rec
     }
 }
 
@@ -446,12 +428,12 @@ impl Observer for Recorder {
         if let Some(EventKind::Completed { .. }) = end.end {
             let scale = s.scale;
             let model = |d: Duration| micros(scale.to_model(d));
-            let h = &mut s.hists;
-            h.call.record(model(end.at - end.queued_at));
-            h.queue.record(model(b.queue));
-            h.limiter.record(model(b.limiter));
-            h.backoff.record(model(b.backoff));
-            h.service.record(model(b.service));
+            let (r, z) = (&mut s.rec, &mut s.zeros);
+            record(&mut r.call, &mut z.call, model(end.at - end.queued_at));
+            record(&mut r.queue, &mut z.queue, model(b.queue));
+            record(&mut r.limiter, &mut z.limiter, model(b.limiter));
+            record(&mut r.backoff, &mut z.backoff, model(b.backoff));
+            record(&mut r.service, &mut z.service, model(b.service));
         }
     }
 }
