@@ -169,6 +169,8 @@ impl Window {
     /// would fit (`None` if it never can: see [`Window::admits`]).
     #[inline]
     pub fn try_charge(&mut self, now: Duration, cost: u64) -> Result<(), Option<Duration>> {
+        // Checked here, inlined, so an unlimited window costs a caller one comparison (the
+        // full path, `advance` and `admits` included, costs ~130 instructions a request).
         if let State::Unlimited = self.state {
             return Ok(());
         }
