@@ -13,6 +13,7 @@ use std::sync::PoisonError;
 use tokio::sync::SemaphorePermit;
 use tokio::time::Instant;
 
+use crate::limit::Reservation;
 use crate::observe::{Breakdown, CallEnd, CallId, Event, EventKind, RetryCause};
 use crate::retry::{Classify, Decision, FailureKind};
 use crate::{Attempt, CallError, CallSpec, Clock, Interrupt, Scheduler, Stage, Work};
@@ -150,40 +151,47 @@ impl<'a, C: Clock> Call<'a, C> {
     }
 
     /// Before attempt `number`: checks the scope still wants it, then reserves one request and
-    /// the call's tokens in the limiter and waits until they are paid for.
-    pub(crate) async fn wait_for_limiter<E>(&mut self, number: u32) -> Result<(), CallError<E>> {
-        let scope = &self.spec.scope;
+    /// the call's tokens in the limiter. Returns the reservation if it must be waited for
+    /// ([`Call::wait_for_limiter`]); a reservation the buckets hold already goes at once.
+    pub(crate) fn reserve<E>(
+        &mut self,
+        number: u32,
+    ) -> Result<Option<Reservation<'a, C>>, CallError<E>> {
         // Nothing is reserved or sent for a call its scope has stopped already.
-        let waited = if number == 1 {
-            Stage::Queued
-        } else {
-            Stage::Backoff
-        };
-        if let Some(cause) = scope.interrupted_at(Work::Unsent, self.now) {
-            return Err(self.stop(waited, cause));
+        if let Some(cause) = self.spec.scope.interrupted_at(Work::Unsent, self.now) {
+            return Err(self.stop(waited_in(number), cause));
         }
         let Some(limiter) = &self.scheduler.inner.limiter else {
-            return Ok(());
+            return Ok(None);
         };
-        let mut reservation = limiter.reserve_at(self.spec.tokens, self.now);
-        // A reservation the buckets hold already goes at once: no wait to report.
-        if !reservation.is_ready() {
-            self.emit(EventKind::LimiterWaitStart);
-            let ready =
-                Box::pin(scope.run_on(self.scheduler.clock(), Work::Unsent, reservation.ready()))
-                    .await;
-            self.now = self.scheduler.clock().now();
-            // Ready at the very instant the scope stopped: stopped wins, and the reservation
-            // (not yet taken) is refunded when dropped.
-            if let Some(cause) = ready
-                .err()
-                .or_else(|| scope.interrupted_at(Work::Unsent, self.now))
-            {
-                drop(reservation);
-                return Err(self.stop(Stage::Limiter, cause));
-            }
-            self.emit(EventKind::LimiterWaitEnd);
+        let reservation = limiter.reserve_at(self.spec.tokens, self.now);
+        if reservation.is_ready() {
+            reservation.admit();
+            return Ok(None);
         }
+        Ok(Some(reservation))
+    }
+
+    /// Waits until `reservation` is paid for (or the scope stops the call).
+    pub(crate) async fn wait_for_limiter<E>(
+        &mut self,
+        mut reservation: Reservation<'a, C>,
+    ) -> Result<(), CallError<E>> {
+        let scope = &self.spec.scope;
+        self.emit(EventKind::LimiterWaitStart);
+        let ready =
+            Box::pin(scope.run_on(self.scheduler.clock(), Work::Unsent, reservation.ready())).await;
+        self.now = self.scheduler.clock().now();
+        // Ready at the very instant the scope stopped: stopped wins, and the reservation (not
+        // yet taken) is refunded when dropped.
+        if let Some(cause) = ready
+            .err()
+            .or_else(|| scope.interrupted_at(Work::Unsent, self.now))
+        {
+            drop(reservation);
+            return Err(self.stop(Stage::Limiter, cause));
+        }
+        self.emit(EventKind::LimiterWaitEnd);
         reservation.admit();
         Ok(())
     }
@@ -197,18 +205,21 @@ impl<'a, C: Clock> Call<'a, C> {
     {
         self.emit(EventKind::Sent { attempt: number });
         self.refundable = false;
-        let work = attempt(Attempt {
+        let this = Attempt {
             call: self.id,
             number,
-        });
+        };
         let scope = &self.spec.scope;
+        // The attempt's future is made where it is awaited: bound first, it would be built
+        // and then copied into this future's state.
         let outcome = if scope.watches(Work::Sent) {
+            let work = attempt(this);
             match Box::pin(scope.run_on(self.scheduler.clock(), Work::Sent, work)).await {
                 Ok(outcome) => outcome,
                 Err(cause) => return Err(self.stop(Stage::InFlight, cause)),
             }
         } else {
-            work.await
+            attempt(this).await
         };
         self.now = self.scheduler.clock().now();
         if outcome.is_ok() {
@@ -299,6 +310,16 @@ impl<C: Clock> Drop for Call<'_, C> {
             rate_limited: self.rate_limited,
             retries: self.retries,
         });
+    }
+}
+
+/// Where a call stopped before attempt `number` was waiting: queued before the first, backing
+/// off before a retry.
+fn waited_in(number: u32) -> Stage {
+    if number == 1 {
+        Stage::Queued
+    } else {
+        Stage::Backoff
     }
 }
 

@@ -85,8 +85,12 @@ impl Planner {
     /// The next query's shape, written over `plan` (its vectors are reused, so a driver that
     /// keeps one plan per session allocates nothing per query).
     pub fn fill(&mut self, plan: &mut QueryPlan) {
-        let agents = self.workload.subagents.map_or(1, |s| s.count);
-        plan.agents.resize_with(agents as usize, Vec::new);
+        let agents = self.workload.subagents.map_or(1, |s| s.count) as usize;
+        // Checked first: a reused plan is already the right shape, and a resize that changes
+        // nothing is a function call.
+        if plan.agents.len() != agents {
+            plan.agents.resize_with(agents, Vec::new);
+        }
         for agent in &mut plan.agents {
             self.fill_agent(agent);
         }
@@ -95,7 +99,9 @@ impl Planner {
     fn fill_agent(&mut self, rounds: &mut AgentPlan) {
         let w = &self.workload;
         let rng = &mut self.queries;
-        rounds.resize_with(w.rounds as usize, Vec::new);
+        if rounds.len() != w.rounds as usize {
+            rounds.resize_with(w.rounds as usize, Vec::new);
+        }
         for calls in rounds {
             calls.clear();
             let n = w.calls_per_query.sample(rng);

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::task::{Poll, Waker};
 use std::time::Duration;
 
+use futures_util::future::Either;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -75,17 +76,19 @@ impl<P: Provider, R: Runtime> Ctx<P, R> {
         scope.watches(work) && scope.interrupted_at(work, self.rt.now()).is_some()
     }
 
-    async fn call(
-        &self,
+    /// One call of `tokens` through the scheduler to the provider. (The scheduler's future
+    /// itself, not awaited inside another: one layer less to poll.)
+    fn call<'a>(
+        &'a self,
         tokens: u64,
         kind: RequestKind,
         scope: &Scope,
-        abandoned: &Cell<bool>,
-    ) -> Result<(), CallError<ProviderError>> {
+        abandoned: &'a Cell<bool>,
+    ) -> impl Future<Output = Result<(), CallError<ProviderError>>> + 'a {
         let spec = CallSpec::new(tokens).in_scope(scope);
-        self.scheduler
-            .call(spec, |_| self.provider.request(tokens, kind, abandoned))
-            .await
+        self.scheduler.call(spec, move |_| {
+            self.provider.request(tokens, kind, abandoned)
+        })
     }
 }
 
@@ -94,9 +97,10 @@ impl<P: Provider, R: Runtime> Ctx<P, R> {
 async fn run_agent<P: Provider, R: Runtime>(
     ctx: &Ctx<P, R>,
     rounds: &[Vec<PlannedCall>],
-    scope: &Scope,
+    scope: Scope,
     abandoned: &Cell<bool>,
 ) -> bool {
+    let scope = &scope;
     let mut failed = false;
     for (round, calls) in rounds.iter().enumerate() {
         if let Some(budget) = scope.budget() {
@@ -137,17 +141,31 @@ async fn run_agent<P: Provider, R: Runtime>(
 }
 
 /// Runs one query: a single agent, or an orchestrator that fans out to budgeted subagents and
-/// then synthesises. Returns true if any call failed or was stopped.
-async fn run_query<P: Provider, R: Runtime>(
+/// then synthesises. Returns true if any call failed or was stopped. (A single agent's rounds
+/// are the future itself, not awaited inside another: one layer less to poll per call.)
+fn run_query<'a, P: Provider, R: Runtime>(
+    ctx: &'a Ctx<P, R>,
+    plan: &'a QueryPlan,
+    scope: Scope,
+    abandoned: &'a Cell<bool>,
+) -> impl Future<Output = bool> + 'a {
+    match ctx.subagents {
+        None => {
+            let rounds = plan.agents.first().map_or(&[][..], Vec::as_slice);
+            Either::Left(run_agent(ctx, rounds, scope, abandoned))
+        }
+        Some(sub) => Either::Right(run_orchestrator(ctx, plan, sub, scope, abandoned)),
+    }
+}
+
+/// An orchestrator's query: budgeted subagents in parallel, then a synthesis turn.
+async fn run_orchestrator<P: Provider, R: Runtime>(
     ctx: &Ctx<P, R>,
     plan: &QueryPlan,
+    sub: Subagents,
     scope: Scope,
     abandoned: &Cell<bool>,
 ) -> bool {
-    let Some(sub) = ctx.subagents else {
-        let rounds = plan.agents.first().map_or(&[][..], Vec::as_slice);
-        return run_agent(ctx, rounds, &scope, abandoned).await;
-    };
     let budget = Budget::new("query", sub.orchestrator_budget, None);
     let fan = FanOut::new(&scope);
     let jobs = plan.agents.iter().enumerate().map(|(i, rounds)| {
@@ -158,7 +176,7 @@ async fn run_query<P: Provider, R: Runtime>(
                 sub.budget_tokens,
                 sub.max_iterations,
             );
-            run_agent(ctx, rounds, &s.with_budget(child), abandoned).await
+            run_agent(ctx, rounds, s.with_budget(child), abandoned).await
         }
     });
     let mut failed = fan.gather(jobs).await.into_iter().any(|f| f);
