@@ -151,7 +151,7 @@ impl<'a, C: Clock> Call<'a, C> {
     }
 
     /// Before attempt `number`: checks the scope still wants it, then reserves one request and
-    /// the call's tokens in the limiter. Returns the reservation if it must be waited for
+    /// the call's tokens in the limiter (unless the policy sends retries around it). Returns the reservation if it must be waited for
     /// ([`Call::wait_for_limiter`]); a reservation the buckets hold already goes at once.
     pub(crate) fn reserve<E>(
         &mut self,
@@ -161,7 +161,12 @@ impl<'a, C: Clock> Call<'a, C> {
         if let Some(cause) = self.spec.scope.interrupted_at(Work::Unsent, self.now) {
             return Err(self.stop(waited_in(number), cause));
         }
-        let Some(limiter) = &self.scheduler.inner.limiter else {
+        let inner = &self.scheduler.inner;
+        let Some(limiter) = inner
+            .limiter
+            .as_ref()
+            .filter(|_| inner.retry.through_limiter(number))
+        else {
             return Ok(None);
         };
         let reservation = limiter.reserve_at(self.spec.tokens, self.now);
@@ -244,7 +249,7 @@ impl<'a, C: Clock> Call<'a, C> {
         }
         let inner = &self.scheduler.inner;
         let policy = &inner.retry;
-        if let (Some(limiter), Some(wait)) = (&inner.limiter, policy.retry_after(&kind)) {
+        if let (Some(limiter), Some(wait)) = (&inner.limiter, policy.limiter_pause(&kind)) {
             limiter.pause_until(self.now + wait);
         }
         let decision = {

@@ -138,6 +138,11 @@ pub enum GiveUp {
         /// The wait that was needed.
         wait: Duration,
     },
+    /// The provider asked for a wait longer than the policy's `retry_after_max`.
+    RetryAfterTooLong {
+        /// The wait asked for.
+        wait: Duration,
+    },
 }
 
 /// Why a call did not return a value.
@@ -173,6 +178,9 @@ fn give_up_text(reason: &GiveUp) -> String {
         GiveUp::RetriesExhausted => "failed, retries exhausted,".to_string(),
         GiveUp::WouldMissDeadline { wait } => {
             format!("gave up early (a {wait:?} wait would pass the deadline)")
+        }
+        GiveUp::RetryAfterTooLong { wait } => {
+            format!("failed, not retried (Retry-After {wait:?} is longer than the policy waits),")
         }
     }
 }

@@ -198,7 +198,9 @@ pub use self::error::{
 pub use self::fanout::FanOut;
 pub use self::limit::{Limit, LimiterConfig, RateLimiter};
 pub use self::observe::{CallId, Event, EventKind, Observer};
-pub use self::retry::{Classify, FailureKind, Jitter, ProviderError, RetryPolicy};
+pub use self::retry::{
+    Classify, FailureKind, Jitter, ProviderError, RetryAfterMode, RetryPolicy, RetryPreset,
+};
 pub use self::scope::{Scope, Work};
 
 use self::call::Call;

@@ -6,115 +6,19 @@
 
 #![allow(clippy::disallowed_methods)] // runs on tokio's clock on purpose
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use capsize_scheduler::observe::EventLog;
 use capsize_scheduler::{
-    Attempt, CallError, CallSpec, EventKind, FailureKind, GiveUp, Jitter, Limit, LimiterConfig,
-    ProviderError, RetryPolicy, Scheduler, SchedulerConfig, Scope,
+    CallError, EventKind, FailureKind, GiveUp, Jitter, Limit, LimiterConfig, ProviderError,
+    RetryPolicy, Scope,
 };
 use futures_util::future::join_all;
 use rand::rngs::Xoshiro256PlusPlus;
 use rand::SeedableRng;
-use tokio::time::{sleep, sleep_until, Instant};
+use tokio::time::Instant;
 
 mod common;
-use common::ms;
-
-type Outcome = Result<(), CallError<ProviderError>>;
-
-fn secs(n: u64) -> Duration {
-    Duration::from_secs(n)
-}
-
-/// No jitter: retry n waits exactly min(cap, base·2^n).
-fn exact(base: Duration, cap: Duration) -> RetryPolicy {
-    RetryPolicy {
-        base,
-        cap,
-        jitter: Jitter::None,
-        ..RetryPolicy::default()
-    }
-}
-
-fn scheduler(
-    retry: RetryPolicy,
-    limits: Option<LimiterConfig>,
-    seed: u64,
-) -> (Scheduler, Arc<EventLog>) {
-    let log = Arc::new(EventLog::new());
-    let config = SchedulerConfig {
-        max_concurrency: 0,
-        limits,
-        retry,
-    };
-    let s = Scheduler::builder(config)
-        .seed(seed)
-        .observer(log.clone())
-        .build()
-        .expect("valid config");
-    (s, log)
-}
-
-/// One call that arrives at `t0 + arrive`; attempt n takes `service` and returns `script(n)`.
-async fn call(
-    s: &Scheduler,
-    t0: Instant,
-    arrive: Duration,
-    scope: &Scope,
-    service: Duration,
-    script: impl Fn(u32) -> Result<(), ProviderError>,
-) -> Outcome {
-    if !arrive.is_zero() {
-        sleep_until(t0 + arrive).await;
-    }
-    let spec = CallSpec::new(1).in_scope(scope);
-    s.call(spec, |a: Attempt| {
-        let out = script(a.number);
-        async move {
-            sleep(service).await;
-            out
-        }
-    })
-    .await
-}
-
-/// Fails the first attempt with `e`, then succeeds.
-fn fail_once(e: ProviderError) -> impl Fn(u32) -> Result<(), ProviderError> {
-    move |n| if n == 1 { Err(e.clone()) } else { Ok(()) }
-}
-
-/// Runs a single call at t0 with `policy` and instant service; returns its outcome and the
-/// times (from t0) its attempts were sent.
-async fn single(
-    policy: RetryPolicy,
-    scope: &Scope,
-    script: impl Fn(u32) -> Result<(), ProviderError>,
-) -> (Outcome, Vec<Duration>) {
-    let t0 = Instant::now();
-    let (s, log) = scheduler(policy, None, 0);
-    let out = call(&s, t0, Duration::ZERO, scope, Duration::ZERO, script).await;
-    (out, sent_times(&log, t0, None))
-}
-
-/// Send times (from `t0`) of every attempt of `only` (or of every call).
-fn sent_times(log: &EventLog, t0: Instant, only: Option<u64>) -> Vec<Duration> {
-    log.events()
-        .iter()
-        .filter(|e| matches!(e.kind, EventKind::Sent { .. }) && only.is_none_or(|c| c == e.call))
-        .map(|e| e.at - t0)
-        .collect()
-}
-
-fn gave_up(out: Outcome) -> (GiveUp, u32) {
-    match out {
-        Err(CallError::Failed {
-            reason, attempts, ..
-        }) => (reason, attempts),
-        other => panic!("expected a give-up, got {other:?}"),
-    }
-}
+use common::{call, exact, fail_once, gave_up, ms, retrying, secs, sent_times, single, Outcome};
 
 #[test]
 fn jitter_stays_in_its_band_and_is_seeded() {
@@ -187,7 +91,7 @@ async fn scheduler_draws_its_delays_from_the_seeded_rng() {
         ..RetryPolicy::default()
     };
     let t0 = Instant::now();
-    let (s, log) = scheduler(policy.clone(), None, 42);
+    let (s, log) = retrying(policy.clone(), None, 42);
     let always_429 = |_| Err(ProviderError::rate_limited(None));
     let out = call(
         &s,
@@ -311,7 +215,7 @@ async fn retry_after_is_a_capped_minimum_wait() {
 /// with a deadline at `t0 + deadline`; returns its outcome and when it ended.
 async fn against_deadline(deadline: Duration) -> (Outcome, Duration) {
     let t0 = Instant::now();
-    let (s, _) = scheduler(exact(ms(1), ms(1)), None, 0);
+    let (s, _) = retrying(exact(ms(1), ms(1)), None, 0);
     let scope = Scope::new().with_deadline(t0 + deadline);
     let script = fail_once(ProviderError::rate_limited(Some(secs(3))));
     let out = call(&s, t0, Duration::ZERO, &scope, ms(500), script).await;
@@ -348,7 +252,7 @@ async fn a_retry_after_pauses_every_caller_of_the_limiter() {
         requests: Some(Limit::per_minute(60.0).with_burst(1.0)),
         ..LimiterConfig::default()
     };
-    let (s, log) = scheduler(RetryPolicy::default(), Some(limits), 0);
+    let (s, log) = retrying(RetryPolicy::default(), Some(limits), 0);
     let scope = Scope::new();
     let ok = |_| Ok(());
     let after_7s = fail_once(ProviderError::rate_limited(Some(secs(7))));
@@ -369,7 +273,7 @@ async fn a_retry_after_pauses_every_caller_of_the_limiter() {
 /// with times taken from the run's start.
 async fn noisy_run(seed: u64) -> String {
     let t0 = Instant::now();
-    let (s, log) = scheduler(RetryPolicy::default(), None, seed);
+    let (s, log) = retrying(RetryPolicy::default(), None, seed);
     let scope = Scope::new();
     let script = |n| {
         if n <= 3 {

@@ -2,10 +2,15 @@
 //!
 //! Exponential backoff with a base and a cap, and a jitter mode (`full` by default: a uniform draw
 //! in `[0, min(cap, base·2^n)]`, which spreads callers that failed together). A provider's
-//! Retry-After is a *minimum* wait (capped), and a wait that would end past the caller's deadline
-//! is not taken: the call gives up at once instead. Randomness comes from the caller's RNG.
+//! Retry-After is, by default, a *minimum* wait (capped) that pauses the whole limiter; the
+//! official SDKs' rules are other settings of the same policy ([`RetryPreset`]): the Retry-After
+//! *instead of* the backoff, a longest one past which the call is not retried, no pause for
+//! other callers, retries that go around the client's limiter. A wait that would end past the
+//! caller's deadline is not taken: the call gives up at once instead. Randomness comes from the
+//! caller's RNG.
 
 mod after;
+mod preset;
 
 use std::fmt;
 use std::time::Duration;
@@ -15,6 +20,7 @@ use thiserror::Error;
 use tokio::time::Instant;
 
 pub use self::after::{parse_http_date, retry_after_from_headers, HeaderError};
+pub use self::preset::{RetryPreset, UnknownPreset};
 use super::error::{ConfigError, GiveUp, InvalidBackoff};
 
 /// How a backoff delay is randomised.
@@ -28,6 +34,8 @@ pub enum Jitter {
     Equal,
     /// Exactly `d`: every caller that failed together retries together.
     None,
+    /// `d` shaved by up to a quarter, `d·(1 − U/4)`: the official OpenAI and Anthropic SDKs'.
+    Reduce,
 }
 
 impl Jitter {
@@ -37,7 +45,44 @@ impl Jitter {
             Jitter::Full => "full",
             Jitter::Equal => "equal",
             Jitter::None => "none",
+            Jitter::Reduce => "reduce",
         }
+    }
+
+    /// The jitter mode named `name` in scenario files.
+    pub fn from_name(name: &str) -> Option<Jitter> {
+        [Jitter::Full, Jitter::Equal, Jitter::None, Jitter::Reduce]
+            .into_iter()
+            .find(|j| j.name() == name)
+    }
+}
+
+/// How an honoured Retry-After combines with the backoff.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum RetryAfterMode {
+    /// Wait the longer of the two: the Retry-After is a minimum (capsize's default).
+    #[default]
+    AtLeast,
+    /// Wait the Retry-After and skip the backoff (the official SDKs). A zero Retry-After asks
+    /// nothing, and the backoff applies.
+    Instead,
+}
+
+impl RetryAfterMode {
+    /// The name used in scenario files.
+    pub fn name(self) -> &'static str {
+        match self {
+            RetryAfterMode::AtLeast => "at_least",
+            RetryAfterMode::Instead => "instead",
+        }
+    }
+
+    /// The mode named `name` in scenario files.
+    pub fn from_name(name: &str) -> Option<RetryAfterMode> {
+        [RetryAfterMode::AtLeast, RetryAfterMode::Instead]
+            .into_iter()
+            .find(|m| m.name() == name)
     }
 }
 
@@ -143,10 +188,21 @@ pub struct RetryPolicy {
     pub cap: Duration,
     /// How the delay is drawn below the ceiling.
     pub jitter: Jitter,
-    /// Wait at least the provider's Retry-After, and pause the whole limiter for it.
+    /// Take the provider's Retry-After into account at all.
     pub honor_retry_after: bool,
+    /// How an honoured Retry-After combines with the backoff.
+    pub retry_after_mode: RetryAfterMode,
     /// The longest Retry-After taken at its word; longer ones are cut to this.
     pub retry_after_cap: Duration,
+    /// A Retry-After longer than this is not waited for: the call is not retried and fails
+    /// with the answer that asked for it (`None`: no such limit).
+    pub retry_after_max: Option<Duration>,
+    /// An honoured Retry-After pauses the whole limiter (every caller waits it out), not just
+    /// the call that was told.
+    pub pause_limiter: bool,
+    /// Retries go back through the client's limiter like first attempts (`false`: around it,
+    /// as an SDK's own retries go beneath a limiter in front of the SDK).
+    pub retries_through_limiter: bool,
     /// Statuses retried besides 429.
     pub retry_on: Vec<u16>,
     /// Whether timeouts are retried.
@@ -161,7 +217,11 @@ impl Default for RetryPolicy {
             cap: Duration::from_secs(60),
             jitter: Jitter::Full,
             honor_retry_after: true,
+            retry_after_mode: RetryAfterMode::AtLeast,
             retry_after_cap: Duration::from_secs(60),
+            retry_after_max: None,
+            pause_limiter: true,
+            retries_through_limiter: true,
             retry_on: vec![500, 502, 503, 504, 529],
             retry_timeouts: true,
         }
@@ -202,21 +262,49 @@ impl RetryPolicy {
             Jitter::Full => rng.random_range(0.0..=ceiling),
             Jitter::Equal => ceiling / 2.0 + rng.random_range(0.0..=ceiling / 2.0),
             Jitter::None => ceiling,
+            Jitter::Reduce => ceiling * (1.0 - 0.25 * rng.random::<f64>()),
         };
         Duration::from_secs_f64(secs)
     }
 
-    /// The wait a failure of this kind asks for, capped, if it is to be honoured.
-    pub fn retry_after(&self, kind: &FailureKind) -> Option<Duration> {
+    /// The wait a failure of this kind asks for, if the policy listens to it at all.
+    fn asked(&self, kind: &FailureKind) -> Option<Duration> {
         if !self.honor_retry_after {
             return None;
         }
         match kind {
             FailureKind::RateLimited { retry_after } | FailureKind::Status { retry_after, .. } => {
-                retry_after.map(|d| d.min(self.retry_after_cap))
+                *retry_after
             }
             _ => None,
         }
+    }
+
+    /// Whether a failure of this kind asks for a wait longer than the policy will take.
+    fn asks_too_long(&self, kind: &FailureKind) -> Option<Duration> {
+        let asked = self.asked(kind)?;
+        self.retry_after_max
+            .filter(|max| asked > *max)
+            .map(|_| asked)
+    }
+
+    /// The wait a failure of this kind asks for, cut to `retry_after_cap`, if it is honoured
+    /// (one longer than `retry_after_max` is not).
+    pub fn retry_after(&self, kind: &FailureKind) -> Option<Duration> {
+        if self.asks_too_long(kind).is_some() {
+            return None;
+        }
+        self.asked(kind).map(|d| d.min(self.retry_after_cap))
+    }
+
+    /// How long a failure of this kind pauses the whole limiter, if the policy pauses it.
+    pub fn limiter_pause(&self, kind: &FailureKind) -> Option<Duration> {
+        self.pause_limiter.then(|| self.retry_after(kind)).flatten()
+    }
+
+    /// Whether attempt `number` (1 for the first) goes through the client's limiter.
+    pub fn through_limiter(&self, number: u32) -> bool {
+        number == 1 || self.retries_through_limiter
     }
 
     fn retryable(&self, kind: &FailureKind) -> bool {
@@ -244,10 +332,16 @@ impl RetryPolicy {
         if retries_done >= self.max_retries {
             return Decision::GiveUp(GiveUp::RetriesExhausted);
         }
-        let mut delay = self.backoff(retries_done, rng);
-        if let Some(after) = self.retry_after(kind) {
-            delay = delay.max(after);
+        if let Some(wait) = self.asks_too_long(kind) {
+            return Decision::GiveUp(GiveUp::RetryAfterTooLong { wait });
         }
+        let backoff = self.backoff(retries_done, rng);
+        let delay = match (self.retry_after(kind), self.retry_after_mode) {
+            (None, _) => backoff,
+            (Some(after), RetryAfterMode::AtLeast) => backoff.max(after),
+            (Some(after), RetryAfterMode::Instead) if after.is_zero() => backoff,
+            (Some(after), RetryAfterMode::Instead) => after,
+        };
         if deadline.is_some_and(|d| now + delay >= d) {
             return Decision::GiveUp(GiveUp::WouldMissDeadline { wait: delay });
         }

@@ -152,18 +152,28 @@ fn one() -> u32 {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawRetry {
+    /// A client's rules to start from: `capsize`, `openai-python` or `anthropic-python`.
+    pub preset: Option<String>,
     /// Retries after the first attempt.
     pub max_retries: Option<u32>,
     /// Backoff base.
     pub base_ms: Option<f64>,
     /// Backoff cap.
     pub cap_ms: Option<f64>,
-    /// `full`, `equal` or `none`.
+    /// `full`, `equal`, `none` or `reduce`.
     pub jitter: Option<String>,
-    /// Wait at least the Retry-After.
+    /// Take the Retry-After into account.
     pub honor_retry_after: Option<bool>,
-    /// The longest Retry-After honoured.
+    /// `at_least` (a minimum wait) or `instead` (of the backoff).
+    pub retry_after: Option<String>,
+    /// Longer Retry-Afters are cut to this.
     pub retry_after_cap_ms: Option<f64>,
+    /// Longer Retry-Afters are not retried.
+    pub retry_after_max_ms: Option<f64>,
+    /// A Retry-After pauses the whole limiter.
+    pub pause_limiter: Option<bool>,
+    /// Retries go through the client limiter (or around it).
+    pub retries_through_limiter: Option<bool>,
     /// Statuses retried besides 429.
     pub retry_on: Option<Vec<u16>>,
     /// Whether timeouts are retried.

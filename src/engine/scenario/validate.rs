@@ -11,7 +11,7 @@ use super::raw::{
 };
 use super::sweep_slo;
 use super::{Arrivals, Count, ModelTurn, Scenario, SchedulerSettings, Stop, Subagents, Workload};
-use crate::scheduler::{CapPolicy, Jitter, RetryPolicy, TurnPolicy};
+use crate::scheduler::{CapPolicy, Jitter, RetryAfterMode, RetryPolicy, RetryPreset, TurnPolicy};
 
 use super::bounds::{
     self, bad, count as within, headroom, millis, positive, positive_millis, seconds, Invalid,
@@ -281,8 +281,16 @@ fn fits(w: &Workload, tpm: Option<f64>) -> Result<(), Invalid> {
 }
 
 fn retry(r: Option<&RawRetry>) -> Result<RetryPolicy, Invalid> {
-    let mut p = RetryPolicy::default();
-    let Some(r) = r else { return Ok(p) };
+    let Some(r) = r else {
+        return Ok(RetryPolicy::default());
+    };
+    // The preset first: every field given beside it overrides it.
+    let mut p = match &r.preset {
+        Some(name) => RetryPreset::from_name(name)
+            .map_err(|e| bad("scheduler.retry.preset", e.to_string()))?
+            .policy(),
+        None => RetryPolicy::default(),
+    };
     if let Some(n) = r.max_retries {
         let key = "scheduler.retry.max_retries";
         p.max_retries = within(key, u64::from(n), 0, bounds::MAX_RETRIES)? as u32;
@@ -297,23 +305,35 @@ fn retry(r: Option<&RawRetry>) -> Result<RetryPolicy, Invalid> {
         return Err(bad("scheduler.retry.cap_ms", "must be at least base_ms"));
     }
     if let Some(j) = &r.jitter {
-        p.jitter = match j.as_str() {
-            "full" => Jitter::Full,
-            "equal" => Jitter::Equal,
-            "none" => Jitter::None,
-            other => {
-                return Err(bad(
-                    "scheduler.retry.jitter",
-                    format!("must be \"full\", \"equal\" or \"none\", got {other:?}"),
-                ))
-            }
-        };
+        p.jitter = Jitter::from_name(j).ok_or_else(|| {
+            bad(
+                "scheduler.retry.jitter",
+                format!("must be \"full\", \"equal\", \"none\" or \"reduce\", got {j:?}"),
+            )
+        })?;
     }
     if let Some(h) = r.honor_retry_after {
         p.honor_retry_after = h;
     }
+    if let Some(m) = &r.retry_after {
+        p.retry_after_mode = RetryAfterMode::from_name(m).ok_or_else(|| {
+            bad(
+                "scheduler.retry.retry_after",
+                format!("must be \"at_least\" or \"instead\", got {m:?}"),
+            )
+        })?;
+    }
     if let Some(ms) = r.retry_after_cap_ms {
         p.retry_after_cap = millis("scheduler.retry.retry_after_cap_ms", ms)?;
+    }
+    if let Some(ms) = r.retry_after_max_ms {
+        p.retry_after_max = Some(millis("scheduler.retry.retry_after_max_ms", ms)?);
+    }
+    if let Some(b) = r.pause_limiter {
+        p.pause_limiter = b;
+    }
+    if let Some(b) = r.retries_through_limiter {
+        p.retries_through_limiter = b;
     }
     if let Some(on) = &r.retry_on {
         if let Some(bad_code) = on.iter().find(|c| !(100..=599).contains(*c)) {

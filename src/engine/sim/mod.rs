@@ -129,6 +129,7 @@ pub fn scheduler_config(s: &Scenario, scale: TimeScale) -> SchedulerConfig {
             base: scale.to_runtime(sc.retry.base),
             cap: scale.to_runtime(sc.retry.cap),
             retry_after_cap: scale.to_runtime(sc.retry.retry_after_cap),
+            retry_after_max: sc.retry.retry_after_max.map(|d| scale.to_runtime(d)),
             ..sc.retry.clone()
         },
     }

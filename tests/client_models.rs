@@ -1,0 +1,127 @@
+//! Client behaviour models in scenario files: `retry = { preset = ... }` and the fields beside
+//! it, parsed into the scheduler's policy and run, where the presets part ways (a Retry-After
+//! longer than two minutes).
+
+use std::path::Path;
+use std::time::Duration;
+
+use capsize::engine::scenario::{parse, Scenario};
+use capsize::engine::sim;
+use capsize::scheduler::{Jitter, RetryAfterMode, RetryPreset};
+
+fn scenario(toml: &str, sets: &[&str]) -> Result<Scenario, String> {
+    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+    parse(toml, Path::new("test.toml"), &sets).map_err(|e| e.to_string())
+}
+
+/// Two calls at 0 s against a provider that serves one request a minute and answers a 429 with
+/// a Retry-After of `retry_after` seconds, without a client limiter, under `retry`.
+fn one_too_many(retry: &str, retry_after: u32) -> String {
+    format!(
+        r#"
+        name = "one-too-many"
+        seed = 1
+        [provider]
+        rpm = 1
+        retry_after = {retry_after}
+        latency = {{ dist = "constant", ms = 100 }}
+        [workload]
+        sessions = 2
+        queries = 2
+        calls_per_query = 1
+        tokens_per_call = 1
+        [scheduler]
+        rate_limit = false
+        retry = {retry}
+        "#
+    )
+}
+
+#[test]
+fn a_preset_is_the_clients_policy_and_fields_beside_it_override_it() {
+    let s = scenario(&one_too_many(r#"{ preset = "openai-python" }"#, 1), &[]).unwrap();
+    assert_eq!(s.scheduler.retry, RetryPreset::OpenAiPython.policy());
+    let s = scenario(
+        &one_too_many(
+            r#"{ preset = "anthropic-python", max_retries = 5, jitter = "full", retry_after = "at_least", pause_limiter = true, retries_through_limiter = true, retry_after_max_ms = 90000 }"#,
+            1,
+        ),
+        &[],
+    )
+    .unwrap();
+    let r = &s.scheduler.retry;
+    assert_eq!((r.max_retries, r.jitter), (5, Jitter::Full));
+    assert_eq!(r.retry_after_mode, RetryAfterMode::AtLeast);
+    assert!(r.pause_limiter && r.retries_through_limiter);
+    assert_eq!(r.retry_after_max, Some(Duration::from_secs(90)));
+    // What was not overridden is the preset's.
+    assert_eq!(r.base, RetryPreset::AnthropicPython.policy().base);
+    // No preset: capsize's.
+    let s = scenario(&one_too_many("{ max_retries = 1 }", 1), &[]).unwrap();
+    assert_eq!(s.scheduler.retry.retry_after_mode, RetryAfterMode::AtLeast);
+    assert!(s.scheduler.retry.pause_limiter);
+    // And from the command line.
+    let s = scenario(
+        &one_too_many("{ max_retries = 1 }", 1),
+        &["scheduler.retry.preset=\"openai-python\""],
+    );
+    assert!(s.is_ok(), "{s:?}");
+}
+
+#[test]
+fn an_unknown_preset_or_mode_is_refused_naming_the_key_and_the_choices() {
+    let e = scenario(&one_too_many(r#"{ preset = "openai" }"#, 1), &[]).unwrap_err();
+    assert!(
+        e.contains("scheduler.retry.preset")
+            && e.contains("\"openai-python\"")
+            && e.contains("\"anthropic-python\""),
+        "{e}"
+    );
+    let e = scenario(&one_too_many(r#"{ retry_after = "after" }"#, 1), &[]).unwrap_err();
+    assert!(
+        e.contains("scheduler.retry.retry_after") && e.contains("\"instead\""),
+        "{e}"
+    );
+    let e = scenario(&one_too_many(r#"{ jitter = "sdk" }"#, 1), &[]).unwrap_err();
+    assert!(
+        e.contains("scheduler.retry.jitter") && e.contains("\"reduce\""),
+        "{e}"
+    );
+    let e = scenario(&one_too_many(r#"{ pause = true }"#, 1), &[]).unwrap_err();
+    assert!(e.contains("pause"), "{e}");
+    let e = scenario(&one_too_many(r#"{ retry_after_max_ms = -1 }"#, 1), &[]).unwrap_err();
+    assert!(e.contains("scheduler.retry.retry_after_max_ms"), "{e}");
+}
+
+#[test]
+fn a_retry_after_over_two_minutes_fails_the_openai_client_and_holds_the_anthropic_one() {
+    let run = |preset: &str| {
+        let s = scenario(
+            &one_too_many(&format!("{{ preset = \"{preset}\" }}"), 180),
+            &[],
+        )
+        .unwrap();
+        sim::run(&s).unwrap()
+    };
+    // openai-python: the 429 asks for 180 s, more than its 120 s: not retried, the call fails.
+    let openai = run("openai-python");
+    assert_eq!(openai.recording.calls.completed, 1);
+    assert_eq!(openai.recording.calls.failed, 1);
+    assert_eq!(openai.recording.calls.retries, 0);
+    assert_eq!(openai.recording.calls.attempts, 2);
+    // anthropic-python: waits the 180 s instead of its backoff, and is served then.
+    let anthropic = run("anthropic-python");
+    assert_eq!(anthropic.recording.calls.completed, 2);
+    assert_eq!(anthropic.recording.calls.failed, 0);
+    assert_eq!(anthropic.recording.calls.retries, 1);
+    assert_eq!(anthropic.recording.calls.attempts, 3);
+    // capsize: the Retry-After is cut to 60 s (and is a minimum over a backoff below 1 s).
+    let capsize = run("capsize");
+    assert_eq!(capsize.recording.calls.completed, 2);
+    assert_eq!(capsize.recording.calls.retries, 1);
+    // The 429 answers at once (a refusal takes no service time); the retry is sent 180 s
+    // (anthropic) or 60 s (capsize) later and served in 0.1 s.
+    assert_eq!(anthropic.span, Duration::from_millis(180_100));
+    assert_eq!(capsize.span, Duration::from_millis(60_100));
+    assert_eq!(openai.span, Duration::from_millis(100));
+}
