@@ -125,3 +125,94 @@ fn a_retry_after_over_two_minutes_fails_the_openai_client_and_holds_the_anthropi
     assert_eq!(capsize.span, Duration::from_millis(60_100));
     assert_eq!(openai.span, Duration::from_millis(100));
 }
+
+/// The openai-python client in the shape agents use it: 50 tasks of 3 requests each, one after
+/// another, against 60 RPM counted in whole minutes, every 429 telling the time to the next one.
+const FIFTY_BY_THREE: &str = r#"
+    name = "fifty-by-three"
+    seed = 1
+    [provider]
+    rpm = 60
+    window = "fixed"
+    retry_after = "auto"
+    latency = { dist = "constant", ms = 5 }
+    [workload]
+    sessions = 50
+    queries_per_session = 3
+    calls_per_query = 1
+    tokens_per_call = 1
+    [scheduler]
+    retry = { preset = "openai-python" }
+"#;
+
+#[test]
+fn each_session_runs_exactly_its_share_of_queries() {
+    let out = sim::run(&scenario(FIFTY_BY_THREE, &[]).unwrap()).unwrap();
+    // Minute 1: the 50 first requests and 10 second ones are served; the other 40 second ones
+    // and the 10 third ones get a 429 and wait for minute 2 (the Retry-After instead of the
+    // backoff). Minute 2: those 50 are served, and the 40 third requests after them get 10
+    // slots: 30 more 429s, served in minute 3. 80 429s, 230 requests, nothing failed.
+    assert_eq!(out.queries_started, 150);
+    assert_eq!(out.provider.received, 230);
+    assert_eq!(out.provider.rate_limited, 80);
+    assert_eq!(out.recording.calls.failed, 0);
+    assert_eq!(out.span, Duration::from_millis(120_005));
+}
+
+#[test]
+fn a_sessions_share_is_its_own_whoever_asks_first() {
+    // With answers in no time, 150 queries handed out first come, first served are not 50
+    // sessions of 3: the sessions served in minute 1 run on and take more than their three,
+    // while those refused wait. The per-session count keeps the agent's shape.
+    let zero = FIFTY_BY_THREE.replace("ms = 5 }", "ms = 0 }");
+    let counts = |sets: &[&str]| {
+        let s = scenario(&zero, sets).unwrap();
+        let out = sim::run(&s).unwrap();
+        (
+            out.queries_started,
+            out.provider.received,
+            out.provider.rate_limited,
+        )
+    };
+    assert_eq!(counts(&[]), (150, 220, 70));
+    let shared = zero.replace("queries_per_session = 3", "queries = 150");
+    let out = sim::run(&scenario(&shared, &[]).unwrap()).unwrap();
+    assert_eq!(
+        (
+            out.queries_started,
+            out.provider.received,
+            out.provider.rate_limited
+        ),
+        (150, 230, 80)
+    );
+}
+
+#[test]
+fn queries_per_session_is_for_closed_mode_and_alone() {
+    let e = scenario(
+        &FIFTY_BY_THREE.replace(
+            "queries_per_session = 3",
+            "queries = 150\nqueries_per_session = 3",
+        ),
+        &[],
+    )
+    .unwrap_err();
+    assert!(
+        e.contains("workload.queries_per_session") && e.contains("set one of"),
+        "{e}"
+    );
+    let open = FIFTY_BY_THREE
+        .replace("sessions = 50", "mode = \"open\"\narrival_rate = 1")
+        .replace("    queries_per_session", "queries_per_session");
+    let e = scenario(&open, &[]).unwrap_err();
+    assert!(
+        e.contains("workload.queries_per_session") && e.contains("closed"),
+        "{e}"
+    );
+    let e = scenario(
+        &FIFTY_BY_THREE.replace("queries_per_session = 3", "queries_per_session = 0"),
+        &[],
+    )
+    .unwrap_err();
+    assert!(e.contains("workload.queries_per_session"), "{e}");
+}

@@ -134,6 +134,9 @@ pub struct Workload {
     pub parent_timeout: Option<Duration>,
     /// The user stops everything at this time.
     pub stop_at: Option<Duration>,
+    /// Each closed-loop session runs at most this many queries (`queries_per_session`: the
+    /// stop is then every session's share, so each runs exactly this many).
+    pub per_session: Option<u64>,
     /// Orchestrator and budgeted subagents, if the query fans out to them.
     pub subagents: Option<Subagents>,
 }

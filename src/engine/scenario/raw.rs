@@ -102,8 +102,10 @@ pub struct RawWorkload {
     pub arrival: RawArrival,
     /// Stop after this many queries...
     pub queries: Option<u64>,
-    /// ... or after this many seconds of model time.
+    /// ... or after this many seconds of model time ...
     pub duration_s: Option<f64>,
+    /// ... or, in closed mode, after each session has run exactly this many.
+    pub queries_per_session: Option<u64>,
     /// Tool calls per round.
     pub calls_per_query: RawCount,
     /// Tokens per tool call.

@@ -47,7 +47,7 @@ fn count(key: &str, raw: &RawCount, min: u64, max: u64) -> Result<Count, Invalid
 /// `[workload]`, checked in the order its parts are read: the first error is the one reported.
 fn workload(w: &RawWorkload, base: &Path) -> Result<Workload, Invalid> {
     let arrivals = arrivals(w)?;
-    let stop = stop(w)?;
+    let (stop, per_session) = stop(w, arrivals)?;
     let rounds = within(
         "workload.rounds",
         u64::from(w.rounds),
@@ -89,6 +89,7 @@ fn workload(w: &RawWorkload, base: &Path) -> Result<Workload, Invalid> {
         write_fraction,
         parent_timeout,
         stop_at,
+        per_session,
     })
 }
 
@@ -132,20 +133,42 @@ fn arrivals(w: &RawWorkload) -> Result<Arrivals, Invalid> {
     }
 }
 
-/// When no more queries start: after a number of queries or a duration, exactly one of them.
-fn stop(w: &RawWorkload) -> Result<Stop, Invalid> {
-    match (w.queries, w.duration_s) {
-        (Some(n), None) => Ok(Stop::Queries(within(
-            "workload.queries",
-            n,
-            1,
-            bounds::MAX_QUERIES,
-        )?)),
-        (None, Some(s)) => Ok(Stop::Duration(seconds("workload.duration_s", s)?)),
-        (None, None) => Err(bad("workload.queries", "set either queries or duration_s")),
-        (Some(_), Some(_)) => Err(bad(
-            "workload.duration_s",
-            "set either queries or duration_s, not both",
+/// When no more queries start: after a number of queries, a duration, or (closed mode) a number
+/// per session, exactly one of them; and the per-session count, if that is the one.
+fn stop(w: &RawWorkload, arrivals: Arrivals) -> Result<(Stop, Option<u64>), Invalid> {
+    const ONE_OF: &str = "set one of queries, duration_s and queries_per_session";
+    match (w.queries, w.duration_s, w.queries_per_session) {
+        (Some(n), None, None) => Ok((
+            Stop::Queries(within("workload.queries", n, 1, bounds::MAX_QUERIES)?),
+            None,
+        )),
+        (None, Some(s), None) => Ok((Stop::Duration(seconds("workload.duration_s", s)?), None)),
+        (None, None, Some(m)) => {
+            let key = "workload.queries_per_session";
+            let Arrivals::Closed { sessions } = arrivals else {
+                return Err(bad(key, "is for mode = \"closed\" (sessions)"));
+            };
+            let m = within(key, m, 1, bounds::MAX_QUERIES)?;
+            let total = sessions.saturating_mul(m);
+            if total > bounds::MAX_QUERIES {
+                return Err(bad(
+                    key,
+                    format!(
+                        "{sessions} sessions x {m} is {total} queries; at most {} are allowed",
+                        bounds::MAX_QUERIES
+                    ),
+                ));
+            }
+            Ok((Stop::Queries(total), Some(m)))
+        }
+        (None, None, None) => Err(bad("workload.queries", ONE_OF)),
+        _ => Err(bad(
+            if w.queries_per_session.is_some() {
+                "workload.queries_per_session"
+            } else {
+                "workload.duration_s"
+            },
+            format!("{ONE_OF}, not more"),
         )),
     }
 }

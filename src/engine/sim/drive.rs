@@ -47,6 +47,8 @@ struct Ctx<P, R: Runtime> {
     stop: Stop,
     parent_timeout: Option<Duration>,
     transport_cancel: bool,
+    /// The most queries one session runs.
+    per_session: Option<u64>,
     /// Cancelled at the user's stop time.
     root: Scope,
     started: Cell<u64>,
@@ -281,7 +283,9 @@ const MIN_QUERY_SPACING: Duration = Duration::from_micros(1);
 async fn session<P: Provider + 'static, R: Runtime>(ctx: Rc<Ctx<P, R>>) {
     let mut intended = ctx.rt.now();
     let mut plan = QueryPlan::default();
-    while ctx.take_ticket() {
+    let mut mine = 0;
+    while ctx.per_session.is_none_or(|m| mine < m) && ctx.take_ticket() {
+        mine += 1;
         let started = ctx.rt.now();
         one_query(&ctx, intended, &mut plan).await;
         let think = ctx.planner.borrow_mut().think();
@@ -427,6 +431,7 @@ pub(super) async fn drive<P: Provider + 'static, R: Runtime>(
         stop: s.workload.stop,
         parent_timeout: s.workload.parent_timeout.map(|t| scale.to_runtime(t)),
         transport_cancel: s.scheduler.transport_cancel,
+        per_session: s.workload.per_session,
         // The user's stop is known in advance: a stop time on the root scope, decided by the
         // clock (nothing starts at or after it; work ending at it keeps its result).
         root: match s.workload.stop_at {

@@ -1,0 +1,65 @@
+"""Fans out requests through an official SDK against a provider (the mock), as an agent would.
+
+TASKS asyncio tasks each make PER requests one after another through one shared client of the
+`openai` or `anthropic` Python SDK with its default retry settings. Prints one JSON line: each
+successful request's latency in seconds (its retries included) and the number that failed.
+
+Usage: python sdk_fanout.py openai|anthropic BASE_URL TASKS PER
+  BASE_URL: the provider's root, e.g. http://127.0.0.1:8080 (the openai client gets BASE_URL/v1)
+"""
+
+import asyncio
+import json
+import sys
+import time
+
+
+def client_for(sdk, base):
+    if sdk == "openai":
+        from openai import AsyncOpenAI
+
+        client = AsyncOpenAI(base_url=base + "/v1", api_key="capsize-dummy")
+
+        def call():
+            return client.chat.completions.create(
+                model="mock", messages=[{"role": "user", "content": "hi"}], max_tokens=1
+            )
+
+        return call
+    if sdk == "anthropic":
+        from anthropic import AsyncAnthropic
+
+        client = AsyncAnthropic(base_url=base, api_key="capsize-dummy")
+
+        def call():
+            return client.messages.create(
+                model="mock", messages=[{"role": "user", "content": "hi"}], max_tokens=1
+            )
+
+        return call
+    raise SystemExit(f"unknown sdk {sdk!r}: openai or anthropic")
+
+
+async def main(sdk, base, tasks, per):
+    call = client_for(sdk, base)
+    latencies, failed = [], 0
+
+    async def worker():
+        nonlocal failed
+        for _ in range(per):
+            start = time.monotonic()
+            try:
+                await call()
+                latencies.append(time.monotonic() - start)
+            except Exception:  # the SDK gave up: an APIStatusError after its retries
+                failed += 1
+
+    await asyncio.gather(*(worker() for _ in range(tasks)))
+    print(json.dumps({"latencies_s": latencies, "failed": failed}))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 5:
+        raise SystemExit(__doc__)
+    sdk, base, tasks, per = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    asyncio.run(main(sdk, base, tasks, per))
