@@ -1,10 +1,13 @@
 """Fans out requests through an official SDK against a provider (the mock), as an agent would.
 
 TASKS asyncio tasks each make PER requests one after another through one shared client of the
-`openai` or `anthropic` Python SDK with its default retry settings. Prints one JSON line: each
-successful request's latency in seconds (its retries included) and the number that failed.
+`openai` or `anthropic` Python SDK with its default retry settings, optionally behind a token
+bucket of RPM requests a minute holding BURST (the aiolimiter pattern: the app's limiter in
+front of the SDK, which retries beneath it). Prints one JSON line: each successful request's
+latency in seconds (its wait in the limiter and its retries included) and the number that
+failed.
 
-Usage: python sdk_fanout.py openai|anthropic BASE_URL TASKS PER
+Usage: python sdk_fanout.py openai|anthropic BASE_URL TASKS PER [RPM BURST]
   BASE_URL: the provider's root, e.g. http://127.0.0.1:8080 (the openai client gets BASE_URL/v1)
 """
 
@@ -40,7 +43,29 @@ def client_for(sdk, base):
     raise SystemExit(f"unknown sdk {sdk!r}: openai or anthropic")
 
 
-async def main(sdk, base, tasks, per):
+class TokenBucket:
+    """RPM tokens a minute, at most BURST held, full at the start; waiters in arrival order."""
+
+    def __init__(self, rpm, burst):
+        self.rate = rpm / 60.0
+        self.capacity = burst
+        self.tokens = burst
+        self.at = time.monotonic()
+        self.lock = asyncio.Lock()
+
+    async def acquire(self):
+        async with self.lock:
+            while True:
+                now = time.monotonic()
+                self.tokens = min(self.capacity, self.tokens + (now - self.at) * self.rate)
+                self.at = now
+                if self.tokens >= 1:
+                    self.tokens -= 1
+                    return
+                await asyncio.sleep((1 - self.tokens) / self.rate)
+
+
+async def main(sdk, base, tasks, per, limiter):
     call = client_for(sdk, base)
     latencies, failed = [], 0
 
@@ -49,6 +74,8 @@ async def main(sdk, base, tasks, per):
         for _ in range(per):
             start = time.monotonic()
             try:
+                if limiter:
+                    await limiter.acquire()
                 await call()
                 latencies.append(time.monotonic() - start)
             except Exception:  # the SDK gave up: an APIStatusError after its retries
@@ -59,7 +86,8 @@ async def main(sdk, base, tasks, per):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 5:
+    if len(sys.argv) not in (5, 7):
         raise SystemExit(__doc__)
     sdk, base, tasks, per = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-    asyncio.run(main(sdk, base, tasks, per))
+    limiter = TokenBucket(float(sys.argv[5]), float(sys.argv[6])) if len(sys.argv) == 7 else None
+    asyncio.run(main(sdk, base, tasks, per, limiter))

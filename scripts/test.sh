@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# capsize's whole test suite, provisioned: the README's test command, and what .ci/run runs.
+#
+# 1. The SDK venv: a Python virtual environment at target/sdk-venv with the official SDKs the
+#    client behaviour models are validated against (scripts/clients/requirements.txt, every
+#    version pinned), made once and remade when the requirements change. Needs python3 with
+#    venv and pip, and PyPI.
+# 2. cargo test --workspace.
+# 3. The tests that run the real SDKs against the mock (tests/sdk_clients.rs, ignored by a
+#    bare `cargo test`), with CAPSIZE_SDK_PYTHON naming the venv's python.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+venv=target/sdk-venv
+req=scripts/clients/requirements.txt
+if ! cmp -s "$req" "$venv/requirements.txt" 2>/dev/null; then
+  echo "scripts/test.sh: provisioning $venv from $req" >&2
+  rm -rf "$venv"
+  if ! python3 -m venv "$venv"; then
+    echo "scripts/test.sh: python3 -m venv failed: install python3-venv (Debian: apt-get install python3-venv)" >&2
+    exit 2
+  fi
+  "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$req"
+  cp "$req" "$venv/requirements.txt"
+fi
+
+cargo test --workspace
+CAPSIZE_SDK_PYTHON="$PWD/$venv/bin/python" cargo test --test sdk_clients -- --ignored

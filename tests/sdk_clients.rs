@@ -1,0 +1,338 @@
+//! The client behaviour models against the real clients. Each setup runs a real Python client
+//! (the official SDKs, pinned in `scripts/clients/requirements.txt`) against `capsize mock`,
+//! and capsize's model of that client on the same scenario, in the same test, and holds the
+//! prediction to what the provider and the client saw: requests received, 429s and failures
+//! within 10 % (±3 under 30), and the client's per-request latency, retries included.
+//!
+//! The mock runs `SCALE` times faster than real time so a run takes seconds. The SDK's own
+//! constants (its backoff, its two-minute Retry-After limit) are real seconds, not scaled: in
+//! model time they are `SCALE` times longer, so each model here is the preset with those
+//! durations multiplied by the scale. What scaling costs is the client's own time: its CPU
+//! time per request is magnified `SCALE` times in model time (see the bimodal setups).
+//!
+//! Needs the SDK venv: run through `scripts/test.sh`, which provisions it and sets
+//! `CAPSIZE_SDK_PYTHON`; ignored by a bare `cargo test`.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, PoisonError};
+
+use capsize::engine::scenario::parse;
+use capsize::engine::sim;
+use common::temp::Temp;
+
+/// What the provider and the client saw, latencies in model seconds.
+#[derive(Debug)]
+struct Seen {
+    received: u64,
+    rate_limited: u64,
+    failed: u64,
+    /// Successful requests' latencies, retries included, sorted.
+    latencies: Vec<f64>,
+}
+
+impl Seen {
+    fn share_below(&self, secs: f64) -> f64 {
+        self.latencies.iter().filter(|l| **l < secs).count() as f64 / self.latencies.len() as f64
+    }
+
+    fn quantile(&self, q: f64) -> f64 {
+        let i = ((self.latencies.len() as f64 * q).ceil() as usize).saturating_sub(1);
+        self.latencies[i.min(self.latencies.len() - 1)]
+    }
+}
+
+/// The mock for `scenario` at `scale`, killed when dropped.
+struct Mock {
+    child: Child,
+    url: String,
+}
+
+impl Mock {
+    fn start(scenario: &Path, scale: u32) -> Mock {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_capsize"))
+            .arg("mock")
+            .arg("--scenario")
+            .arg(scenario)
+            .args(["--time-scale", &scale.to_string()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("capsize mock starts");
+        let mut first = String::new();
+        BufReader::new(child.stdout.take().expect("stdout"))
+            .read_line(&mut first)
+            .expect("the address line");
+        Mock {
+            child,
+            url: first.trim().to_string(),
+        }
+    }
+
+    /// `GET /stats`: the provider's counters.
+    fn stats(&self) -> serde_json::Value {
+        let host = self.url.trim_start_matches("http://");
+        let mut s = TcpStream::connect(host).expect("connect to the mock");
+        write!(
+            s,
+            "GET /stats HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut text = String::new();
+        s.read_to_string(&mut text).unwrap();
+        let body = text.split("\r\n\r\n").nth(1).expect("a body");
+        serde_json::from_str(body).expect("stats are JSON")
+    }
+}
+
+impl Drop for Mock {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The Python of the SDK venv.
+fn python() -> String {
+    std::env::var("CAPSIZE_SDK_PYTHON").expect(
+        "CAPSIZE_SDK_PYTHON names the SDK venv's python: run these tests through scripts/test.sh",
+    )
+}
+
+/// One real client at a time: on a 2-core machine two would slow each other down, and a
+/// client's own time is what a time-scaled run magnifies.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// Runs `scripts/clients/sdk_fanout.py` with `args` against a mock of `toml` at `scale`.
+fn real(t: &Temp, toml: &str, scale: u32, args: &[String]) -> Seen {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
+    let scenario = t.write("scenario.toml", toml);
+    let mock = Mock::start(&scenario, scale);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/clients/sdk_fanout.py");
+    let out = Command::new(python())
+        .arg(script)
+        .arg(&args[0])
+        .arg(&mock.url)
+        .args(&args[1..])
+        .output()
+        .expect("the SDK client runs");
+    assert!(
+        out.status.success(),
+        "the client failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let answer: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON line");
+    let stats = mock.stats();
+    let mut latencies: Vec<f64> = answer["latencies_s"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l.as_f64().unwrap() * f64::from(scale))
+        .collect();
+    latencies.sort_by(f64::total_cmp);
+    Seen {
+        received: stats["received"].as_u64().unwrap(),
+        rate_limited: stats["rate_limited"].as_u64().unwrap(),
+        failed: answer["failed"].as_u64().unwrap(),
+        latencies,
+    }
+}
+
+/// capsize's prediction: `toml` simulated with `sets`.
+fn predicted(toml: &str, sets: &[String]) -> Seen {
+    let s = parse(toml, Path::new("scenario.toml"), sets).unwrap_or_else(|e| panic!("{e}"));
+    let out = sim::run(&s).unwrap_or_else(|e| panic!("{e}"));
+    let h = &out.recording.call;
+    // The histogram's values (µs of model time) at its own resolution, one per call.
+    let mut latencies = Vec::new();
+    for v in h.iter_recorded() {
+        let secs = h.median_equivalent(v.value_iterated_to()) as f64 / 1e6;
+        latencies.extend(std::iter::repeat_n(secs, v.count_at_value() as usize));
+    }
+    Seen {
+        received: out.provider.received,
+        rate_limited: out.provider.rate_limited,
+        failed: out.recording.calls.failed,
+        latencies,
+    }
+}
+
+/// The SDK preset for a client run against a mock `scale` times faster than real time: its
+/// backoff and its longest Retry-After are real seconds, `scale` times longer in model time.
+fn sdk_at_scale(preset: &str, scale: u32) -> Vec<String> {
+    let k = f64::from(scale);
+    let mut sets = vec![
+        format!("scheduler.retry.preset=\"{preset}\""),
+        format!("scheduler.retry.base_ms={}", 500.0 * k),
+        format!("scheduler.retry.cap_ms={}", 8_000.0 * k),
+    ];
+    if preset == "openai-python" {
+        sets.push(format!(
+            "scheduler.retry.retry_after_max_ms={}",
+            120_000.0 * k
+        ));
+    } else {
+        // The anthropic SDK's 4,294,967 s, scaled, is past the bound on a duration (a year);
+        // any Retry-After a scenario can produce is shorter than both.
+        sets.push("scheduler.retry.retry_after_cap_ms=31536000000".to_string());
+    }
+    sets
+}
+
+/// Within 10 % of the prediction, or ±3 when it is under 30.
+fn assert_count(what: &str, got: u64, want: u64) {
+    eprintln!("{what}: real {got}, predicted {want}");
+    let slack = if want < 30 { 3.0 } else { 0.1 * want as f64 };
+    assert!(
+        (got as f64 - want as f64).abs() <= slack,
+        "{what}: the real client saw {got}, capsize predicted {want}"
+    );
+}
+
+/// Within 10 % of the prediction.
+fn assert_within_10_percent(what: &str, got: f64, want: f64) {
+    eprintln!("{what}: real {got:.3}, predicted {want:.3}");
+    assert!(
+        (got - want).abs() <= 0.1 * want.abs(),
+        "{what}: the real client saw {got:.3}, capsize predicted {want:.3}"
+    );
+}
+
+fn assert_counts(real: &Seen, model: &Seen) {
+    assert_count("requests received", real.received, model.received);
+    assert_count("429s", real.rate_limited, model.rate_limited);
+    assert_count("failed", real.failed, model.failed);
+}
+
+/// 50 tasks of 3 requests each, one after another, against 60 RPM counted in whole minutes,
+/// each 429 telling the time to the next one.
+const FIFTY_BY_THREE: &str = r#"
+name = "fifty-by-three"
+seed = 1
+[provider]
+rpm = 60
+window = "fixed"
+retry_after = "auto"
+latency = { dist = "constant", ms = 5000 }
+[workload]
+sessions = 50
+queries_per_session = 3
+calls_per_query = 1
+tokens_per_call = 1
+"#;
+
+/// The SDK's defaults in the setup above: every 429 carries a Retry-After under two minutes,
+/// which both SDKs wait instead of their backoff. The latencies are bimodal (answered in the
+/// minute asked, or after waiting for the next): compared by the share in each mode.
+fn fifty_by_three(sdk: &str, preset: &str) {
+    const SCALE: u32 = 3;
+    let t = Temp::new("sdk", sdk);
+    let args = [sdk, "50", "3"].map(String::from);
+    let real = real(&t, FIFTY_BY_THREE, SCALE, &args);
+    let model = predicted(FIFTY_BY_THREE, &sdk_at_scale(preset, SCALE));
+    assert_counts(&real, &model);
+    assert_eq!(real.latencies.len(), model.latencies.len());
+    // Half a window apart: a request answered in its own minute, or one that waited.
+    assert_within_10_percent(
+        "share answered within 30 s",
+        real.share_below(30.0),
+        model.share_below(30.0),
+    );
+    assert_within_10_percent("p95 latency (s)", real.quantile(0.95), model.quantile(0.95));
+}
+
+#[test]
+#[ignore = "needs the SDK venv: scripts/test.sh"]
+fn the_openai_sdk_with_its_defaults_is_predicted_by_its_preset() {
+    fifty_by_three("openai", "openai-python");
+}
+
+#[test]
+#[ignore = "needs the SDK venv: scripts/test.sh"]
+fn the_anthropic_sdk_with_its_defaults_is_predicted_by_its_preset() {
+    fifty_by_three("anthropic", "anthropic-python");
+}
+
+/// Two requests at once against 1 RPM whose 429 asks for 1,300 s: more than the openai SDK's
+/// two minutes, which the anthropic SDK waits out.
+const LONG_RETRY_AFTER: &str = r#"
+name = "long-retry-after"
+seed = 1
+[provider]
+rpm = 1
+window = "fixed"
+retry_after = 1300
+latency = { dist = "constant", ms = 1000 }
+[workload]
+sessions = 2
+queries_per_session = 1
+calls_per_query = 1
+tokens_per_call = 1
+"#;
+
+#[test]
+#[ignore = "needs the SDK venv: scripts/test.sh"]
+fn a_retry_after_past_two_minutes_fails_the_openai_sdk_and_holds_the_anthropic_one() {
+    // At 10x, the 1,300 s is 130 s on the wire: past the openai SDK's 120 s, so it fails the
+    // request at once, as its preset (120 s x 10 in model time) predicts.
+    let t = Temp::new("sdk", "long-openai");
+    let real_openai = real(
+        &t,
+        LONG_RETRY_AFTER,
+        10,
+        &["openai", "2", "1"].map(String::from),
+    );
+    let model = predicted(LONG_RETRY_AFTER, &sdk_at_scale("openai-python", 10));
+    assert_counts(&real_openai, &model);
+    assert_eq!((real_openai.failed, model.failed), (1, 1));
+    // At 1000x the wait is 1.3 s on the wire, and the anthropic SDK waits it: both served.
+    let t = Temp::new("sdk", "long-anthropic");
+    let args = ["anthropic", "2", "1"].map(String::from);
+    let real_anthropic = real(&t, LONG_RETRY_AFTER, 1000, &args);
+    let model = predicted(LONG_RETRY_AFTER, &sdk_at_scale("anthropic-python", 1000));
+    assert_counts(&real_anthropic, &model);
+    assert_eq!((real_anthropic.failed, model.failed), (0, 0));
+    assert_within_10_percent(
+        "the retried request's latency (s)",
+        real_anthropic.quantile(1.0),
+        model.quantile(1.0),
+    );
+}
+
+/// 20 tasks of 4 requests each through a token bucket of 60 RPM holding 60 (the app's limiter,
+/// aiolimiter-style) in front of the openai SDK, whose retries go beneath it; the provider
+/// allows 60 requests in any 60 s.
+const LIMITER_IN_FRONT: &str = r#"
+name = "limiter-in-front"
+seed = 1
+[provider]
+rpm = 60
+retry_after = "auto"
+latency = { dist = "constant", ms = 5000 }
+[workload]
+sessions = 20
+queries_per_session = 4
+calls_per_query = 1
+tokens_per_call = 1
+[scheduler]
+rate_limit = true
+burst_s = 60
+"#;
+
+#[test]
+#[ignore = "needs the SDK venv: scripts/test.sh"]
+fn a_limiter_in_front_of_the_sdk_is_predicted_with_retries_around_it() {
+    const SCALE: u32 = 3;
+    let t = Temp::new("sdk", "limiter");
+    // The client's bucket runs on the wire clock: 60 RPM of model time is 180 RPM at 3x.
+    let args = ["openai", "20", "4", "180", "60"].map(String::from);
+    let real = real(&t, LIMITER_IN_FRONT, SCALE, &args);
+    let model = predicted(LIMITER_IN_FRONT, &sdk_at_scale("openai-python", SCALE));
+    assert_counts(&real, &model);
+    assert_within_10_percent("p50 latency (s)", real.quantile(0.5), model.quantile(0.5));
+    assert_within_10_percent("p95 latency (s)", real.quantile(0.95), model.quantile(0.95));
+}
