@@ -26,6 +26,7 @@
 //! is not paused, or model time will not advance with the wall clock.
 
 mod respond;
+mod traffic;
 pub mod wire;
 
 use std::collections::BTreeMap;
@@ -45,6 +46,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{oneshot, watch};
 
 pub use respond::{CHARGED_HEADER, LATENCY_HEADER, NEVER, TIMER_LAG, TOKENS_HEADER};
+pub use traffic::{Traffic, RETRY_COUNT_HEADER};
 
 use crate::config::ProviderConfig;
 use crate::latency::Latency;
@@ -176,6 +178,11 @@ impl MockProvider {
     pub fn counters(&self) -> Counters {
         self.shared.counters()
     }
+
+    /// What the clients did so far: requests in flight, retries they announced, orphans.
+    pub fn traffic(&self) -> Traffic {
+        self.shared.traffic.now()
+    }
 }
 
 /// The server thread: a current-thread runtime running the accept loop until `stop` fires (or
@@ -273,11 +280,22 @@ async fn handle(
     req: Request<Incoming>,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
     let (parts, body) = req.into_parts();
+    // A model request is in flight from here until its answer is handed over, or until the
+    // connection closes and hyper drops this future (an orphan, if it was charged).
+    let mut visit = None;
     let reply = match shared.route(&parts.method, parts.uri.path()) {
         Route::Answer(reply) => reply,
         Route::Model(call) => match read_body(body).await {
             // The body is dropped here, before the answer's delay.
-            Ok(bytes) => shared.model_call(&call, &parts.headers, &bytes),
+            Ok(bytes) => {
+                let v = visit.insert(shared.traffic.enter(&parts.headers));
+                let reply = shared.model_call(&call, &parts.headers, &bytes);
+                v.charged = reply
+                    .headers
+                    .iter()
+                    .any(|(name, value)| *name == CHARGED_HEADER && value == "true");
+                reply
+            }
             Err(BodyError::TooLarge) => body_too_large(call.api),
             Err(BodyError::Slow) => refuse(
                 call.api,
@@ -299,6 +317,9 @@ async fn handle(
     drop(parts);
     if !reply.delay.is_zero() {
         tokio::time::sleep(reply.delay).await;
+    }
+    if let Some(v) = &mut visit {
+        v.answered = true;
     }
     Ok(response(reply))
 }

@@ -310,7 +310,7 @@ async fn bad_requests_get_4xx_bodies_are_not_charged_and_the_server_keeps_servin
 }
 
 #[tokio::test]
-async fn stats_has_the_model_counters_and_healthz_says_ok() {
+async fn stats_has_the_model_counters_and_the_traffic_and_healthz_says_ok() {
     let m = start("").await;
     let s = stats(&m).await;
     let keys: Vec<&str> = s.as_object().unwrap().keys().map(String::as_str).collect();
@@ -321,12 +321,23 @@ async fn stats_has_the_model_counters_and_healthz_says_ok() {
         "errored",
         "timed_out",
         "tokens_charged",
+        "in_flight",
+        "in_flight_peak",
+        "in_flight_mean",
+        "retried",
+        "orphaned",
     ];
     want.sort_unstable();
     let mut keys = keys;
     keys.sort_unstable();
     assert_eq!(keys, want);
-    assert!(s.as_object().unwrap().values().all(|v| v == 0), "{s}");
+    assert!(
+        s.as_object()
+            .unwrap()
+            .values()
+            .all(|v| v.as_f64() == Some(0.0)),
+        "{s}"
+    );
     let r = client()
         .get(format!("{}/healthz", m.uri()))
         .send()

@@ -15,6 +15,7 @@ use hyper::{HeaderMap, Method};
 use serde::Serialize;
 use tokio::time::Instant;
 
+use super::traffic::{Traffic, TrafficLog};
 use super::wire::{self, Api};
 use crate::latency::Latency;
 use crate::limits::{divide_duration, scale_duration, MAX_BODY_BYTES};
@@ -143,6 +144,17 @@ pub(crate) struct Shared {
     /// Wall-clock time since the Unix epoch at start (for `created` and Anthropic resets).
     wall_start: Duration,
     next_id: AtomicU64,
+    /// What the clients did.
+    pub(crate) traffic: TrafficLog,
+}
+
+/// `GET /stats`: the model's counters and the server's view of the clients, in one object.
+#[derive(Debug, Serialize)]
+struct Stats {
+    #[serde(flatten)]
+    counters: Counters,
+    #[serde(flatten)]
+    traffic: Traffic,
 }
 
 impl Shared {
@@ -160,6 +172,7 @@ impl Shared {
             start,
             wall_start,
             next_id: AtomicU64::new(1),
+            traffic: TrafficLog::new(start),
         }
     }
 
@@ -189,7 +202,13 @@ impl Shared {
                 ..Reply::json(200, &())
             }),
             "/healthz" => answer(not_allowed(Api::OpenAi, "GET", method, path)),
-            "/stats" if get => answer(Reply::json(200, &self.counters())),
+            "/stats" if get => answer(Reply::json(
+                200,
+                &Stats {
+                    counters: self.counters(),
+                    traffic: self.traffic.now(),
+                },
+            )),
             "/stats" => answer(not_allowed(Api::OpenAi, "GET", method, path)),
             "/v1/chat/completions" if post => model(Api::OpenAi, None),
             "/v1/chat/completions" => answer(not_allowed(Api::OpenAi, "POST", method, path)),
