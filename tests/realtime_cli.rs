@@ -2,9 +2,10 @@
 //! unreachable target, a run against a separately started mock, and a provider whose
 //! Retry-After cannot be read.
 
-use std::io::{BufRead, BufReader};
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
 use serde_json::Value;
 use wiremock::matchers::{method, path};
@@ -111,22 +112,9 @@ fn an_unreachable_target_fails_in_one_line() {
     assert!(e.contains(&format!("{url}/healthz")), "{e}");
 }
 
-/// Starts `capsize mock` on a free port and returns it with the address it printed.
+/// Starts `capsize mock` for the test's scenario on a free port.
 fn start_mock(t: &Temp, scale: &str) -> (std::process::Child, String) {
-    let mut mock = Command::new(env!("CARGO_BIN_EXE_capsize"))
-        .arg("mock")
-        .arg("--scenario")
-        .arg(t.scenario())
-        .args(["--time-scale", scale])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("capsize mock starts");
-    let mut first = String::new();
-    BufReader::new(mock.stdout.take().expect("stdout"))
-        .read_line(&mut first)
-        .expect("the address line");
-    (mock, first.trim().to_string())
+    common::spawn_mock(&t.scenario(), scale)
 }
 
 #[test]

@@ -15,10 +15,10 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::{Mutex, PoisonError};
 
 use capsize::engine::scenario::parse;
@@ -54,23 +54,8 @@ struct Mock {
 
 impl Mock {
     fn start(scenario: &Path, scale: u32) -> Mock {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_capsize"))
-            .arg("mock")
-            .arg("--scenario")
-            .arg(scenario)
-            .args(["--time-scale", &scale.to_string()])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("capsize mock starts");
-        let mut first = String::new();
-        BufReader::new(child.stdout.take().expect("stdout"))
-            .read_line(&mut first)
-            .expect("the address line");
-        Mock {
-            child,
-            url: first.trim().to_string(),
-        }
+        let (child, url) = common::spawn_mock(scenario, &scale.to_string());
+        Mock { child, url }
     }
 
     /// `GET /stats`: the provider's counters.

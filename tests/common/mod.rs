@@ -39,3 +39,23 @@ pub fn capsize_limited(args: &[&str], limit: u64) -> std::process::Output {
     }
     cmd.output().expect("the capsize binary runs")
 }
+
+/// Starts `capsize mock --scenario SCENARIO --time-scale SCALE` on a free port; returns it and
+/// the address it printed first.
+pub fn spawn_mock(scenario: &std::path::Path, scale: &str) -> (std::process::Child, String) {
+    use std::io::BufRead;
+    let mut mock = std::process::Command::new(env!("CARGO_BIN_EXE_capsize"))
+        .arg("mock")
+        .arg("--scenario")
+        .arg(scenario)
+        .args(["--time-scale", scale])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("capsize mock starts");
+    let mut first = String::new();
+    std::io::BufReader::new(mock.stdout.take().expect("stdout"))
+        .read_line(&mut first)
+        .expect("the address line");
+    (mock, first.trim().to_string())
+}
