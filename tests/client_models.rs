@@ -64,8 +64,12 @@ fn a_preset_is_the_clients_policy_and_fields_beside_it_override_it() {
     let s = scenario(
         &one_too_many("{ max_retries = 1 }", 1),
         &["scheduler.retry.preset=\"openai-python\""],
-    );
-    assert!(s.is_ok(), "{s:?}");
+    )
+    .unwrap();
+    // The preset is applied under the file's field.
+    let r = &s.scheduler.retry;
+    assert_eq!(r.retry_after_max, Some(Duration::from_secs(120)));
+    assert_eq!((r.max_retries, r.jitter), (1, Jitter::Reduce));
 }
 
 #[test]
@@ -146,7 +150,7 @@ const FIFTY_BY_THREE: &str = r#"
 "#;
 
 #[test]
-fn each_session_runs_exactly_its_share_of_queries() {
+fn fifty_openai_clients_of_three_requests_see_80_429s_over_three_minutes() {
     let out = sim::run(&scenario(FIFTY_BY_THREE, &[]).unwrap()).unwrap();
     // Minute 1: the 50 first requests and 10 second ones are served; the other 40 second ones
     // and the 10 third ones get a 429 and wait for minute 2 (the Retry-After instead of the

@@ -134,9 +134,10 @@ async fn without_pause_limiter_a_retry_after_holds_only_its_own_call() {
     );
 }
 
-/// Calls 0 and 1 at 0 s through a limiter of 1 request/s (burst 1); call 0's first attempt
-/// gets a 429 (no Retry-After) and it backs off exactly 100 ms. Send times of both.
-async fn retry_in_a_busy_limiter(through: bool) -> [Vec<Duration>; 2] {
+/// Calls 0 and 1 at 0 s and call 2 at 1.5 s through a limiter of 1 request/s (burst 1); call
+/// 0's first attempt gets a 429 (no Retry-After) and it backs off exactly 100 ms. Send times
+/// of each.
+async fn retry_in_a_busy_limiter(through: bool) -> [Vec<Duration>; 3] {
     let t0 = Instant::now();
     let policy = RetryPolicy {
         retries_through_limiter: through,
@@ -148,26 +149,29 @@ async fn retry_in_a_busy_limiter(through: bool) -> [Vec<Duration>; 2] {
     };
     let (s, log) = retrying(policy, Some(limits), 0);
     let scope = Scope::new();
-    let (x, w) = tokio::join!(
+    let (x, w, n) = tokio::join!(
         biased;
         call(&s, t0, ms(0), &scope, ms(0), fail_once(ProviderError::rate_limited(None))),
         call(&s, t0, ms(0), &scope, ms(0), |_| Ok(())),
+        call(&s, t0, ms(1_500), &scope, ms(0), |_| Ok(())),
     );
-    assert!(x.is_ok() && w.is_ok());
-    [0, 1].map(|c| sent_times(&log, t0, Some(c)))
+    assert!(x.is_ok() && w.is_ok() && n.is_ok());
+    [0, 1, 2].map(|c| sent_times(&log, t0, Some(c)))
 }
 
 #[tokio::test(start_paused = true)]
 async fn retries_around_the_limiter_neither_wait_for_it_nor_spend_its_credit() {
-    // Around: the retry goes at 100 ms, and call 1 keeps its 1 s slot.
+    // Around: the retry goes at 100 ms and takes no credit: call 1 keeps its 1 s slot, and
+    // call 2, arriving at 1.5 s, gets the next one at 2 s.
     assert_eq!(
         retry_in_a_busy_limiter(false).await,
-        [vec![ms(0), ms(100)], vec![ms(1_000)]]
+        [vec![ms(0), ms(100)], vec![ms(1_000)], vec![ms(2_000)]]
     );
-    // Through: the retry queues behind call 1 and pays its own share, at 2 s.
+    // Through: the retry queues behind call 1 and pays its own share, at 2 s; call 2 goes
+    // a second later.
     assert_eq!(
         retry_in_a_busy_limiter(true).await,
-        [vec![ms(0), ms(2_000)], vec![ms(1_000)]]
+        [vec![ms(0), ms(2_000)], vec![ms(1_000)], vec![ms(3_000)]]
     );
 }
 
@@ -205,4 +209,36 @@ fn the_presets_hold_the_sdks_rules() {
     assert_eq!(openai.retry_after_max, Some(secs(120)));
     assert_eq!(anthropic.retry_after_max, None);
     assert_eq!(anthropic.retry_after_cap, secs(4_294_967));
+}
+
+#[test]
+fn no_wait_is_longer_than_a_century_whatever_the_policy_and_the_provider_say() {
+    use capsize_scheduler::retry::Decision;
+    use capsize_scheduler::retry::LONGEST_WAIT;
+    use capsize_scheduler::FailureKind;
+    let unbounded = RetryPolicy {
+        base: Duration::MAX,
+        cap: Duration::MAX,
+        retry_after_cap: Duration::MAX,
+        ..RetryPolicy::default()
+    };
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
+    assert!(unbounded.backoff(1_000, &mut rng) <= LONGEST_WAIT);
+    let huge = FailureKind::RateLimited {
+        retry_after: Some(Duration::MAX),
+    };
+    assert_eq!(unbounded.retry_after(&huge), Some(LONGEST_WAIT));
+    let now = Instant::now();
+    assert_eq!(
+        unbounded.decide(&huge, 0, now, None, &mut rng),
+        Decision::Retry {
+            delay: LONGEST_WAIT
+        }
+    );
+    // Against a deadline it gives up instead, without adding the wait to an instant it cannot
+    // reach.
+    assert_eq!(
+        unbounded.decide(&huge, 0, now, Some(now + secs(1)), &mut rng),
+        Decision::GiveUp(GiveUp::WouldMissDeadline { wait: LONGEST_WAIT })
+    );
 }

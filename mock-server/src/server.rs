@@ -290,10 +290,7 @@ async fn handle(
             Ok(bytes) => {
                 let v = visit.insert(shared.traffic.enter(&parts.headers));
                 let reply = shared.model_call(&call, &parts.headers, &bytes);
-                v.charged = reply
-                    .headers
-                    .iter()
-                    .any(|(name, value)| *name == CHARGED_HEADER && value == "true");
+                v.charged = reply.orphanable;
                 reply
             }
             Err(BodyError::TooLarge) => body_too_large(call.api),

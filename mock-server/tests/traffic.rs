@@ -80,3 +80,24 @@ async fn a_charged_request_whose_client_hangs_up_is_an_orphan() {
         (Some(1), Some(1))
     );
 }
+
+#[tokio::test]
+async fn a_request_the_model_never_answers_is_a_timeout_not_an_orphan() {
+    let m = start("timeout_rate = 1.0").await;
+    let gave_up = ask(&m.uri(), None, Duration::from_millis(200)).await;
+    assert!(gave_up.is_err(), "never answered");
+    let mut s = stats(&m).await;
+    for _ in 0..50 {
+        if s["in_flight"] == 0 {
+            break;
+        }
+        sleep(Duration::from_millis(50)).await;
+        s = stats(&m).await;
+    }
+    assert_eq!(s["in_flight"], 0, "{s}");
+    assert_eq!(
+        (s["timed_out"].as_u64(), s["orphaned"].as_u64()),
+        (Some(1), Some(0)),
+        "{s}"
+    );
+}

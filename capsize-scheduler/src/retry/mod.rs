@@ -23,6 +23,10 @@ pub use self::after::{parse_http_date, retry_after_from_headers, HeaderError};
 pub use self::preset::{RetryPreset, UnknownPreset};
 use super::error::{ConfigError, GiveUp, InvalidBackoff};
 
+/// The longest wait the policy asks for (a century). Waits are added to instants, so a
+/// backoff ceiling or a Retry-After of any size is cut to this rather than overflow one.
+pub const LONGEST_WAIT: Duration = Duration::from_secs(100 * 365 * 86_400);
+
 /// How a backoff delay is randomised.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
@@ -264,7 +268,9 @@ impl RetryPolicy {
             Jitter::None => ceiling,
             Jitter::Reduce => ceiling * (1.0 - 0.25 * rng.random::<f64>()),
         };
-        Duration::from_secs_f64(secs)
+        Duration::try_from_secs_f64(secs)
+            .unwrap_or(LONGEST_WAIT)
+            .min(LONGEST_WAIT)
     }
 
     /// The wait a failure of this kind asks for, if the policy listens to it at all.
@@ -288,13 +294,14 @@ impl RetryPolicy {
             .map(|_| asked)
     }
 
-    /// The wait a failure of this kind asks for, cut to `retry_after_cap`, if it is honoured
-    /// (one longer than `retry_after_max` is not).
+    /// The wait a failure of this kind asks for, cut to `retry_after_cap` (and to
+    /// [`LONGEST_WAIT`]), if it is honoured (one longer than `retry_after_max` is not).
     pub fn retry_after(&self, kind: &FailureKind) -> Option<Duration> {
         if self.asks_too_long(kind).is_some() {
             return None;
         }
-        self.asked(kind).map(|d| d.min(self.retry_after_cap))
+        self.asked(kind)
+            .map(|d| d.min(self.retry_after_cap).min(LONGEST_WAIT))
     }
 
     /// How long a failure of this kind pauses the whole limiter, if the policy pauses it.

@@ -50,6 +50,9 @@ pub(crate) struct Reply {
     pub(crate) body: Vec<u8>,
     /// How long to hold the answer ([`NEVER`] for a request the model never answers).
     pub(crate) delay: Duration,
+    /// Whether the model charged a request it will answer: if the client hangs up first, its
+    /// quota is orphaned. (One it never answers is a timeout, not an orphan.)
+    pub(crate) orphanable: bool,
 }
 
 impl Reply {
@@ -62,6 +65,7 @@ impl Reply {
             headers: Vec::new(),
             body,
             delay: Duration::ZERO,
+            orphanable: false,
         }
     }
 
@@ -362,6 +366,7 @@ fn render(ask: &Ask, d: &Decision, id: u64, wall_now: Duration) -> Reply {
         .headers
         .extend(wire::anthropic_headers(d.requests, d.tokens, wall_now));
     reply.delay = d.latency.unwrap_or(NEVER).saturating_sub(TIMER_LAG);
+    reply.orphanable = d.charged && d.latency.is_some();
     reply
 }
 

@@ -24,7 +24,8 @@ pub struct Traffic {
     pub in_flight_mean: f64,
     /// Requests that said they were a retry (`x-stainless-retry-count` of 1 or more).
     pub retried: u64,
-    /// Charged requests whose client closed the connection before the answer.
+    /// Charged requests whose client closed the connection before the answer (a request the
+    /// model never answers is a timeout, counted by the model, not an orphan).
     pub orphaned: u64,
 }
 
@@ -108,7 +109,7 @@ impl TrafficLog {
 /// while the answer was held), it leaves as an orphan if the model charged it.
 pub(crate) struct Visit<'a> {
     log: &'a TrafficLog,
-    /// The model charged it.
+    /// The model charged it and will answer it.
     pub(crate) charged: bool,
     /// Its answer was handed to the connection.
     pub(crate) answered: bool,

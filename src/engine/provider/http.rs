@@ -145,10 +145,9 @@ impl HttpProvider {
         match status {
             200..=299 => Ok(()),
             429 => Err(ProviderError::rate_limited(self.retry_after(headers))),
-            500..=599 => {
-                Err(ProviderError::status(status).with_retry_after(self.retry_after(headers)))
-            }
-            _ => Err(ProviderError::other(format!("HTTP {status}"))),
+            // Any other status is the policy's to retry or not (`retry_on`: 5xx for capsize,
+            // 408 and 409 too for the SDKs).
+            _ => Err(ProviderError::status(status).with_retry_after(self.retry_after(headers))),
         }
     }
 }

@@ -60,8 +60,9 @@ impl<C: Clock> VirtualProvider<C> {
             Outcome::RateLimited => ProviderError::rate_limited(scaled),
             Outcome::Error(code) => ProviderError::status(code).with_retry_after(scaled),
             Outcome::Timeout => ProviderError::timeout(),
-            // 413: no wait can help. As the HTTP provider classifies it: not retryable.
-            Outcome::TooLarge(_) => ProviderError::other("HTTP 413"),
+            // 413: no wait can help; the policy retries it only if `retry_on` lists it, as
+            // the HTTP provider leaves any status to the policy.
+            Outcome::TooLarge(_) => ProviderError::status(413),
             Outcome::Served => ProviderError::other("served is not an error"),
         }
     }
