@@ -28,72 +28,6 @@ max_concurrency = 4
 /// A fresh folder under the system temp dir holding the scenario, removed on drop.
 struct Temp(PathBuf);
 
-/// A provider that answers the first request 408 and every other 200, as wiremock data, with
-/// the `/healthz` and `/stats` a real-time run reads.
-async fn a_408_then_200s() -> MockServer {
-    let server = MockServer::start().await;
-    Mock::given(method("GET"))
-        .and(path("/healthz"))
-        .respond_with(ResponseTemplate::new(200))
-        .mount(&server)
-        .await;
-    let stats = serde_json::json!({"received": 0, "served": 0, "rate_limited": 0,
-        "errored": 0, "timed_out": 0, "tokens_charged": 0});
-    Mock::given(method("GET"))
-        .and(path("/stats"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(stats))
-        .mount(&server)
-        .await;
-    Mock::given(method("POST"))
-        .respond_with(ResponseTemplate::new(408))
-        .up_to_n_times(1)
-        .mount(&server)
-        .await;
-    Mock::given(method("POST"))
-        .respond_with(ResponseTemplate::new(200))
-        .mount(&server)
-        .await;
-    server
-}
-
-#[test]
-fn any_status_is_the_retry_policys_to_retry_in_real_time() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    // The SDK presets retry a 408; capsize's own policy does not (its retry_on is 5xx).
-    for (preset, attempts, errors) in [("openai-python", 9, 0), ("capsize", 8, 1)] {
-        let t = Temp::new(&format!("status-{preset}"));
-        let server = rt.block_on(a_408_then_200s());
-        let set = format!("scheduler.retry.preset=\"{preset}\"");
-        let out = run(
-            &t,
-            &[
-                "--mode",
-                "realtime",
-                "--target",
-                &server.uri(),
-                "--set",
-                &set,
-                "--json",
-            ],
-        );
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let v: Value = serde_json::from_slice(&out.stdout).expect("summary JSON");
-        assert_eq!(
-            (v["attempts"].as_u64(), v["errors"].as_u64()),
-            (Some(attempts), Some(errors)),
-            "{preset}"
-        );
-        drop(server);
-    }
-}
-
 impl Temp {
     fn new(test: &str) -> Self {
         let dir = std::env::temp_dir().join(format!(
@@ -236,12 +170,7 @@ fn an_unreadable_retry_after_is_bad_input() {
         .build()
         .expect("runtime");
     let server = rt.block_on(async {
-        let server = MockServer::start().await;
-        Mock::given(method("GET"))
-            .and(path("/healthz"))
-            .respond_with(ResponseTemplate::new(200))
-            .mount(&server)
-            .await;
+        let server = healthy().await;
         Mock::given(method("POST"))
             .respond_with(ResponseTemplate::new(429).insert_header("retry-after", "soon"))
             .mount(&server)
@@ -255,4 +184,76 @@ fn an_unreadable_retry_after_is_bad_input() {
     );
     assert!(e.contains("retry-after") && e.contains("soon"), "{e}");
     drop(server);
+}
+
+/// A wiremock server whose `/healthz` answers 200, as a real-time run checks first.
+async fn healthy() -> MockServer {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/healthz"))
+        .respond_with(ResponseTemplate::new(200))
+        .mount(&server)
+        .await;
+    server
+}
+
+/// A provider that answers the first request 408 and every other 200, as wiremock data, with
+/// the `/healthz` and `/stats` a real-time run reads.
+async fn a_408_then_200s() -> MockServer {
+    let server = healthy().await;
+    let stats = serde_json::json!({"received": 0, "served": 0, "rate_limited": 0,
+        "errored": 0, "timed_out": 0, "tokens_charged": 0});
+    Mock::given(method("GET"))
+        .and(path("/stats"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(stats))
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(408))
+        .up_to_n_times(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200))
+        .mount(&server)
+        .await;
+    server
+}
+
+#[test]
+fn any_status_is_the_retry_policys_to_retry_in_real_time() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    // The SDK presets retry a 408; capsize's own policy does not (its retry_on is 5xx).
+    for (preset, attempts, errors) in [("openai-python", 9, 0), ("capsize", 8, 1)] {
+        let t = Temp::new(&format!("status-{preset}"));
+        let server = rt.block_on(a_408_then_200s());
+        let set = format!("scheduler.retry.preset=\"{preset}\"");
+        let out = run(
+            &t,
+            &[
+                "--mode",
+                "realtime",
+                "--target",
+                &server.uri(),
+                "--set",
+                &set,
+                "--json",
+            ],
+        );
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: Value = serde_json::from_slice(&out.stdout).expect("summary JSON");
+        assert_eq!(
+            (v["attempts"].as_u64(), v["errors"].as_u64()),
+            (Some(attempts), Some(errors)),
+            "{preset}"
+        );
+        drop(server);
+    }
 }

@@ -23,6 +23,20 @@ async fn ask(uri: &str, retry: Option<u32>, timeout: Duration) -> Result<u16, re
     r.send().await.map(|a| a.status().as_u16())
 }
 
+/// `/stats` once nothing is in flight (the server notices a closed connection soon, not at
+/// once), or after 2.5 s.
+async fn settled(m: &capsize_mock::MockProvider) -> serde_json::Value {
+    let mut s = stats(m).await;
+    for _ in 0..50 {
+        if s["in_flight"] == 0 {
+            break;
+        }
+        sleep(Duration::from_millis(50)).await;
+        s = stats(m).await;
+    }
+    s
+}
+
 #[tokio::test]
 async fn requests_in_flight_and_announced_retries_are_counted() {
     let m = start(r#"latency = { dist = "constant", ms = 300 }"#).await;
@@ -53,14 +67,7 @@ async fn a_charged_request_whose_client_hangs_up_is_an_orphan() {
     let gave_up = ask(&m.uri(), None, Duration::from_millis(200)).await;
     assert!(gave_up.is_err(), "the client gave up before the answer");
     // The server notices the closed connection and drops the request's answer.
-    let mut s = stats(&m).await;
-    for _ in 0..50 {
-        if s["in_flight"] == 0 {
-            break;
-        }
-        sleep(Duration::from_millis(50)).await;
-        s = stats(&m).await;
-    }
+    let s = settled(&m).await;
     assert_eq!(s["in_flight"], 0, "{s}");
     assert_eq!(s["orphaned"], 1, "{s}");
     assert_eq!(
@@ -86,14 +93,7 @@ async fn a_request_the_model_never_answers_is_a_timeout_not_an_orphan() {
     let m = start("timeout_rate = 1.0").await;
     let gave_up = ask(&m.uri(), None, Duration::from_millis(200)).await;
     assert!(gave_up.is_err(), "never answered");
-    let mut s = stats(&m).await;
-    for _ in 0..50 {
-        if s["in_flight"] == 0 {
-            break;
-        }
-        sleep(Duration::from_millis(50)).await;
-        s = stats(&m).await;
-    }
+    let s = settled(&m).await;
     assert_eq!(s["in_flight"], 0, "{s}");
     assert_eq!(
         (s["timed_out"].as_u64(), s["orphaned"].as_u64()),
