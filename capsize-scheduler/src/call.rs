@@ -151,8 +151,9 @@ impl<'a, C: Clock> Call<'a, C> {
     }
 
     /// Before attempt `number`: checks the scope still wants it, then reserves one request and
-    /// the call's tokens in the limiter (unless the policy sends retries around it). Returns the reservation if it must be waited for
-    /// ([`Call::wait_for_limiter`]); a reservation the buckets hold already goes at once.
+    /// the call's tokens in the limiter (unless the policy sends retries around it). Returns the
+    /// reservation if it must be waited for ([`Call::wait_for_limiter`]); a reservation the
+    /// buckets hold already goes at once.
     pub(crate) fn reserve<E>(
         &mut self,
         number: u32,

@@ -288,19 +288,15 @@ impl RetryPolicy {
 
     /// Whether a failure of this kind asks for a wait longer than the policy will take.
     fn asks_too_long(&self, kind: &FailureKind) -> Option<Duration> {
-        let asked = self.asked(kind)?;
-        self.retry_after_max
-            .filter(|max| asked > *max)
-            .map(|_| asked)
+        self.asked(kind)
+            .filter(|d| self.retry_after_max.is_some_and(|max| *d > max))
     }
 
     /// The wait a failure of this kind asks for, cut to `retry_after_cap` (and to
     /// [`LONGEST_WAIT`]), if it is honoured (one longer than `retry_after_max` is not).
     pub fn retry_after(&self, kind: &FailureKind) -> Option<Duration> {
-        if self.asks_too_long(kind).is_some() {
-            return None;
-        }
         self.asked(kind)
+            .filter(|d| self.retry_after_max.is_none_or(|max| *d <= max))
             .map(|d| d.min(self.retry_after_cap).min(LONGEST_WAIT))
     }
 
