@@ -88,23 +88,27 @@ fn python() -> String {
     )
 }
 
+/// The SDK client: tasks of requests through `openai` or `anthropic`.
+const FANOUT: &str = "sdk_fanout.py";
+
 /// One real client at a time: on a 2-core machine two would slow each other down, and a
 /// client's own time is what a time-scaled run magnifies.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-/// Runs `scripts/clients/sdk_fanout.py` with `args` against a mock of `toml` at `scale`.
-fn real(t: &Temp, toml: &str, scale: u32, args: &[String]) -> Seen {
+/// Runs the client `scripts/clients/SCRIPT` with `args` (`{url}` standing for the mock's root)
+/// against a mock of `toml` at `scale`.
+fn real(t: &Temp, toml: &str, scale: u32, script: &str, args: &[&str]) -> Seen {
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
     let scenario = t.write("scenario.toml", toml);
     let mock = Mock::start(&scenario, scale);
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/clients/sdk_fanout.py");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("scripts/clients")
+        .join(script);
     let out = Command::new(python())
         .arg(script)
-        .arg(&args[0])
-        .arg(&mock.url)
-        .args(&args[1..])
+        .args(args.iter().map(|a| a.replace("{url}", &mock.url)))
         .output()
-        .expect("the SDK client runs");
+        .expect("the client runs");
     assert!(
         out.status.success(),
         "the client failed: {}",
@@ -216,8 +220,8 @@ tokens_per_call = 1
 fn fifty_by_three(sdk: &str, preset: &str) {
     const SCALE: u32 = 3;
     let t = Temp::new("sdk", sdk);
-    let args = [sdk, "50", "3"].map(String::from);
-    let real = real(&t, FIFTY_BY_THREE, SCALE, &args);
+    let args = [sdk, "{url}", "50", "3"];
+    let real = real(&t, FIFTY_BY_THREE, SCALE, FANOUT, &args);
     let model = predicted(FIFTY_BY_THREE, &sdk_at_scale(preset, SCALE));
     assert_counts(&real, &model);
     assert_eq!(real.latencies.len(), model.latencies.len());
@@ -265,19 +269,15 @@ fn a_retry_after_past_two_minutes_fails_the_openai_sdk_and_holds_the_anthropic_o
     // At 10x, the 1,300 s is 130 s on the wire: past the openai SDK's 120 s, so it fails the
     // request at once, as its preset (120 s x 10 in model time) predicts.
     let t = Temp::new("sdk", "long-openai");
-    let real_openai = real(
-        &t,
-        LONG_RETRY_AFTER,
-        10,
-        &["openai", "2", "1"].map(String::from),
-    );
+    let args = ["openai", "{url}", "2", "1"];
+    let real_openai = real(&t, LONG_RETRY_AFTER, 10, FANOUT, &args);
     let model = predicted(LONG_RETRY_AFTER, &sdk_at_scale("openai-python", 10));
     assert_counts(&real_openai, &model);
     assert_eq!((real_openai.failed, model.failed), (1, 1));
     // At 1000x the wait is 1.3 s on the wire, and the anthropic SDK waits it: both served.
     let t = Temp::new("sdk", "long-anthropic");
-    let args = ["anthropic", "2", "1"].map(String::from);
-    let real_anthropic = real(&t, LONG_RETRY_AFTER, 1000, &args);
+    let args = ["anthropic", "{url}", "2", "1"];
+    let real_anthropic = real(&t, LONG_RETRY_AFTER, 1000, FANOUT, &args);
     let model = predicted(LONG_RETRY_AFTER, &sdk_at_scale("anthropic-python", 1000));
     assert_counts(&real_anthropic, &model);
     assert_eq!((real_anthropic.failed, model.failed), (0, 0));
@@ -314,10 +314,61 @@ fn a_limiter_in_front_of_the_sdk_is_predicted_with_retries_around_it() {
     const SCALE: u32 = 3;
     let t = Temp::new("sdk", "limiter");
     // The client's bucket runs on the wire clock: 60 RPM of model time is 180 RPM at 3x.
-    let args = ["openai", "20", "4", "180", "60"].map(String::from);
-    let real = real(&t, LIMITER_IN_FRONT, SCALE, &args);
+    let args = ["openai", "{url}", "20", "4", "180", "60"];
+    let real = real(&t, LIMITER_IN_FRONT, SCALE, FANOUT, &args);
     let model = predicted(LIMITER_IN_FRONT, &sdk_at_scale("openai-python", SCALE));
     assert_counts(&real, &model);
     assert_within_10_percent("p50 latency (s)", real.quantile(0.5), model.quantile(0.5));
     assert_within_10_percent("p95 latency (s)", real.quantile(0.95), model.quantile(0.95));
+}
+
+/// 600 requests read up front by a batch processor (`request_processor.py`) whose token bucket
+/// allows 240 RPM holding a minute's worth (headroom 0.8 of the provider's 300, burst 60 s),
+/// whose 429s go straight back to the front of its queue with no backoff and no Retry-After,
+/// 5 attempts each; the provider allows 300 requests in any 60 s.
+const REQUEST_PROCESSOR: &str = r#"
+name = "request-processor"
+seed = 1
+[provider]
+rpm = 300
+window = "sliding"
+retry_after = "auto"
+latency = { dist = "constant", ms = 1000 }
+[workload]
+sessions = 600
+queries_per_session = 1
+calls_per_query = 1
+tokens_per_call = 1
+[scheduler]
+rate_limit = true
+headroom = 0.8
+burst_s = 60
+retry = { max_retries = 4, base_ms = 0, cap_ms = 0, honor_retry_after = false, pause_limiter = false, retries_jump_queue = true }
+"#;
+
+#[test]
+#[ignore = "needs the SDK venv: scripts/test.sh"]
+fn a_processor_whose_retries_jump_the_queue_is_predicted_with_its_failures() {
+    // The minute's burst and 15 s more at 4/s fill the provider's 300; from then until the
+    // burst slides out at 60 s every token buys a 429, and each 429 goes straight back to the
+    // front for the next token: a request refused there spends its five attempts in a row.
+    const SCALE: u32 = 5;
+    let t = Temp::new("sdk", "processor");
+    // The client's bucket runs on the wire clock: 240 RPM of model time is 1,200 at 5x.
+    let args = ["{url}", "600", "1200", "240", "5"];
+    let real = real(&t, REQUEST_PROCESSOR, SCALE, "request_processor.py", &args);
+    let model = predicted(REQUEST_PROCESSOR, &[]);
+    assert_eq!(
+        (model.received, model.rate_limited, model.failed),
+        (744, 179, 35)
+    );
+    assert_counts(&real, &model);
+    assert_within_10_percent("p50 latency (s)", real.quantile(0.5), model.quantile(0.5));
+    assert_within_10_percent("p95 latency (s)", real.quantile(0.95), model.quantile(0.95));
+    // capsize's own policy on the same bucket pauses it for the first 429's Retry-After: one 429.
+    let own = predicted(
+        REQUEST_PROCESSOR,
+        &["scheduler.retry={ max_retries = 4 }".to_string()],
+    );
+    assert_eq!((own.received, own.rate_limited, own.failed), (601, 1, 0));
 }

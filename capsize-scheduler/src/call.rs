@@ -170,7 +170,8 @@ impl<'a, C: Clock> Call<'a, C> {
         else {
             return Ok(None);
         };
-        let reservation = limiter.reserve_at(self.spec.tokens, self.now);
+        let place = inner.retry.place(number);
+        let reservation = limiter.reserve_at(self.spec.tokens, place, self.now);
         if reservation.is_ready() {
             reservation.admit();
             return Ok(None);

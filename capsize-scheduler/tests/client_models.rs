@@ -135,12 +135,14 @@ async fn without_pause_limiter_a_retry_after_holds_only_its_own_call() {
 }
 
 /// Calls 0 and 1 at 0 s and call 2 at 1.5 s through a limiter of 1 request/s (burst 1); call
-/// 0's first attempt gets a 429 (no Retry-After) and it backs off exactly 100 ms. Send times
-/// of each.
-async fn retry_in_a_busy_limiter(through: bool) -> [Vec<Duration>; 3] {
+/// 0's first attempt gets a 429 (no Retry-After) and it backs off exactly 100 ms; its retry
+/// goes around the limiter, through it, or through it at the front of the line. Send times of
+/// each.
+async fn retry_in_a_busy_limiter(through: bool, jump: bool) -> [Vec<Duration>; 3] {
     let t0 = Instant::now();
     let policy = RetryPolicy {
         retries_through_limiter: through,
+        retries_jump_queue: jump,
         ..exact(ms(100), ms(100))
     };
     let limits = LimiterConfig {
@@ -164,14 +166,24 @@ async fn retries_around_the_limiter_neither_wait_for_it_nor_spend_its_credit() {
     // Around: the retry goes at 100 ms and takes no credit: call 1 keeps its 1 s slot, and
     // call 2, arriving at 1.5 s, gets the next one at 2 s.
     assert_eq!(
-        retry_in_a_busy_limiter(false).await,
+        retry_in_a_busy_limiter(false, false).await,
         [vec![ms(0), ms(100)], vec![ms(1_000)], vec![ms(2_000)]]
     );
     // Through: the retry queues behind call 1 and pays its own share, at 2 s; call 2 goes
     // a second later.
     assert_eq!(
-        retry_in_a_busy_limiter(true).await,
+        retry_in_a_busy_limiter(true, false).await,
         [vec![ms(0), ms(2_000)], vec![ms(1_000)], vec![ms(3_000)]]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_that_jumps_the_queue_takes_the_slot_of_the_first_attempt_waiting() {
+    // The retry joins at 100 ms ahead of call 1 and takes its 1 s slot; call 1 moves to 2 s,
+    // and call 2, arriving at 1.5 s, queues behind it at 3 s.
+    assert_eq!(
+        retry_in_a_busy_limiter(true, true).await,
+        [vec![ms(0), ms(1_000)], vec![ms(2_000)], vec![ms(3_000)]]
     );
 }
 

@@ -1,7 +1,7 @@
 //! The limiter's promise, as a property: over any 60 s, the requests and tokens it lets through
 //! stay at or under `headroom × limit + burst`, with both limits set, for random mixes of call
 //! sizes, arrival times, cancellations while waiting, and 429s whose Retry-After pauses the
-//! limiter. (A call larger than the burst counts as the burst: the bucket saves up for it.)
+//! limiter, with retries at the back of its line or jumping to the front. (A call larger than the burst counts as the burst: the bucket saves up for it.)
 //!
 //! Each case drives the real scheduler under tokio's paused clock and reads every send from
 //! its events. Timers fire on whole milliseconds, so a send may trail its due instant by up to
@@ -47,6 +47,8 @@ struct Case {
     headroom: f64,
     rpm_burst: f64,
     tpm_burst: f64,
+    /// Retries join the limiter's line at the front.
+    jump: bool,
     calls: Vec<Call>,
 }
 
@@ -57,8 +59,9 @@ fn case() -> impl Strategy<Value = Case> {
         0.1..=1.0f64,
         0.01..5.0f64,
         0.01..5.0f64,
+        any::<bool>(),
     )
-        .prop_flat_map(|(rpm, tpm, headroom, rb, tb)| {
+        .prop_flat_map(|(rpm, tpm, headroom, rb, tb, jump)| {
             // Calls up to the whole TPM (a larger one can never be served and is refused by
             // validation); most far smaller.
             let max_tokens = (tpm as u64).max(1);
@@ -85,6 +88,7 @@ fn case() -> impl Strategy<Value = Case> {
                 // Bursts in seconds of the scaled refill, at least one unit (as scenarios do).
                 rpm_burst: (rpm * headroom / 60.0 * rb).max(1.0),
                 tpm_burst: (tpm * headroom / 60.0 * tb).max(1.0),
+                jump,
                 calls,
             })
         })
@@ -103,6 +107,7 @@ fn sends(case: &Case) -> Vec<(f64, u64)> {
             }),
             retry: RetryPolicy {
                 max_retries: 3,
+                retries_jump_queue: case.jump,
                 ..RetryPolicy::default()
             },
         });

@@ -7,7 +7,10 @@
 //! (`admitted`: gone, or paid for in every bucket of the limiter and about to go). A pending
 //! reservation remembers `debited` just after its own debit (its *position*): positions grow in
 //! arrival order, so reservations are served first-in, first-out whatever their sizes, and a
-//! large request is never overtaken by small ones that came after it.
+//! large request is never overtaken by small ones that came after it. A reservation made at the
+//! [`Place::Front`] takes the place of the first waiting one at the back and pushes every
+//! waiting one at the back later by its cost: it goes before them, after those at the front
+//! that came before it. Pending reservations are kept in that order ([`Ticket`]'s).
 //!
 //! Why the promise holds (no window of `w` seconds admits more than `rate × w + burst`): credit
 //! is capped at `admitted + max(capacity, cost of the first reservation not yet due)`. The cap
@@ -35,6 +38,36 @@ const EPSILON_TOKENS: f64 = 1e-6;
 /// Ready times are kept to the nanosecond; a debt the bucket refills within one is paid.
 const NANO: f64 = 1e-9;
 
+/// Where a reservation joins the line of those waiting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub enum Place {
+    /// Behind everyone: first-in, first-out.
+    #[default]
+    Back,
+    /// Ahead of every reservation waiting at the back, behind those waiting at the front that
+    /// came before it (a retry that jumps the queue).
+    Front,
+}
+
+/// A pending reservation's name: its place and its sequence number. Ordered as the line is
+/// served: the front before the back, each in arrival order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) struct Ticket {
+    /// `false` for the front, so the front sorts first.
+    back: bool,
+    seq: u64,
+}
+
+impl Ticket {
+    /// Reservation number `seq`, joining at `place`.
+    pub(crate) fn new(place: Place, seq: u64) -> Self {
+        Ticket {
+            back: place == Place::Back,
+            seq,
+        }
+    }
+}
+
 /// A reservation still pending: where it stands, what it costs here, and whether it is due.
 #[derive(Debug, Clone, Copy)]
 struct Pending {
@@ -56,8 +89,8 @@ pub(crate) struct Bucket {
     admitted: f64,
     /// Time up to which `credited` is brought. During a pause it lies in the future.
     last: Instant,
-    /// The reservations still pending, by sequence number.
-    pending: BTreeMap<u64, Pending>,
+    /// The reservations still pending, in the order they are served.
+    pending: BTreeMap<Ticket, Pending>,
 }
 
 impl Bucket {
@@ -91,11 +124,11 @@ impl Bucket {
     }
 
     /// The first pending reservation that is not due yet.
-    pub(crate) fn first_waiting(&self) -> Option<u64> {
+    pub(crate) fn first_waiting(&self) -> Option<Ticket> {
         self.pending
             .iter()
             .find(|(_, p)| !p.due)
-            .map(|(&seq, _)| seq)
+            .map(|(&ticket, _)| ticket)
     }
 
     /// The most credit the bucket may hold: what is due, plus the capacity or the first
@@ -139,12 +172,24 @@ impl Bucket {
         self.last + Duration::from_nanos(nanos as u64)
     }
 
-    /// Debits `cost` at `now` and says whether the debit must wait (the bucket has not refilled
-    /// it yet, or is paused). The caller then either [`Bucket::admit_now`]s it (no bucket of the
-    /// limiter needs a wait) or [`Bucket::enqueue`]s it under its sequence number.
-    pub(crate) fn debit(&mut self, cost: f64, now: Instant) -> Debit {
+    /// Debits `cost` at `now` for a reservation joining at `place`, and says whether the debit
+    /// must wait (the bucket has not refilled it yet, or is paused). The caller then either
+    /// [`Bucket::admit_now`]s it (no bucket of the limiter needs a wait) or
+    /// [`Bucket::enqueue`]s it under its ticket.
+    pub(crate) fn debit(&mut self, cost: f64, place: Place, now: Instant) -> Debit {
+        let position = match place {
+            Place::Back => self.debited + cost,
+            Place::Front => {
+                // Where the first one waiting at the back starts; each of them moves back.
+                let mut start = self.debited;
+                for (_, p) in self.waiting_at_back() {
+                    start = start.min(p.position - p.cost);
+                    p.position += cost;
+                }
+                start + cost
+            }
+        };
         self.debited += cost;
-        let position = self.debited;
         Debit {
             position,
             cost,
@@ -152,26 +197,32 @@ impl Bucket {
         }
     }
 
+    /// The reservations waiting (not due) at the back, in order.
+    fn waiting_at_back(&mut self) -> impl Iterator<Item = (&Ticket, &mut Pending)> {
+        self.pending.iter_mut().filter(|(t, p)| t.back && !p.due)
+    }
+
     /// A debit that goes at once: it is spent.
     pub(crate) fn admit_now(&mut self, debit: Debit) {
         self.admitted += debit.cost;
     }
 
-    /// A debit that waits (here or in another bucket of the limiter) under number `seq`.
-    pub(crate) fn enqueue(&mut self, seq: u64, debit: Debit) {
+    /// A debit that waits (here or in another bucket of the limiter) under `ticket`.
+    pub(crate) fn enqueue(&mut self, ticket: Ticket, debit: Debit) {
         let pending = Pending {
             position: debit.position,
             cost: debit.cost,
             due: false,
         };
-        self.pending.insert(seq, pending);
+        self.pending.insert(ticket, pending);
     }
 
-    /// The earliest time this bucket has paid for pending reservation `seq`, as far as it can
-    /// tell now: exact for the first waiting reservation, a lower bound for those behind it
-    /// (credit it cannot bank yet is not counted). `last` if it is paid for already.
-    pub(crate) fn paid_at(&self, seq: u64) -> Option<Instant> {
-        let p = self.pending.get(&seq)?;
+    /// The earliest time this bucket has paid for pending reservation `ticket`, as far as it
+    /// can tell now: exact for the first waiting reservation, a lower bound for those behind it
+    /// (credit it cannot bank yet is not counted, nor reservations that may join ahead of it).
+    /// `last` if it is paid for already.
+    pub(crate) fn paid_at(&self, ticket: Ticket) -> Option<Instant> {
+        let p = self.pending.get(&ticket)?;
         let debt = p.position - self.credited;
         Some(if debt <= self.tolerance() {
             self.last
@@ -180,9 +231,9 @@ impl Bucket {
         })
     }
 
-    /// Whether pending reservation `seq` is due.
-    pub(crate) fn is_due(&self, seq: u64) -> bool {
-        self.pending.get(&seq).is_some_and(|p| p.due)
+    /// Whether pending reservation `ticket` is due.
+    pub(crate) fn is_due(&self, ticket: Ticket) -> bool {
+        self.pending.get(&ticket).is_some_and(|p| p.due)
     }
 
     /// The instant the bucket's pause ends, if it is paused at `now`.
@@ -190,10 +241,10 @@ impl Bucket {
         (self.last > now).then_some(self.last)
     }
 
-    /// Marks pending reservation `seq` due: paid for in every bucket, its cost now counts as
-    /// gone.
-    pub(crate) fn mark_due(&mut self, seq: u64) {
-        if let Some(p) = self.pending.get_mut(&seq) {
+    /// Marks pending reservation `ticket` due: paid for in every bucket, its cost now counts
+    /// as gone.
+    pub(crate) fn mark_due(&mut self, ticket: Ticket) {
+        if let Some(p) = self.pending.get_mut(&ticket) {
             if !p.due {
                 p.due = true;
                 self.admitted += p.cost;
@@ -201,16 +252,16 @@ impl Bucket {
         }
     }
 
-    /// Reservation `seq` goes: it is spent and can no longer be refunded.
-    pub(crate) fn admit(&mut self, seq: u64) {
-        self.mark_due(seq);
-        self.pending.remove(&seq);
+    /// Reservation `ticket` goes: it is spent and can no longer be refunded.
+    pub(crate) fn admit(&mut self, ticket: Ticket) {
+        self.mark_due(ticket);
+        self.pending.remove(&ticket);
     }
 
-    /// Gives the cost back for pending reservation `seq`, which will not be sent; moves
+    /// Gives the cost back for pending reservation `ticket`, which will not be sent; moves
     /// everyone behind it forward. Returns true if some reservation may now go earlier.
-    pub(crate) fn refund(&mut self, seq: u64, now: Instant) -> bool {
-        let Some(gone) = self.pending.remove(&seq) else {
+    pub(crate) fn refund(&mut self, ticket: Ticket, now: Instant) -> bool {
+        let Some(gone) = self.pending.remove(&ticket) else {
             return false;
         };
         self.debited -= gone.cost;
@@ -218,9 +269,12 @@ impl Bucket {
             self.admitted -= gone.cost;
         }
         let mut moved = false;
-        for (_, p) in self.pending.range_mut(seq + 1..) {
-            p.position -= gone.cost;
-            moved = true;
+        for p in self.pending.values_mut() {
+            // Those behind it (a free reservation right behind shares its position).
+            if p.position >= gone.position {
+                p.position -= gone.cost;
+                moved = true;
+            }
         }
         // Credit banked for the reservation that left, beyond the new ceiling, is discarded.
         self.refill(now);

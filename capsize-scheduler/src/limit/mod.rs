@@ -2,7 +2,7 @@
 //!
 //! A call reserves one request and its tokens in both buckets at once, then waits until both have
 //! refilled its share ([`Reservation::wait`]). Reservations go first-in, first-out across both
-//! buckets, and a reservation held by one bucket is pending in the other too, so neither banks
+//! buckets (those made at the [`Place::Front`], a retry jumping the queue, before the rest), and a reservation held by one bucket is pending in the other too, so neither banks
 //! credit while it waits: over any 60 s the limiter lets through at most `headroom × limit +
 //! burst` requests and tokens (a call larger than the burst counts as the burst; see `bucket`). Dropping a reservation before it is ready (the call
 //! was cancelled while queued) refunds it. A provider's Retry-After pauses the whole limiter
@@ -17,7 +17,8 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use self::bucket::Bucket;
+pub use self::bucket::Place;
+use self::bucket::{Bucket, Ticket};
 use self::queue::Queue;
 use crate::clock::{Clock, TokioClock};
 use crate::error::{ConfigError, InvalidHeadroom, InvalidLimit, LimitField, LimitKind};
@@ -146,18 +147,19 @@ impl<C: Clock> RateLimiter<C> {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Reserves one request and `tokens` tokens now. The reservation is already paid for if
-    /// [`Reservation::is_ready`]; otherwise await [`Reservation::wait`].
+    /// Reserves one request and `tokens` tokens now, behind everyone waiting. The reservation is
+    /// already paid for if [`Reservation::is_ready`]; otherwise await [`Reservation::wait`].
     pub fn reserve(&self, tokens: u64) -> Reservation<'_, C> {
-        self.reserve_at(tokens, self.clock.now())
+        self.reserve_at(tokens, Place::Back, self.clock.now())
     }
 
-    /// As [`RateLimiter::reserve`], with a reading of the clock the caller already has.
-    pub fn reserve_at(&self, tokens: u64, now: Instant) -> Reservation<'_, C> {
-        let (seq, waits) = self.lock().reserve(tokens, now);
+    /// As [`RateLimiter::reserve`], joining the line at `place`, with a reading of the clock the
+    /// caller already has.
+    pub fn reserve_at(&self, tokens: u64, place: Place, now: Instant) -> Reservation<'_, C> {
+        let (ticket, waits) = self.lock().reserve(tokens, place, now);
         Reservation {
             limiter: self,
-            seq,
+            ticket,
             admitted: !waits,
         }
     }
@@ -196,18 +198,18 @@ impl<C: Clock> RateLimiter<C> {
         r.or(t).map_or(0, Bucket::waiters)
     }
 
-    /// When reservation `seq` may go, or `None` if it may go now.
-    fn ready_at(&self, seq: u64) -> Option<Instant> {
-        self.lock().ready_at(seq, self.clock.now())
+    /// When reservation `ticket` may go, or `None` if it may go now.
+    fn ready_at(&self, ticket: Ticket) -> Option<Instant> {
+        self.lock().ready_at(ticket, self.clock.now())
     }
 
-    /// Reservation `seq` goes now.
-    fn admit(&self, seq: u64) {
-        self.lock().admit(seq, self.clock.now());
+    /// Reservation `ticket` goes now.
+    fn admit(&self, ticket: Ticket) {
+        self.lock().admit(ticket, self.clock.now());
     }
 
-    fn refund(&self, seq: u64) {
-        let moved = self.lock().refund(seq, self.clock.now());
+    fn refund(&self, ticket: Ticket) {
+        let moved = self.lock().refund(ticket, self.clock.now());
         if moved {
             self.changed.notify_waiters();
         }
@@ -219,7 +221,7 @@ impl<C: Clock> RateLimiter<C> {
 #[must_use = "a reservation is refunded when dropped; await `wait` to use it"]
 pub struct Reservation<'a, C: Clock = TokioClock> {
     limiter: &'a RateLimiter<C>,
-    seq: u64,
+    ticket: Ticket,
     admitted: bool,
 }
 
@@ -247,7 +249,7 @@ impl<C: Clock> Reservation<'_, C> {
             tokio::pin!(changed);
             // Register for wake-ups before reading the state, so none is missed in between.
             changed.as_mut().enable();
-            match self.limiter.ready_at(self.seq) {
+            match self.limiter.ready_at(self.ticket) {
                 None => return,
                 Some(at) => {
                     tokio::select! {
@@ -264,7 +266,7 @@ impl<C: Clock> Reservation<'_, C> {
     /// reservation is ready (see [`Reservation::ready`]).
     pub fn admit(mut self) {
         if !self.admitted {
-            self.limiter.admit(self.seq);
+            self.limiter.admit(self.ticket);
             self.admitted = true;
         }
     }
@@ -274,7 +276,7 @@ impl<C: Clock> Reservation<'_, C> {
         if self.admitted {
             return Duration::ZERO;
         }
-        match self.limiter.ready_at(self.seq) {
+        match self.limiter.ready_at(self.ticket) {
             Some(at) => at.saturating_duration_since(self.limiter.clock.now()),
             None => Duration::ZERO,
         }
@@ -284,7 +286,7 @@ impl<C: Clock> Reservation<'_, C> {
 impl<C: Clock> Drop for Reservation<'_, C> {
     fn drop(&mut self) {
         if !self.admitted {
-            self.limiter.refund(self.seq);
+            self.limiter.refund(self.ticket);
         }
     }
 }

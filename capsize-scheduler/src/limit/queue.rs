@@ -1,5 +1,6 @@
-//! The limiter's queue: one first-in, first-out line of reservations across the request and
-//! token buckets, as a clockless state machine (every method is told the time).
+//! The limiter's queue: one line of reservations across the request and token buckets,
+//! first-in first-out at each [`Place`] (the front before the back), as a clockless state
+//! machine (every method is told the time).
 //!
 //! Implementation details. A reservation is debited in every bucket the moment it is made and
 //! is *pending* in all of them until it goes, even if only one of them makes it wait, so no
@@ -11,7 +12,7 @@
 
 use tokio::time::Instant;
 
-use super::bucket::Bucket;
+use super::bucket::{Bucket, Place, Ticket};
 
 /// The request and token buckets and the reservations waiting in them.
 #[derive(Debug)]
@@ -50,8 +51,8 @@ impl Queue {
     /// Every operation starts here, so no bucket is brought past a reservation's due instant
     /// before it is marked due (which would cap credit under the old ceiling).
     fn advance(&mut self, now: Instant) {
-        while let Some(seq) = self.any().and_then(Bucket::first_waiting) {
-            let Some(at) = self.buckets().filter_map(|b| b.paid_at(seq)).max() else {
+        while let Some(ticket) = self.any().and_then(Bucket::first_waiting) {
+            let Some(at) = self.buckets().filter_map(|b| b.paid_at(ticket)).max() else {
                 break;
             };
             if at > now {
@@ -59,7 +60,7 @@ impl Queue {
             }
             for b in self.buckets() {
                 b.refill(at);
-                b.mark_due(seq);
+                b.mark_due(ticket);
             }
         }
         for b in self.buckets() {
@@ -67,53 +68,56 @@ impl Queue {
         }
     }
 
-    /// Reserves one request and `tokens` tokens at `now`: its number, and whether it waits
-    /// (`false`: it has gone already).
-    pub(crate) fn reserve(&mut self, tokens: u64, now: Instant) -> (u64, bool) {
+    /// Reserves one request and `tokens` tokens at `now`, joining the line at `place`: its
+    /// ticket, and whether it waits (`false`: it has gone already).
+    pub(crate) fn reserve(&mut self, tokens: u64, place: Place, now: Instant) -> (Ticket, bool) {
         self.advance(now);
-        let seq = self.next_seq;
+        let ticket = Ticket::new(place, self.next_seq);
         self.next_seq += 1;
-        let requests = self.requests.as_mut().map(|b| b.debit(1.0, now));
-        let token_debit = self.tokens.as_mut().map(|b| b.debit(tokens as f64, now));
+        let requests = self.requests.as_mut().map(|b| b.debit(1.0, place, now));
+        let token_debit = self
+            .tokens
+            .as_mut()
+            .map(|b| b.debit(tokens as f64, place, now));
         let waits = requests.iter().chain(&token_debit).any(|d| d.waits);
         let debits = [requests, token_debit];
         for (bucket, debit) in self.buckets().zip(debits.into_iter().flatten()) {
             if waits {
-                bucket.enqueue(seq, debit);
+                bucket.enqueue(ticket, debit);
             } else {
                 bucket.admit_now(debit);
             }
         }
-        (seq, waits)
+        (ticket, waits)
     }
 
-    /// When reservation `seq` may go, or `None` if it may go at `now`. For a reservation behind
-    /// others it is a lower bound (credit not yet bankable is not counted): ask again then.
-    /// Always later than `now` when not `None`.
-    pub(crate) fn ready_at(&mut self, seq: u64, now: Instant) -> Option<Instant> {
+    /// When reservation `ticket` may go, or `None` if it may go at `now`. For a reservation
+    /// behind others it is a lower bound (credit not yet bankable is not counted, and others may
+    /// join ahead of it at the front): ask again then. Always later than `now` when not `None`.
+    pub(crate) fn ready_at(&mut self, ticket: Ticket, now: Instant) -> Option<Instant> {
         self.advance(now);
-        if self.any()?.is_due(seq) {
+        if self.any()?.is_due(ticket) {
             // Paid for, but held while a pause lasts.
             return self.buckets().filter_map(|b| b.paused_until(now)).max();
         }
-        self.buckets().filter_map(|b| b.paid_at(seq)).max()
+        self.buckets().filter_map(|b| b.paid_at(ticket)).max()
     }
 
-    /// Reservation `seq` goes at `now`: it leaves the queue and can no longer be refunded.
-    pub(crate) fn admit(&mut self, seq: u64, now: Instant) {
+    /// Reservation `ticket` goes at `now`: it leaves the queue and can no longer be refunded.
+    pub(crate) fn admit(&mut self, ticket: Ticket, now: Instant) {
         self.advance(now);
         for b in self.buckets() {
-            b.admit(seq);
+            b.admit(ticket);
         }
     }
 
-    /// Reservation `seq` will not be sent: its cost is given back and everyone behind it moves
-    /// forward. Returns true if some reservation may now go earlier.
-    pub(crate) fn refund(&mut self, seq: u64, now: Instant) -> bool {
+    /// Reservation `ticket` will not be sent: its cost is given back and everyone behind it
+    /// moves forward. Returns true if some reservation may now go earlier.
+    pub(crate) fn refund(&mut self, ticket: Ticket, now: Instant) -> bool {
         self.advance(now);
         let mut moved = false;
         for b in self.buckets() {
-            moved |= b.refund(seq, now);
+            moved |= b.refund(ticket, now);
         }
         // Those behind moved forward: some may be paid for already.
         self.advance(now);
@@ -158,11 +162,11 @@ mod tests {
         let mut q = tokens(10.0, 10.0, t0);
         // Ten tokens of burst, then one more each 100 ms.
         for _ in 0..10 {
-            assert!(!q.reserve(1, t0).1);
+            assert!(!q.reserve(1, Place::Back, t0).1);
         }
-        let (a, waits) = q.reserve(1, t0);
+        let (a, waits) = q.reserve(1, Place::Back, t0);
         assert!(waits);
-        let (b, _) = q.reserve(1, t0);
+        let (b, _) = q.reserve(1, Place::Back, t0);
         assert_eq!(q.ready_at(a, t0), Some(t0 + secs(0.1)));
         assert_eq!(q.ready_at(b, t0), Some(t0 + secs(0.2)));
         assert_eq!(q.ready_at(a, t0 + secs(0.1)), None);
@@ -176,7 +180,7 @@ mod tests {
         // runs only at 250 ms: both go then, and the fourth is still due at 300 ms.
         let t0 = Instant::now();
         let mut q = tokens(10.0, 1.0, t0);
-        let seqs: Vec<u64> = (0..4).map(|_| q.reserve(1, t0).0).collect();
+        let seqs: Vec<Ticket> = (0..4).map(|_| q.reserve(1, Place::Back, t0).0).collect();
         let late = t0 + secs(0.25);
         assert_eq!(q.ready_at(seqs[1], late), None);
         assert_eq!(q.ready_at(seqs[2], late), None);
@@ -195,9 +199,9 @@ mod tests {
             Some(Bucket::new(1.0, 1.0, t0)),
             Some(Bucket::new(10.0, 10.0, t0)),
         );
-        let (big, waits) = q.reserve(100, t0);
+        let (big, waits) = q.reserve(100, Place::Back, t0);
         assert!(waits);
-        let small: Vec<u64> = (0..3).map(|_| q.reserve(1, t0).0).collect();
+        let small: Vec<Ticket> = (0..3).map(|_| q.reserve(1, Place::Back, t0).0).collect();
         assert_eq!(q.ready_at(big, t0), Some(t0 + secs(9.0)));
         assert_eq!(q.ready_at(big, t0 + secs(9.0)), None);
         q.admit(big, t0 + secs(9.0));
@@ -218,8 +222,8 @@ mod tests {
         // behind it gets no credit banked meanwhile and goes 1 s after it.
         let t0 = Instant::now();
         let mut q = tokens(10.0, 10.0, t0);
-        let (big, _) = q.reserve(50, t0);
-        let (next, _) = q.reserve(10, t0);
+        let (big, _) = q.reserve(50, Place::Back, t0);
+        let (next, _) = q.reserve(10, Place::Back, t0);
         assert_eq!(q.ready_at(big, t0), Some(t0 + secs(4.0)));
         assert_eq!(q.ready_at(next, t0 + secs(4.5)), Some(t0 + secs(5.0)));
     }
@@ -230,8 +234,8 @@ mod tests {
         // once, and the bucket keeps nothing over its capacity after that.
         let t0 = Instant::now();
         let mut q = tokens(10.0, 10.0, t0);
-        let (big, _) = q.reserve(50, t0);
-        let (next, _) = q.reserve(10, t0);
+        let (big, _) = q.reserve(50, Place::Back, t0);
+        let (next, _) = q.reserve(10, Place::Back, t0);
         let t = t0 + secs(3.9);
         assert!(q.refund(big, t));
         assert_eq!(q.ready_at(next, t), None);
@@ -243,9 +247,9 @@ mod tests {
     fn refund_moves_later_waiters_forward_only() {
         let t0 = Instant::now();
         let mut q = tokens(1.0, 1.0, t0);
-        q.reserve(1, t0); // takes the one token
-        let (five, _) = q.reserve(5, t0); // due at 5 s
-        let (one, _) = q.reserve(1, t0); // due at 6 s
+        q.reserve(1, Place::Back, t0); // takes the one token
+        let (five, _) = q.reserve(5, Place::Back, t0); // due at 5 s
+        let (one, _) = q.reserve(1, Place::Back, t0); // due at 6 s
         assert!(q.refund(five, t0));
         assert_eq!(q.ready_at(one, t0), Some(t0 + secs(1.0)));
         assert_eq!(q.balances(t0).1, Some(-1.0));
@@ -257,8 +261,59 @@ mod tests {
         let mut q = tokens(1.0, 5.0, t0);
         q.pause(t0, t0 + secs(7.0));
         assert_eq!(q.balances(t0 + secs(7.0)).1, Some(0.0));
-        let (seq, waits) = q.reserve(1, t0 + secs(3.0));
+        let (seq, waits) = q.reserve(1, Place::Back, t0 + secs(3.0));
         assert!(waits);
         assert_eq!(q.ready_at(seq, t0 + secs(3.0)), Some(t0 + secs(8.0)));
+    }
+
+    #[test]
+    fn a_reservation_at_the_front_goes_before_those_waiting_at_the_back() {
+        // 1 token/s, capacity 1, spent. Three wait at the back (due at 1, 2, 3 s); at 0.5 s a
+        // retry joins at the front: it takes the token of 1 s, the back ones move to 2, 3, 4 s.
+        // A second front reservation at 0.6 s goes behind the first (2 s), the back at 3, 4, 5 s.
+        let t0 = Instant::now();
+        let mut q = tokens(1.0, 1.0, t0);
+        q.reserve(1, Place::Back, t0);
+        let back: Vec<Ticket> = (0..3).map(|_| q.reserve(1, Place::Back, t0).0).collect();
+        let (first, waits) = q.reserve(1, Place::Front, t0 + secs(0.5));
+        assert!(waits);
+        assert_eq!(q.ready_at(first, t0 + secs(0.5)), Some(t0 + secs(1.0)));
+        let (second, _) = q.reserve(1, Place::Front, t0 + secs(0.6));
+        assert_eq!(q.ready_at(second, t0 + secs(0.6)), Some(t0 + secs(2.0)));
+        for (k, &b) in back.iter().enumerate() {
+            assert_eq!(
+                q.ready_at(b, t0 + secs(0.6)),
+                Some(t0 + secs(3.0 + k as f64))
+            );
+        }
+        // Served in that order, each at its instant.
+        q.admit(first, t0 + secs(1.0));
+        q.admit(second, t0 + secs(2.0));
+        assert_eq!(q.ready_at(back[0], t0 + secs(3.0)), None);
+    }
+
+    #[test]
+    fn a_front_reservation_does_not_overtake_one_already_due() {
+        // The back one was paid for at 1 s but its task runs at 1.5 s; a front reservation made
+        // at 1.2 s waits for the next token (2 s), not the one already spent.
+        let t0 = Instant::now();
+        let mut q = tokens(1.0, 1.0, t0);
+        q.reserve(1, Place::Back, t0);
+        let (back, _) = q.reserve(1, Place::Back, t0);
+        let (front, _) = q.reserve(1, Place::Front, t0 + secs(1.2));
+        assert_eq!(q.ready_at(back, t0 + secs(1.5)), None);
+        assert_eq!(q.ready_at(front, t0 + secs(1.5)), Some(t0 + secs(2.0)));
+    }
+
+    #[test]
+    fn refunding_a_front_reservation_gives_its_place_back_to_those_behind() {
+        let t0 = Instant::now();
+        let mut q = tokens(1.0, 1.0, t0);
+        q.reserve(1, Place::Back, t0);
+        let (back, _) = q.reserve(1, Place::Back, t0);
+        let (front, _) = q.reserve(1, Place::Front, t0);
+        assert_eq!(q.ready_at(back, t0), Some(t0 + secs(2.0)));
+        assert!(q.refund(front, t0 + secs(0.5)));
+        assert_eq!(q.ready_at(back, t0 + secs(0.5)), Some(t0 + secs(1.0)));
     }
 }

@@ -22,6 +22,7 @@ use tokio::time::Instant;
 pub use self::after::{parse_http_date, retry_after_from_headers, HeaderError};
 pub use self::preset::{RetryPreset, UnknownPreset};
 use super::error::{ConfigError, GiveUp, InvalidBackoff};
+use super::limit::Place;
 
 /// The longest wait the policy asks for (a century). Waits are added to instants, so a
 /// backoff ceiling or a Retry-After of any size is cut to this rather than overflow one.
@@ -207,6 +208,9 @@ pub struct RetryPolicy {
     /// Retries go back through the client's limiter like first attempts (`false`: around it,
     /// as an SDK's own retries go beneath a limiter in front of the SDK).
     pub retries_through_limiter: bool,
+    /// Retries that go through the limiter join its line at the front, ahead of every first
+    /// attempt waiting there (a request processor's retry queue, served first).
+    pub retries_jump_queue: bool,
     /// Statuses retried besides 429.
     pub retry_on: Vec<u16>,
     /// Whether timeouts are retried.
@@ -226,6 +230,7 @@ impl Default for RetryPolicy {
             retry_after_max: None,
             pause_limiter: true,
             retries_through_limiter: true,
+            retries_jump_queue: false,
             retry_on: vec![500, 502, 503, 504, 529],
             retry_timeouts: true,
         }
@@ -308,6 +313,15 @@ impl RetryPolicy {
     /// Whether attempt `number` (1 for the first) goes through the client's limiter.
     pub fn through_limiter(&self, number: u32) -> bool {
         number == 1 || self.retries_through_limiter
+    }
+
+    /// Where attempt `number` joins the limiter's line.
+    pub fn place(&self, number: u32) -> Place {
+        if number > 1 && self.retries_jump_queue {
+            Place::Front
+        } else {
+            Place::Back
+        }
     }
 
     fn retryable(&self, kind: &FailureKind) -> bool {

@@ -68,6 +68,7 @@ impl RetryPreset {
             retry_after_max: None,
             pause_limiter: false,
             retries_through_limiter: false,
+            retries_jump_queue: false,
             retry_on: [408, 409].into_iter().chain(500..=599).collect(),
             retry_timeouts: true,
         };

@@ -176,6 +176,8 @@ pub struct RawRetry {
     pub pause_limiter: Option<bool>,
     /// Retries go through the client limiter (or around it).
     pub retries_through_limiter: Option<bool>,
+    /// Retries join the client limiter's line at the front.
+    pub retries_jump_queue: Option<bool>,
     /// Statuses retried besides 429.
     pub retry_on: Option<Vec<u16>>,
     /// Whether timeouts are retried.

@@ -358,6 +358,15 @@ fn retry(r: Option<&RawRetry>) -> Result<RetryPolicy, Invalid> {
     if let Some(b) = r.retries_through_limiter {
         p.retries_through_limiter = b;
     }
+    if let Some(b) = r.retries_jump_queue {
+        p.retries_jump_queue = b;
+    }
+    if p.retries_jump_queue && !p.retries_through_limiter {
+        return Err(bad(
+            "scheduler.retry.retries_jump_queue",
+            "jumps the client limiter's queue, so it needs retries_through_limiter = true",
+        ));
+    }
     if let Some(on) = &r.retry_on {
         if let Some(bad_code) = on.iter().find(|c| !(100..=599).contains(*c)) {
             return Err(bad(
