@@ -6,6 +6,8 @@
 //! The agent that sends requests is this test binary itself (the ignored test `agent`, run with
 //! `CAPSIZE_EXEC_TEST_AGENT` set): plain HTTP/1.1 over a socket, so no client is needed.
 
+#![allow(clippy::disallowed_methods)] // polls real processes on the real clock
+
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
@@ -384,7 +386,7 @@ fn interrupted(name: &str, sig: i32) -> (Output, i32, PathBuf, Temp) {
     let scenario = t.write("s.toml", SCENARIO);
     let out = t.path("o");
     let pidfile = t.path("pid");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_capsize"))
+    let child = Command::new(env!("CARGO_BIN_EXE_capsize"))
         .args([
             "exec",
             scenario.to_str().unwrap(),

@@ -46,7 +46,7 @@ fn with_address(arg: &std::ffi::OsStr, address: &str) -> std::ffi::OsString {
             i += 1;
         }
     }
-    std::ffi::OsString::from(std::ffi::OsStr::from_bytes(&out).to_os_string())
+    std::ffi::OsStr::from_bytes(&out).to_os_string()
 }
 
 /// `127.0.0.1,localhost`, then what `name` held, if anything.
