@@ -1,7 +1,8 @@
 //! `capsize exec` against the binary: what the mock saw of an agent, counted exactly; bad input
 //! (exit 2, nothing written); an agent that fails (reported, not an error); `--check` (0/1/2);
 //! `--timeout` and SIGINT (the agent and everything it started stopped, outputs written, exit
-//! 3 / 130), and nothing left running after any of them.
+//! 3 / 130 / 143; SIGKILL after the grace for an agent that ignores SIGTERM), and nothing left
+//! running after any of them.
 //!
 //! The agent that sends requests is this test binary itself (the ignored test `agent`, run with
 //! `CAPSIZE_EXEC_TEST_AGENT` set): plain HTTP/1.1 over a socket, so no client is needed.
@@ -365,6 +366,30 @@ fn a_timeout_stops_the_agent_and_all_it_started() {
     let s = summary(&out);
     assert_eq!(s["agent"]["ended"], "timed_out");
     assert_eq!(s["agent"]["signal"], 15, "{s}");
+}
+
+#[test]
+fn an_agent_that_ignores_sigterm_is_killed_after_the_grace() {
+    let t = Temp::new("exec", "stubborn");
+    let scenario = t.write("s.toml", SCENARIO);
+    let out = t.path("o");
+    let pidfile = t.path("pid");
+    // An ignored signal stays ignored in the children: neither the shell nor its sleep goes.
+    let script = format!(
+        "trap '' TERM; sleep 300 & echo $! > '{}'; wait",
+        pidfile.display()
+    );
+    let o = exec(
+        &scenario,
+        &out,
+        &["--timeout", "500ms"],
+        &["sh", "-c", &script],
+    );
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(gone(read_pid(&pidfile)));
+    let s = summary(&out);
+    assert_eq!(s["agent"]["signal"], 9, "SIGKILL after the grace: {s}");
+    assert!(s["agent"]["wall_seconds"].as_f64().unwrap() >= 5.5, "{s}");
 }
 
 #[test]

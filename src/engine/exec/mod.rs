@@ -1,7 +1,9 @@
 //! `capsize exec`: bring your own agent. The scenario's provider is served by the mock on a
 //! free loopback port, in real time; the agent (any command, in any language) runs with the
-//! mock's address in its environment ([`ENV_VARS`]) and in its arguments ([`ADDRESS`]) until it
-//! exits, is timed out or is interrupted; what the mock saw of it is the outcome.
+//! mock's address in its environment (`OPENAI_BASE_URL`, `ANTHROPIC_BASE_URL`,
+//! `CAPSIZE_MOCK_URL`; dummy API keys, [`DUMMY_KEY`]; loopback in `NO_PROXY`) and in its
+//! arguments ([`ADDRESS`]) until it exits, is timed out or is interrupted; what the mock saw of
+//! it is the outcome.
 //!
 //! The agent runs in a process group of its own, so that it and everything it started can be
 //! stopped together: on a timeout, or on SIGINT or SIGTERM to capsize, the group gets SIGTERM,
@@ -36,24 +38,6 @@ pub const KILL_GRACE: Duration = Duration::from_secs(5);
 const SETTLE: Duration = Duration::from_secs(3);
 /// The API key the agent is given (both SDKs refuse to start without one).
 pub const DUMMY_KEY: &str = "capsize-exec-dummy-key";
-/// The environment variables the agent gets, with what each holds.
-pub const ENV_VARS: [(&str, &str); 6] = [
-    (
-        "OPENAI_BASE_URL",
-        "http://HOST:PORT/v1 (the openai SDKs add /chat/completions)",
-    ),
-    (
-        "ANTHROPIC_BASE_URL",
-        "http://HOST:PORT (the anthropic SDKs add /v1/messages)",
-    ),
-    ("CAPSIZE_MOCK_URL", "http://HOST:PORT"),
-    ("OPENAI_API_KEY", DUMMY_KEY),
-    ("ANTHROPIC_API_KEY", DUMMY_KEY),
-    (
-        "NO_PROXY, no_proxy",
-        "127.0.0.1,localhost, then what they held",
-    ),
-];
 
 /// What to run and for how long.
 #[derive(Debug, Clone)]
@@ -184,22 +168,23 @@ async fn exec(s: &Scenario, request: &ExecRequest) -> Result<ExecOutcome, ExecEr
     let mut agent = Agent::spawn(request, address)?;
     let deadline = request.timeout.map(|t| start + t);
     let mut ending = Ending::Exited;
+    // When the group gets SIGKILL, once it has been told to stop.
     let mut kill_at: Option<Instant> = None;
+    // Nothing to wait for is a time that never comes.
+    let never = start + Duration::from_secs(100 * 365 * 86_400);
+    // The first reason to stop is kept; a second signal ends the grace at once.
+    let stopped = |ending: &mut Ending, kill_at: &mut Option<Instant>, why: Ending| {
+        if kill_at.is_some() {
+            *kill_at = Some(Instant::now());
+        } else {
+            *ending = why;
+            *kill_at = Some(Instant::now() + KILL_GRACE);
+        }
+    };
     let exited = agent.exited();
     tokio::pin!(exited);
     loop {
-        // Nothing to wait for is a time that never comes.
-        let never = start + Duration::from_secs(100 * 365 * 86_400);
         let stop_at = if kill_at.is_none() { deadline } else { None };
-        let stopped = |ending: &mut Ending, kill_at: &mut Option<Instant>, why: Ending| {
-            if kill_at.is_some() {
-                // A second signal: no more grace.
-                *kill_at = Some(Instant::now());
-            } else {
-                *ending = why;
-                *kill_at = Some(Instant::now() + KILL_GRACE);
-            }
-        };
         tokio::select! {
             biased;
             done = &mut exited => {
