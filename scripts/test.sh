@@ -26,3 +26,4 @@ fi
 
 cargo test --workspace
 CAPSIZE_SDK_PYTHON="$PWD/$venv/bin/python" cargo test --test sdk_clients -- --ignored
+CAPSIZE_SDK_PYTHON="$PWD/$venv/bin/python" cargo test --test exec_sdk -- --ignored

@@ -26,6 +26,7 @@
 //! is not paused, or model time will not advance with the wall clock.
 
 mod respond;
+mod series;
 mod traffic;
 pub mod wire;
 
@@ -46,7 +47,8 @@ use tokio::net::TcpListener;
 use tokio::sync::{oneshot, watch};
 
 pub use respond::{CHARGED_HEADER, LATENCY_HEADER, NEVER, TIMER_LAG, TOKENS_HEADER};
-pub use traffic::{Traffic, RETRY_COUNT_HEADER};
+pub use series::{Bin, Series, MAX_BINS};
+pub use traffic::{Traffic, TrafficReport, IDEMPOTENCY_HEADER, MAX_LINKED, RETRY_COUNT_HEADER};
 
 use crate::config::ProviderConfig;
 use crate::latency::Latency;
@@ -183,6 +185,12 @@ impl MockProvider {
     pub fn traffic(&self) -> Traffic {
         self.shared.traffic.now()
     }
+
+    /// [`MockProvider::traffic`], with the per-second series, the busiest 60 s and the wait
+    /// before each retry linked to its previous attempt (what `capsize exec` reports).
+    pub fn traffic_report(&self) -> TrafficReport {
+        self.shared.traffic.report()
+    }
 }
 
 /// The server thread: a current-thread runtime running the accept loop until `stop` fires (or
@@ -291,6 +299,9 @@ async fn handle(
                 let v = visit.insert(shared.traffic.enter(&parts.headers));
                 let reply = shared.model_call(&call, &parts.headers, &bytes);
                 v.charged = reply.orphanable;
+                if let Some(d) = reply.decided {
+                    shared.traffic.decided(d);
+                }
                 reply
             }
             Err(BodyError::TooLarge) => body_too_large(call.api),

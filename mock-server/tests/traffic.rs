@@ -101,3 +101,49 @@ async fn a_request_the_model_never_answers_is_a_timeout_not_an_orphan() {
         "{s}"
     );
 }
+
+/// POSTs a chat request as attempt `retry` of the request `key` (its Idempotency-Key).
+async fn attempt(uri: &str, key: &str, retry: u32) -> u16 {
+    client()
+        .post(format!("{uri}/v1/chat/completions"))
+        .json(&chat_body("hi", 1))
+        .header("idempotency-key", key)
+        .header("x-stainless-retry-count", retry.to_string())
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+#[tokio::test]
+async fn a_retry_is_linked_to_its_previous_attempt_by_its_idempotency_key() {
+    // 2 requests a minute: the third attempt is refused.
+    let m = start("rpm = 2\nwindow = \"fixed\"").await;
+    let uri = m.uri();
+    assert_eq!(attempt(&uri, "a", 0).await, 200);
+    sleep(Duration::from_millis(300)).await;
+    assert_eq!(attempt(&uri, "a", 1).await, 200);
+    // A retry of a key never seen has no previous attempt: counted, its wait not measured.
+    assert_eq!(attempt(&uri, "b", 1).await, 429);
+    // A first attempt under a known key is not a retry.
+    assert_eq!(attempt(&uri, "a", 0).await, 429);
+    let r = m.traffic_report();
+    assert_eq!(r.traffic.retried, 2);
+    assert_eq!(r.retry_waits.len(), 1, "one wait measured");
+    // At least the 300 ms slept between the answer and the retry (the wait is measured on the
+    // server's clock, from the answer to the next arrival).
+    assert!(r.retry_waits.max() >= 300_000, "{}", r.retry_waits.max());
+    // Every attempt within the first second, 2 charged, 2 refused.
+    assert_eq!(
+        (r.peak_requests_per_60s, r.peak_tokens_per_60s > 0),
+        (2, true)
+    );
+    let bins = &r.series.bins;
+    assert_eq!(r.series.bin_s, 1);
+    let sum = |f: fn(&capsize_mock::server::Bin) -> u64| bins.iter().map(f).sum::<u64>();
+    assert_eq!(sum(|b| b.received), 4);
+    assert_eq!(sum(|b| b.charged), 2);
+    assert_eq!(sum(|b| b.rate_limited), 2);
+    assert_eq!(bins.iter().map(|b| b.in_flight_peak).max(), Some(1));
+}

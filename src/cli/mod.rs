@@ -4,12 +4,16 @@
 //! 4 the run could not finish (watchdog, or a provider that cannot be started or reached); 5
 //! the outputs could not be written. A provider that answers something unreadable (a malformed
 //! rate-limit header) is bad input: 2. `capsize check` also exits 2 when its run cannot be
-//! done, so a CI gate has three outcomes: 0 pass, 1 fail, 2 could not check.
+//! done, so a CI gate has three outcomes: 0 pass, 1 fail, 2 could not check. `capsize exec`
+//! adds 3, its `--timeout` stopped the agent, and 130 / 143, capsize got SIGINT / SIGTERM and
+//! stopped the agent (outputs written in all three cases); a COMMAND not found is bad input (2),
+//! and an agent that fails is not an error of capsize's (its exit code is in summary.json).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 mod check;
+mod exec;
 mod plan;
 mod sweep;
 
@@ -79,6 +83,25 @@ enum Command {
     Check(check::CheckArgs),
     /// Write a baseline for `capsize check --baseline`: the summary.json of a clean run.
     Baseline(check::BaselineArgs),
+    /// Run your own agent (any command) against the mock provider and report what it did.
+    ///
+    /// Serves the scenario's [provider] on a free loopback port in real time and runs COMMAND
+    /// with OPENAI_BASE_URL=http://HOST:PORT/v1, ANTHROPIC_BASE_URL=http://HOST:PORT,
+    /// CAPSIZE_MOCK_URL=http://HOST:PORT, OPENAI_API_KEY and ANTHROPIC_API_KEY set to a dummy
+    /// key (always: a real key never leaves the machine) and 127.0.0.1 added to NO_PROXY;
+    /// {address} in an argument becomes HOST:PORT. Its [workload] and [scheduler] are not used.
+    /// Writes summary.json (mode "exec": requests, 429s, errors, tokens, the busiest 60 s,
+    /// requests in flight, retries and the wait before each, orphans, the agent's exit code and
+    /// wall time) and charts (SVG and PNG) into --out (default reports/<name>/exec/).
+    ///
+    /// An agent that fails (exits non-zero) is reported, not an error: its exit code is in
+    /// summary.json, capsize says it failed on stderr and exits 0 (with --check, 0 or 1 on the
+    /// objectives). Exit 2 if COMMAND is not found (nothing written). On --timeout, or SIGINT or
+    /// SIGTERM to capsize, the agent's process group gets SIGTERM, then SIGKILL after 5 s, the
+    /// outputs are written with what was seen, and capsize exits 3 (timeout), 130 (SIGINT) or
+    /// 143 (SIGTERM). Whatever the agent leaves running in its process group when it exits is
+    /// killed.
+    Exec(exec::ExecArgs),
     /// Serve the mock provider over HTTP: a rate-limited LLM API for real agents and SDKs.
     ///
     /// The same provider model as the simulator, behind OpenAI- and Anthropic-compatible
@@ -330,8 +353,14 @@ pub fn main() -> ExitCode {
         Err(e) => {
             // One line, like every other error; `--help` has the rest.
             let text = e.to_string();
-            let first = text.lines().next().unwrap_or_default();
+            let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
+            let first = lines.next().unwrap_or_default();
             let first = first.strip_prefix("error: ").unwrap_or(first);
+            // "the following required arguments were not provided:" names them on the next line.
+            let first = match lines.next().filter(|_| first.ends_with(':')) {
+                Some(next) => format!("{first} {next}"),
+                None => first.to_string(),
+            };
             return Failure::bad_input(format!("{first} (see --help)")).exit();
         }
     };
@@ -356,6 +385,7 @@ pub fn main() -> ExitCode {
         },
         Command::Check(args) => check::check(args),
         Command::Baseline(args) => check::baseline(args),
+        Command::Exec(args) => exec::exec(args),
         Command::Mock(args) => capsize_mock::cli::run(&args, "capsize mock"),
     }
 }

@@ -5,7 +5,9 @@
 //! [scheduler](crate::scheduler) against a [`provider`] (the mock's model in virtual time, or
 //! HTTP in real time), and a [`recorder`] turns the scheduler's and provider's events into
 //! histograms and counts. [`timescale`] converts between model time and the clock a run uses.
+//! [`exec`] runs someone else's agent against the mock instead of capsize's workload.
 
+pub mod exec;
 pub mod provider;
 pub mod recorder;
 pub mod scenario;

@@ -15,6 +15,7 @@ use hyper::{HeaderMap, Method};
 use serde::Serialize;
 use tokio::time::Instant;
 
+use super::series::Decided;
 use super::traffic::{Traffic, TrafficLog};
 use super::wire::{self, Api};
 use crate::latency::Latency;
@@ -53,6 +54,8 @@ pub(crate) struct Reply {
     /// Whether the model charged a request it will answer: if the client hangs up first, its
     /// quota is orphaned. (One it never answers is a timeout, not an orphan.)
     pub(crate) orphanable: bool,
+    /// What the model decided, for the traffic series (`None`: refused before the model).
+    pub(crate) decided: Option<Decided>,
 }
 
 impl Reply {
@@ -66,6 +69,7 @@ impl Reply {
             body,
             delay: Duration::ZERO,
             orphanable: false,
+            decided: None,
         }
     }
 
@@ -367,6 +371,11 @@ fn render(ask: &Ask, d: &Decision, id: u64, wall_now: Duration) -> Reply {
         .extend(wire::anthropic_headers(d.requests, d.tokens, wall_now));
     reply.delay = d.latency.unwrap_or(NEVER).saturating_sub(TIMER_LAG);
     reply.orphanable = d.charged && d.latency.is_some();
+    reply.decided = Some(Decided {
+        status,
+        charged: d.charged,
+        tokens: if d.charged { ask.tokens } else { 0 },
+    });
     reply
 }
 

@@ -1,0 +1,117 @@
+//! The charts of `capsize exec`, from the mock's per-second series: requests per minute against
+//! the RPM ceiling, requests in flight, and 429s over time.
+
+use capsize_mock::server::Series;
+
+use crate::analysis::plan::fmt_num;
+use crate::output::report::charts::{Chart, Reference, Series as Line, XAxis};
+
+/// The charts' file stems, in the order [`charts`] returns them.
+pub const CHARTS: [&str; 3] = ["requests_per_minute", "in_flight", "rate_limited"];
+
+/// Each bin's end time in seconds, with `value` of the bin.
+fn over_time(series: &Series, value: impl Fn(usize) -> f64) -> Vec<(f64, f64)> {
+    let width = series.bin_s.max(1);
+    (0..series.bins.len())
+        .map(|i| (((i as u64 + 1) * width) as f64, value(i)))
+        .collect()
+}
+
+/// The sum of `field` over the last 60 s at each bin's end, per minute.
+fn per_minute(
+    series: &Series,
+    field: impl Fn(&capsize_mock::server::Bin) -> u64,
+) -> Vec<(f64, f64)> {
+    let width = usize::try_from(series.bin_s.max(1)).unwrap_or(usize::MAX);
+    let window = (60 / width).max(1);
+    let bins = &series.bins;
+    let mut sum = 0u64;
+    let mut sums = Vec::with_capacity(bins.len());
+    for (i, b) in bins.iter().enumerate() {
+        sum += field(b);
+        if i >= window {
+            sum -= field(&bins[i - window]);
+        }
+        sums.push(sum as f64 * 60.0 / (window * width) as f64);
+    }
+    over_time(series, |i| sums[i])
+}
+
+/// The three charts, with their stems ([`CHARTS`]); `rpm` draws the ceiling.
+pub fn charts(series: &Series, rpm: Option<f64>) -> Vec<(&'static str, Chart)> {
+    let [rpm_stem, in_flight_stem, limited_stem] = CHARTS;
+    let mut per_min = Chart::new(
+        "Requests per minute",
+        "time (s)",
+        "requests in the last 60 s",
+        XAxis::Linear,
+    );
+    per_min
+        .series
+        .push(Line::new("charged", per_minute(series, |b| b.charged)));
+    per_min.series.push(Line::new(
+        "received (429s included)",
+        per_minute(series, |b| b.received),
+    ));
+    if let Some(rpm) = rpm {
+        per_min
+            .references
+            .push(Reference::new(format!("ceiling {} RPM", fmt_num(rpm)), rpm));
+    }
+    per_min.y_from_zero = true;
+
+    let width = series.bin_s.max(1);
+    let mut in_flight = Chart::new(
+        "Requests in flight",
+        "time (s)",
+        "requests in flight at the provider",
+        XAxis::Linear,
+    );
+    let bins = &series.bins;
+    in_flight.series.push(Line::new(
+        format!("peak in {width} s"),
+        over_time(series, |i| bins[i].in_flight_peak as f64),
+    ));
+    in_flight.series.push(Line::new(
+        format!("mean over {width} s"),
+        over_time(series, |i| bins[i].in_flight_mean),
+    ));
+    in_flight.y_from_zero = true;
+
+    let mut limited = Chart::new(
+        "Rate-limited requests (429)",
+        "time (s)",
+        format!("429s per {width} s"),
+        XAxis::Linear,
+    );
+    limited.series.push(Line::new(
+        "429s",
+        over_time(series, |i| bins[i].rate_limited as f64),
+    ));
+    limited.y_from_zero = true;
+    vec![
+        (rpm_stem, per_min),
+        (in_flight_stem, in_flight),
+        (limited_stem, limited),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use capsize_mock::server::Bin;
+
+    #[test]
+    fn requests_per_minute_slide_over_the_last_60_s() {
+        let bin = |charged| Bin {
+            charged,
+            ..Bin::default()
+        };
+        let series = Series {
+            bin_s: 30,
+            bins: vec![bin(10), bin(20), bin(30)],
+        };
+        let points = per_minute(&series, |b| b.charged);
+        assert_eq!(points, [(30.0, 10.0), (60.0, 30.0), (90.0, 50.0)]);
+    }
+}

@@ -1,0 +1,243 @@
+//! What `capsize exec` writes: `summary.json` (`mode = "exec"`: the provider's view of someone
+//! else's agent, and how the agent ended), three charts, and the table it prints. The file
+//! layout is fixed (keys in a fixed order, the same files every time); the values are real-time
+//! measurements.
+
+mod charts;
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::engine::exec::{Ending, ExecOutcome};
+use crate::engine::scenario::Scenario;
+use crate::output::files::OutputSet;
+use crate::output::report::escape;
+use crate::output::report::summary::{Percentiles, ProviderCounts, SCHEMA_VERSION};
+pub use charts::{charts, CHARTS};
+
+/// The summary file's name.
+pub const SUMMARY: &str = "summary.json";
+
+/// How the agent ended.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct AgentSummary {
+    /// The command line, as given (before `{address}` was replaced).
+    pub command: Vec<String>,
+    /// `exited`, `timed_out` (`--timeout`) or `interrupted` (SIGINT or SIGTERM to capsize).
+    pub ended: String,
+    /// Its exit code (`null` if it died of a signal).
+    pub exit_code: Option<i64>,
+    /// The signal it died of (`null` if it exited).
+    pub signal: Option<i64>,
+    /// Seconds from its start to its exit.
+    pub wall_seconds: f64,
+}
+
+/// Requests in flight at the provider.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct InFlight {
+    /// The most at once.
+    pub peak: u64,
+    /// The mean over the mock's life (started just before the agent, stopped just after).
+    pub mean: f64,
+}
+
+/// `summary.json` of `capsize exec`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ExecSummary {
+    /// Schema version.
+    pub schema_version: u32,
+    /// Scenario name.
+    pub scenario: String,
+    /// Seed of the mock's model.
+    pub seed: u64,
+    /// `exec`.
+    pub mode: String,
+    /// The agent.
+    pub agent: AgentSummary,
+    /// The provider's counters and its busiest 60 s, as in a run's summary.json.
+    pub provider: ProviderCounts,
+    /// Requests in flight.
+    pub in_flight: InFlight,
+    /// Requests that said they were a retry (`x-stainless-retry-count` of 1 or more).
+    pub retries: u64,
+    /// The wait before each retry whose previous attempt was linked by its `Idempotency-Key`
+    /// (from that attempt's end to the retry's arrival), in milliseconds.
+    pub retry_wait_ms: Percentiles,
+    /// Charged requests whose client hung up before the answer.
+    pub orphaned_requests: u64,
+    /// Charged requests per minute of the agent's wall time (counted as at least a minute) over
+    /// the provider's RPM (`null` if unlimited).
+    pub rpm_utilization: Option<f64>,
+    /// Charged tokens per minute over the provider's TPM (`null` if unlimited).
+    pub tpm_utilization: Option<f64>,
+    /// The busiest 60 s window's requests over the provider's RPM.
+    pub peak_rpm_utilization: Option<f64>,
+}
+
+fn round3(v: f64) -> f64 {
+    (v * 1000.0).round() / 1000.0
+}
+
+fn ratio(v: f64, limit: Option<f64>) -> Option<f64> {
+    limit.map(|l| (v / l * 10_000.0).round() / 10_000.0)
+}
+
+impl ExecSummary {
+    /// The summary of `outcome`, an exec of `command` against `scenario`'s provider.
+    pub fn new(scenario: &Scenario, command: &[String], outcome: &ExecOutcome) -> Self {
+        let t = &outcome.traffic;
+        let a = &outcome.agent;
+        let charged: u64 = t.series.bins.iter().map(|b| b.charged).sum();
+        // Over at least a minute: a run of a few seconds is not a rate per minute.
+        let minutes = a.wall.as_secs_f64().max(60.0) / 60.0;
+        let per_min = |n: u64| {
+            if minutes > 0.0 {
+                n as f64 / minutes
+            } else {
+                0.0
+            }
+        };
+        let p = &outcome.counters;
+        ExecSummary {
+            schema_version: SCHEMA_VERSION,
+            scenario: scenario.name.clone(),
+            seed: scenario.seed,
+            mode: "exec".into(),
+            agent: AgentSummary {
+                command: command.to_vec(),
+                ended: a.ending.name().into(),
+                exit_code: a.exit_code.map(i64::from),
+                signal: a.signal.map(i64::from),
+                wall_seconds: round3(a.wall.as_secs_f64()),
+            },
+            provider: ProviderCounts {
+                counters: *p,
+                peak_requests_per_60s: t.peak_requests_per_60s,
+                peak_tokens_per_60s: t.peak_tokens_per_60s,
+            },
+            in_flight: InFlight {
+                peak: t.traffic.in_flight_peak,
+                mean: round3(t.traffic.in_flight_mean),
+            },
+            retries: t.traffic.retried,
+            retry_wait_ms: Percentiles::of(&t.retry_waits),
+            orphaned_requests: t.traffic.orphaned,
+            rpm_utilization: ratio(per_min(charged), scenario.provider.rpm),
+            tpm_utilization: ratio(per_min(p.tokens_charged), scenario.provider.tpm),
+            peak_rpm_utilization: ratio(t.peak_requests_per_60s as f64, scenario.provider.rpm),
+        }
+    }
+
+    /// Every metric an `[slo]` objective of `capsize exec --check` may name, in the file's
+    /// order.
+    pub fn metric_paths() -> Vec<String> {
+        let json = serde_json::to_value(ExecSummary::default()).expect("a summary serialises");
+        crate::analysis::slo::metric_paths(&json)
+    }
+
+    /// The summary as pretty JSON, with a final newline.
+    pub fn to_json(&self) -> String {
+        let mut s = serde_json::to_string_pretty(self).expect("a summary always serialises");
+        s.push('\n');
+        s
+    }
+}
+
+/// Declares every file `capsize exec` writes into `dir`.
+pub fn declare(set: &mut OutputSet, dir: &Path) {
+    set.output(dir.join(SUMMARY), "--out");
+    for stem in CHARTS {
+        crate::output::report::charts::declare(set, dir, stem);
+    }
+}
+
+/// How the agent ended, in words: `exited with code 3`, `timed out (killed by signal 15)`.
+pub fn agent_end(s: &AgentSummary) -> String {
+    let how = match (s.exit_code, s.signal) {
+        (Some(code), _) => format!("exit code {code}"),
+        (None, Some(sig)) => format!("killed by signal {sig}"),
+        (None, None) => "no exit status".into(),
+    };
+    match s.ended.as_str() {
+        "timed_out" => format!("stopped by --timeout ({how})"),
+        "interrupted" => format!("stopped by a signal to capsize ({how})"),
+        _ => how,
+    }
+}
+
+/// Whether the agent failed: it did not exit by itself with code 0.
+pub fn agent_failed(s: &AgentSummary) -> bool {
+    !(s.ended == Ending::Exited.name() && s.exit_code == Some(0))
+}
+
+/// The summary as a readable table.
+pub fn table(s: &ExecSummary) -> String {
+    let mut out = String::new();
+    let command = s
+        .agent
+        .command
+        .iter()
+        .map(|a| escape::terminal(a))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let _ = writeln!(
+        out,
+        "scenario {} (seed {}, exec mode): {command}",
+        escape::terminal(&s.scenario),
+        s.seed
+    );
+    let verdict = if agent_failed(&s.agent) {
+        "FAILED"
+    } else {
+        "ok"
+    };
+    let _ = writeln!(
+        out,
+        "  agent          {verdict}: {} after {:.1} s",
+        agent_end(&s.agent),
+        s.agent.wall_seconds
+    );
+    let p = &s.provider;
+    let c = &p.counters;
+    let _ = writeln!(
+        out,
+        "  provider       {} received, {} served, {} rate-limited (429), {} errors, {} timeouts, {} tokens charged",
+        c.received, c.served, c.rate_limited, c.errored, c.timed_out, c.tokens_charged
+    );
+    let pct = |v: Option<f64>| {
+        v.map_or(String::new(), |v| {
+            format!(" ({:.1} % of the RPM)", v * 100.0)
+        })
+    };
+    let _ = writeln!(
+        out,
+        "  busiest 60 s   {} requests{}, {} tokens charged",
+        p.peak_requests_per_60s,
+        pct(s.peak_rpm_utilization),
+        p.peak_tokens_per_60s
+    );
+    let _ = writeln!(
+        out,
+        "  in flight      peak {}, mean {:.2}",
+        s.in_flight.peak, s.in_flight.mean
+    );
+    let w = &s.retry_wait_ms;
+    let waits = if w.count > 0 {
+        format!(
+            "; {} waits measured: p50 {:.0} ms, p95 {:.0} ms, max {:.0} ms",
+            w.count, w.p50, w.p95, w.max
+        )
+    } else {
+        String::new()
+    };
+    let _ = writeln!(out, "  retries        {}{waits}", s.retries);
+    let _ = writeln!(
+        out,
+        "  orphaned       {} requests (charged, their client hung up)",
+        s.orphaned_requests
+    );
+    out
+}
