@@ -6,8 +6,9 @@
 #    version pinned), made once and remade when the requirements change. Needs python3 with
 #    venv and pip, and PyPI.
 # 2. cargo test --workspace.
-# 3. The tests that run the real SDKs against the mock (tests/sdk_clients.rs, ignored by a
-#    bare `cargo test`), with CAPSIZE_SDK_PYTHON naming the venv's python.
+# 3. The tests that run real Python clients against the mock, ignored by a bare `cargo test`,
+#    with CAPSIZE_SDK_PYTHON naming the venv's python: tests/sdk_clients.rs (the SDKs and our
+#    own clients against their models) and tests/exec_sdk.rs (an SDK agent under capsize exec).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
