@@ -249,10 +249,10 @@ fn processor(retry: &str) -> String {
 
 #[test]
 fn retries_that_jump_the_queue_with_no_backoff_spend_their_attempts_in_a_row() {
-    // The burst of 240 and 60 more at 4/s fill the provider's 300 at 15 s; until the burst
-    // slides out at 60 s each of the 180 tokens in between buys a 429, and the refused
-    // request takes the next token at once: 5 attempts, 1.25 s, then it fails. 179 429s make
-    // 35 failures of 5 and 4 retries that got through; 600 + 35 x 4 + 4 = 744 requests.
+    // The burst of 240 and 60 more at 4/s fill the provider's 300 at 15 s; each of the 179
+    // tokens from 15.25 s to 59.75 s buys a 429 (the one at 60 s finds the burst slid out), and
+    // the refused request takes the next token at once: 5 attempts, 1.25 s, then it fails.
+    // 179 429s make 35 failures of 5 and 4 retries that got through; 600 + 35 x 4 + 4 = 744.
     let jump = r#"{ max_retries = 4, base_ms = 0, cap_ms = 0, honor_retry_after = false, pause_limiter = false, retries_jump_queue = true }"#;
     let out = sim::run(&scenario(&processor(jump), &[]).unwrap()).unwrap();
     assert_eq!(
@@ -273,6 +273,10 @@ fn retries_that_jump_the_queue_with_no_backoff_spend_their_attempts_in_a_row() {
         (779, 179)
     );
     assert_eq!(out.recording.calls.failed, 0);
+    // capsize's own policy pauses the bucket for the first 429's Retry-After: one 429.
+    let own = sim::run(&scenario(&processor("{ max_retries = 4 }"), &[]).unwrap()).unwrap();
+    assert_eq!((own.provider.received, own.provider.rate_limited), (601, 1));
+    assert_eq!(own.recording.calls.failed, 0);
     // A retry around the limiter cannot jump its queue.
     let around = jump.replace(
         "pause_limiter",

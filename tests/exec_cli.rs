@@ -1,8 +1,8 @@
 //! `capsize exec` against the binary: what the mock saw of an agent, counted exactly; bad input
 //! (exit 2, nothing written); an agent that fails (reported, not an error); `--check` (0/1/2);
-//! `--timeout` and SIGINT (the agent and everything it started stopped, outputs written, exit
-//! 3 / 130 / 143; SIGKILL after the grace for an agent that ignores SIGTERM), and nothing left
-//! running after any of them.
+//! `--timeout`, SIGINT, SIGTERM and SIGHUP (the agent and everything it started stopped,
+//! outputs written, exit 3 / 130 / 143 / 129; SIGKILL after the grace for an agent that ignores
+//! SIGTERM), and nothing left running after any of them.
 //!
 //! The agent that sends requests is this test binary itself (the ignored test `agent`, run with
 //! `CAPSIZE_EXEC_TEST_AGENT` set): plain HTTP/1.1 over a socket, so no client is needed.
@@ -452,6 +452,15 @@ fn sigint_stops_the_agent_and_all_it_started() {
 fn sigterm_stops_the_agent_and_all_it_started() {
     let (o, pid, out, _t) = interrupted("sigterm", libc::SIGTERM);
     assert_eq!(o.status.code(), Some(143), "{}", stderr(&o));
+    assert!(gone(pid), "the background sleep was killed");
+    assert_eq!(summary(&out)["agent"]["ended"], "interrupted");
+}
+
+#[test]
+fn a_hangup_stops_the_agent_and_all_it_started() {
+    // The terminal or ssh session closing must not orphan the agent.
+    let (o, pid, out, _t) = interrupted("sighup", libc::SIGHUP);
+    assert_eq!(o.status.code(), Some(129), "{}", stderr(&o));
     assert!(gone(pid), "the background sleep was killed");
     assert_eq!(summary(&out)["agent"]["ended"], "interrupted");
 }

@@ -365,10 +365,4 @@ fn a_processor_whose_retries_jump_the_queue_is_predicted_with_its_failures() {
     assert_counts(&real, &model);
     assert_within_10_percent("p50 latency (s)", real.quantile(0.5), model.quantile(0.5));
     assert_within_10_percent("p95 latency (s)", real.quantile(0.95), model.quantile(0.95));
-    // capsize's own policy on the same bucket pauses it for the first 429's Retry-After: one 429.
-    let own = predicted(
-        REQUEST_PROCESSOR,
-        &["scheduler.retry={ max_retries = 4 }".to_string()],
-    );
-    assert_eq!((own.received, own.rate_limited, own.failed), (601, 1, 0));
 }

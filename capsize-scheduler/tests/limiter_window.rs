@@ -1,7 +1,8 @@
 //! The limiter's promise, as a property: over any 60 s, the requests and tokens it lets through
 //! stay at or under `headroom × limit + burst`, with both limits set, for random mixes of call
 //! sizes, arrival times, cancellations while waiting, and 429s whose Retry-After pauses the
-//! limiter, with retries at the back of its line or jumping to the front. (A call larger than the burst counts as the burst: the bucket saves up for it.)
+//! limiter, with retries at the back of its line or jumping to the front. (A call larger than
+//! the burst and sent counts as the burst: the bucket saves up for it.)
 //!
 //! Each case drives the real scheduler under tokio's paused clock and reads every send from
 //! its events. Timers fire on whole milliseconds, so a send may trail its due instant by up to
@@ -175,7 +176,8 @@ proptest! {
         let sends = sends(&case);
         let rate_r = case.rpm * case.headroom / 60.0;
         let rate_t = case.tpm * case.headroom / 60.0;
-        let largest = case.calls.iter().map(|c| c.tokens).max().unwrap_or(0) as f64;
+        // The bucket saves up past its capacity only for a call it then sends.
+        let largest = sends.iter().map(|s| s.1).max().unwrap_or(0) as f64;
         let requests = busiest_minute(&sends, |_| 1.0);
         let tokens = busiest_minute(&sends, |n| n as f64);
         let bound_r = rate_r * (60.0 + TICK) + case.rpm_burst;

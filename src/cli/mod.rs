@@ -5,8 +5,8 @@
 //! the outputs could not be written. A provider that answers something unreadable (a malformed
 //! rate-limit header) is bad input: 2. `capsize check` also exits 2 when its run cannot be
 //! done, so a CI gate has three outcomes: 0 pass, 1 fail, 2 could not check. `capsize exec`
-//! adds 3, its `--timeout` stopped the agent, and 130 / 143, capsize got SIGINT / SIGTERM and
-//! stopped the agent (outputs written in all three cases); a COMMAND not found is bad input (2),
+//! adds 3, its `--timeout` stopped the agent, and 129 / 130 / 143, capsize got SIGHUP / SIGINT
+//! / SIGTERM and stopped the agent (outputs written in these cases); a COMMAND not found is bad input (2),
 //! and an agent that fails is not an error of capsize's (its exit code is in summary.json).
 
 use std::path::PathBuf;
@@ -96,10 +96,10 @@ enum Command {
     ///
     /// An agent that fails (exits non-zero) is reported, not an error: its exit code is in
     /// summary.json, capsize says it failed on stderr and exits 0 (with --check, 0 or 1 on the
-    /// objectives). Exit 2 if COMMAND is not found (nothing written). On --timeout, or SIGINT or
-    /// SIGTERM to capsize, the agent's process group gets SIGTERM, then SIGKILL after 5 s, the
-    /// outputs are written with what was seen, and capsize exits 3 (timeout), 130 (SIGINT) or
-    /// 143 (SIGTERM). Whatever the agent leaves running in its process group when it exits is
+    /// objectives). Exit 2 if COMMAND is not found (nothing written). On --timeout, or SIGINT,
+    /// SIGTERM or SIGHUP to capsize, the agent's process group gets SIGTERM, then SIGKILL after
+    /// 5 s, the outputs are written with what was seen, and capsize exits 3 (timeout), 130
+    /// (SIGINT), 143 (SIGTERM) or 129 (SIGHUP). Whatever the agent leaves running in its process group when it exits is
     /// killed.
     Exec(exec::ExecArgs),
     /// Serve the mock provider over HTTP: a rate-limited LLM API for real agents and SDKs.

@@ -10,7 +10,10 @@
 //! large request is never overtaken by small ones that came after it. A reservation made at the
 //! [`Place::Front`] takes the place of the first waiting one at the back and pushes every
 //! waiting one at the back later by its cost: it goes before them, after those at the front
-//! that came before it. Pending reservations are kept in that order ([`Ticket`]'s).
+//! that came before it. Pending reservations are kept in that order ([`Ticket`]'s). A call
+//! larger than the capacity that was saving up at the head of the line loses its savings past
+//! the capacity when one jumps ahead of it (the cap is the new head's), so what goes in any
+//! window stays within the promise; it saves again once the front is served.
 //!
 //! Why the promise holds (no window of `w` seconds admits more than `rate × w + burst`): credit
 //! is capped at `admitted + max(capacity, cost of the first reservation not yet due)`. The cap
@@ -180,6 +183,15 @@ impl Bucket {
         let position = match place {
             Place::Back => self.debited + cost,
             Place::Front => {
+                // It goes before the first call waiting at the back, so that call's savings
+                // past the capacity (for a call larger than it) are not this one's to spend:
+                // the ceiling is now the first front reservation's (this one if it is alone).
+                let head = self
+                    .pending
+                    .iter()
+                    .find(|(t, p)| !t.back && !p.due)
+                    .map_or(cost, |(_, p)| p.cost);
+                self.credited = self.credited.min(self.admitted + self.capacity.max(head));
                 // Where the first one waiting at the back starts; each of them moves back.
                 let mut start = self.debited;
                 for (_, p) in self.waiting_at_back() {

@@ -316,4 +316,24 @@ mod tests {
         assert!(q.refund(front, t0 + secs(0.5)));
         assert_eq!(q.ready_at(back, t0 + secs(0.5)), Some(t0 + secs(1.0)));
     }
+
+    #[test]
+    fn a_front_reservation_cannot_spend_what_a_large_call_saved_past_the_capacity() {
+        // Capacity 10, 10 tokens/s. A 50-token call has saved 49 by 3.9 s; four retries of 10
+        // jumping ahead of it get the capacity's worth, not its savings: the first goes at
+        // once, the rest a second apart, and the large call saves again behind them.
+        let t0 = Instant::now();
+        let mut q = tokens(10.0, 10.0, t0);
+        let (big, _) = q.reserve(50, Place::Back, t0);
+        let t = t0 + secs(3.9);
+        let fronts: Vec<(Ticket, bool)> = (0..4).map(|_| q.reserve(10, Place::Front, t)).collect();
+        assert!(!fronts[0].1, "the first goes on the capacity it finds");
+        assert!(
+            fronts[1..].iter().all(|f| f.1),
+            "the others wait for refills"
+        );
+        assert_eq!(q.ready_at(fronts[1].0, t), Some(t + secs(1.0)));
+        assert_eq!(q.ready_at(fronts[3].0, t), Some(t + secs(3.0)));
+        assert_eq!(q.ready_at(big, t), Some(t + secs(8.0)));
+    }
 }

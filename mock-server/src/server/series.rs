@@ -232,7 +232,7 @@ impl Busiest {
         for w in [&mut self.requests, &mut self.tokens] {
             for k in 1..=gone {
                 let slot = usize::try_from((self.sec + k) % 60).unwrap_or(0);
-                w.sum -= w.ring[slot];
+                w.sum = w.sum.saturating_sub(w.ring[slot]);
                 w.ring[slot] = 0;
             }
         }

@@ -7,10 +7,13 @@
 //! 60 s ([`super::series`]), and the wait before each retry. A retry is linked to its previous
 //! attempt by the `Idempotency-Key` header, which a client sends unchanged on every attempt of
 //! one request (the official SDKs do when it is set: `extra_headers`); the wait is from the
-//! previous attempt's end (answered, or abandoned by its client) to the retry's arrival. At most
-//! [`MAX_LINKED`] keys are remembered, the oldest forgotten first.
+//! previous attempt's end (answered, or abandoned by its client) to the retry's arrival. A
+//! retry that arrives while the previous attempt is still in flight (its client gave up on it
+//! before the server noticed) has no wait to measure and records none. Keys are kept as 64-bit
+//! hashes; at most [`MAX_LINKED`] are remembered, the least recently used forgotten first.
 
 use std::collections::{HashMap, VecDeque};
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
@@ -73,9 +76,11 @@ struct State {
     retried: u64,
     orphaned: u64,
     tally: Tally,
-    /// When the last attempt under each idempotency key ended, and the keys oldest first.
-    ended: HashMap<String, Duration>,
-    order: VecDeque<String>,
+    /// The last attempt under each idempotency key (by its hash).
+    links: HashMap<u64, Link>,
+    /// Each attempt's (key, arrival), oldest first: a key is forgotten when its last attempt
+    /// leaves this queue.
+    order: VecDeque<(u64, Duration)>,
     waits: Histogram<u64>,
 }
 
@@ -89,7 +94,7 @@ impl Default for State {
             retried: 0,
             orphaned: 0,
             tally: Tally::default(),
-            ended: HashMap::new(),
+            links: HashMap::new(),
             order: VecDeque::new(),
             waits: Histogram::new_with_bounds(1, MAX_WAIT_US, 3)
                 .expect("static histogram bounds are valid"),
@@ -107,17 +112,53 @@ impl State {
         }
     }
 
-    /// The attempt under `key` ended at `now`.
-    fn ended(&mut self, key: String, now: Duration) {
-        if self.ended.insert(key.clone(), now).is_none() {
-            self.order.push_back(key);
-            if self.order.len() > MAX_LINKED {
-                if let Some(old) = self.order.pop_front() {
-                    self.ended.remove(&old);
+    /// An attempt under `key` arrives at `now`: the wait since the previous one ended, if it
+    /// has ended.
+    fn arrived(&mut self, key: u64, now: Duration) -> Option<Duration> {
+        let previous = self.links.insert(
+            key,
+            Link {
+                arrived: now,
+                ended: None,
+            },
+        );
+        self.order.push_back((key, now));
+        if self.order.len() > MAX_LINKED {
+            if let Some((old, at)) = self.order.pop_front() {
+                // Only if that attempt is still the key's last: a reused key stays.
+                if self.links.get(&old).is_some_and(|l| l.arrived == at) {
+                    self.links.remove(&old);
                 }
             }
         }
+        previous
+            .and_then(|l| l.ended)
+            .map(|end| now.saturating_sub(end))
     }
+
+    /// The attempt under `key` that arrived at `arrived` ended at `now` (ignored if a later
+    /// attempt under the key has arrived since).
+    fn ended(&mut self, key: u64, arrived: Duration, now: Duration) {
+        if let Some(link) = self.links.get_mut(&key) {
+            if link.arrived == arrived {
+                link.ended = Some(now);
+            }
+        }
+    }
+}
+
+/// The last attempt under one idempotency key: when it arrived, and when it ended.
+#[derive(Debug, Clone, Copy)]
+struct Link {
+    arrived: Duration,
+    ended: Option<Duration>,
+}
+
+/// The 64-bit hash a key is remembered by (SipHash with fixed keys: the same in every run).
+fn key_hash(key: &[u8]) -> u64 {
+    let mut h = DefaultHasher::new();
+    key.hash(&mut h);
+    h.finish()
 }
 
 /// The server's tally of [`Traffic`], on the server's real-time clock.
@@ -150,7 +191,7 @@ impl TrafficLog {
         let key = headers
             .get(IDEMPOTENCY_HEADER)
             .filter(|v| !v.is_empty() && v.len() <= MAX_KEY_BYTES)
-            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+            .map(|v| key_hash(v.as_bytes()));
         let now = self.start.elapsed();
         let mut s = self.state();
         s.advance(now);
@@ -159,16 +200,14 @@ impl TrafficLog {
         s.retried += u64::from(retry);
         let in_flight = s.in_flight;
         s.tally.entered(now, in_flight);
-        if retry {
-            let before = key.as_ref().and_then(|k| s.ended.get(k).copied());
-            if let Some(before) = before {
-                let us = u64::try_from(now.saturating_sub(before).as_micros()).unwrap_or(u64::MAX);
-                s.waits.saturating_record(us);
-            }
+        let wait = key.and_then(|k| s.arrived(k, now));
+        if let Some(wait) = wait.filter(|_| retry) {
+            let us = u64::try_from(wait.as_micros()).unwrap_or(u64::MAX);
+            s.waits.saturating_record(us);
         }
         Visit {
             log: self,
-            key,
+            key: key.map(|k| (k, now)),
             charged: false,
             answered: false,
         }
@@ -218,8 +257,8 @@ impl TrafficLog {
 /// while the answer was held), it leaves as an orphan if the model charged it.
 pub(crate) struct Visit<'a> {
     log: &'a TrafficLog,
-    /// Its idempotency key, if it sent one.
-    key: Option<String>,
+    /// Its idempotency key's hash and its arrival, if it sent a key.
+    key: Option<(u64, Duration)>,
     /// The model charged it and will answer it.
     pub(crate) charged: bool,
     /// Its answer was handed to the connection.
@@ -233,8 +272,51 @@ impl Drop for Visit<'_> {
         s.advance(now);
         s.in_flight -= 1;
         s.orphaned += u64::from(self.charged && !self.answered);
-        if let Some(key) = self.key.take() {
-            s.ended(key, now);
+        if let Some((key, arrived)) = self.key.take() {
+            s.ended(key, arrived, now);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(n: u64) -> Duration {
+        Duration::from_secs(n)
+    }
+
+    #[test]
+    fn a_retry_waits_from_the_end_of_the_last_attempt_under_its_key() {
+        let mut st = State::default();
+        let k = key_hash(b"stainless-python-retry-1");
+        assert_eq!(st.arrived(k, s(0)), None);
+        // The client gave up on the first attempt and retried before the server saw it go:
+        // nothing to measure, and the first attempt's late end does not count for the retry.
+        assert_eq!(st.arrived(k, s(5)), None);
+        st.ended(k, s(0), s(6));
+        st.ended(k, s(5), s(7));
+        assert_eq!(st.arrived(k, s(10)), Some(s(3)));
+        // Another key is its own.
+        assert_eq!(st.arrived(key_hash(b"other"), s(11)), None);
+    }
+
+    #[test]
+    fn a_key_in_use_is_kept_and_the_least_recently_used_forgotten() {
+        let mut st = State::default();
+        let (a, b) = (key_hash(b"a"), key_hash(b"b"));
+        st.arrived(a, s(0));
+        st.ended(a, s(0), s(1));
+        st.arrived(b, s(1));
+        st.ended(b, s(1), s(2));
+        // `a` is used again, so it outlives `b` when MAX_LINKED other attempts follow.
+        st.arrived(a, s(3));
+        st.ended(a, s(3), s(4));
+        for n in 0..(MAX_LINKED as u64 - 1) {
+            st.arrived(key_hash(&n.to_le_bytes()), s(5));
+        }
+        assert!(st.links.contains_key(&a));
+        assert!(!st.links.contains_key(&b));
+        assert!(st.links.len() <= MAX_LINKED);
     }
 }

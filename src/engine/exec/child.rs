@@ -116,6 +116,9 @@ impl Agent {
     /// SIGTERM to the agent's group.
     pub(super) fn terminate(&self) {
         self.signal(libc::SIGTERM);
+        // A stopped process (a background job that touched the terminal) only acts on its
+        // SIGTERM once it runs again.
+        self.signal(libc::SIGCONT);
     }
 
     /// SIGKILL to the agent's group.

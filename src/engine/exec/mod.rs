@@ -6,8 +6,9 @@
 //! it is the outcome.
 //!
 //! The agent runs in a process group of its own, so that it and everything it started can be
-//! stopped together: on a timeout, or on SIGINT or SIGTERM to capsize, the group gets SIGTERM,
-//! and SIGKILL after [`KILL_GRACE`] (at once on a second signal). When the agent itself has
+//! stopped together: on a timeout, or on SIGINT, SIGTERM or SIGHUP to capsize, the group gets
+//! SIGTERM (and SIGCONT, so a stopped agent acts on it), and SIGKILL after [`KILL_GRACE`] (at
+//! once on a second signal). When the agent itself has
 //! exited, whatever it left running in its group is killed, before its exit is collected (so
 //! the group's id cannot have been reused). Then the mock is stopped.
 
@@ -148,6 +149,8 @@ async fn exec(s: &Scenario, request: &ExecRequest) -> Result<ExecOutcome, ExecEr
     let system = |e: std::io::Error| ExecError::System(format!("cannot handle signals: {e}"));
     let mut sigint = signal(SignalKind::interrupt()).map_err(system)?;
     let mut sigterm = signal(SignalKind::terminate()).map_err(system)?;
+    // The terminal or session going away stops the agent too, rather than orphaning it.
+    let mut sighup = signal(SignalKind::hangup()).map_err(system)?;
     let model_turn = s
         .workload
         .model_turn
@@ -197,6 +200,10 @@ async fn exec(s: &Scenario, request: &ExecRequest) -> Result<ExecOutcome, ExecEr
             }
             _ = sigterm.recv() => {
                 stopped(&mut ending, &mut kill_at, Ending::Interrupted(libc::SIGTERM));
+                agent.terminate();
+            }
+            _ = sighup.recv() => {
+                stopped(&mut ending, &mut kill_at, Ending::Interrupted(libc::SIGHUP));
                 agent.terminate();
             }
             () = tokio::time::sleep_until(stop_at.unwrap_or(never)), if stop_at.is_some() => {
