@@ -1,12 +1,14 @@
 //! `capsize run --mode realtime` and `capsize mock` from the outside: the flags' bad input, an
-//! unreachable target, a run against a separately started mock, and a provider whose
-//! Retry-After cannot be read.
+//! unreachable target, a run against a separately started mock, a mock that serves another
+//! model or time scale, and a provider whose Retry-After cannot be read.
 
 mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use capsize::engine::scenario::parse;
+use capsize::engine::sim::mock_config;
 use serde_json::Value;
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -163,6 +165,77 @@ fn a_run_against_a_separately_started_mock() {
 }
 
 #[test]
+fn a_mock_serving_another_model_or_time_scale_is_refused_naming_what_differs() {
+    let t = Temp::new("mismatch");
+    let (mut mock, url) = start_mock(&t, "20");
+    let other = [
+        "--set",
+        "provider.rpm=1200",
+        "--set",
+        "provider.window=\"fixed\"",
+    ];
+    let args = [
+        &["--mode", "realtime", "--time-scale", "10", "--target", &url][..],
+        &other,
+    ]
+    .concat();
+    let e = refused(&t, &run(&t, &args), 2);
+    for want in [
+        "provider.rpm: 600 (expected 1200)",
+        "provider.window: Sliding (expected Fixed)",
+        "time_scale: 20 (expected 10)",
+    ] {
+        assert!(e.contains(want), "{want} in {e}");
+    }
+    // The same model at its own time scale is served: the seed may differ.
+    let out = run(
+        &t,
+        &[
+            "--mode",
+            "realtime",
+            "--time-scale",
+            "20",
+            "--target",
+            &url,
+            "--seed",
+            "7",
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _ = mock.kill();
+    let _ = mock.wait();
+    std::fs::remove_dir_all(t.out()).expect("the run wrote its outputs");
+    // A target that does not say what it serves is refused too.
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let silent = rt.block_on(async {
+        let server = MockServer::start().await;
+        Mock::given(method("GET"))
+            .and(path("/healthz"))
+            .respond_with(ResponseTemplate::new(200))
+            .mount(&server)
+            .await;
+        server
+    });
+    let e = refused(
+        &t,
+        &run(&t, &["--mode", "realtime", "--target", &silent.uri()]),
+        2,
+    );
+    assert!(
+        e.contains("/config") && e.contains("cannot tell what the mock serves"),
+        "{e}"
+    );
+}
+
+#[test]
 fn an_unreadable_retry_after_is_bad_input() {
     let t = Temp::new("bad-header");
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -186,12 +259,20 @@ fn an_unreadable_retry_after_is_bad_input() {
     drop(server);
 }
 
-/// A wiremock server whose `/healthz` answers 200, as a real-time run checks first.
+/// A wiremock server whose `/healthz` answers 200 and whose `/config` says it serves the
+/// test's scenario in real time, as a real-time run checks first.
 async fn healthy() -> MockServer {
     let server = MockServer::start().await;
     Mock::given(method("GET"))
         .and(path("/healthz"))
         .respond_with(ResponseTemplate::new(200))
+        .mount(&server)
+        .await;
+    let scenario = parse(SCENARIO, Path::new("s.toml"), &[]).expect("the scenario parses");
+    let described = mock_config(&scenario, 1.0).described();
+    Mock::given(method("GET"))
+        .and(path("/config"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(&described))
         .mount(&server)
         .await;
     server

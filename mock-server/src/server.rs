@@ -25,6 +25,7 @@
 //! Real time is read through `tokio::time::Instant`: start the server from a runtime whose clock
 //! is not paused, or model time will not advance with the wall clock.
 
+mod describe;
 mod respond;
 mod series;
 mod traffic;
@@ -46,6 +47,7 @@ use thiserror::Error;
 use tokio::net::TcpListener;
 use tokio::sync::{oneshot, watch};
 
+pub use describe::{differences, Described};
 pub use respond::{CHARGED_HEADER, LATENCY_HEADER, NEVER, TIMER_LAG, TOKENS_HEADER};
 pub use series::{Bin, Series, MAX_BINS};
 pub use traffic::{Traffic, TrafficReport, IDEMPOTENCY_HEADER, MAX_LINKED, RETRY_COUNT_HEADER};
@@ -138,9 +140,11 @@ impl MockProvider {
         let listener = std::net::TcpListener::bind(addr).map_err(bind_err)?;
         let address = listener.local_addr().map_err(bind_err)?;
         listener.set_nonblocking(true).map_err(bind_err)?;
+        let described = config.described();
         let model = ProviderModel::new(config.provider, config.seed);
         let shared = Arc::new(Shared::new(
             model,
+            described,
             config.latencies,
             scale,
             tokio::time::Instant::now(),

@@ -259,6 +259,7 @@ async fn bad_requests_get_4xx_bodies_are_not_charged_and_the_server_keeps_servin
         (c.get(url("/v1/messages")).send().await.unwrap(), 405),
         (c.delete(url("/tools/x")).send().await.unwrap(), 405),
         (c.post(url("/stats")).send().await.unwrap(), 405),
+        (c.post(url("/config")).send().await.unwrap(), 405),
         (c.get(url("/nowhere")).send().await.unwrap(), 404),
         (c.post(url("/tools/")).send().await.unwrap(), 404),
         (
@@ -395,4 +396,35 @@ async fn a_timeout_is_never_answered() {
     assert!(r.as_ref().is_err_and(|e| e.is_timeout()), "{r:?}");
     let s = stats(&m).await;
     assert_eq!(counts(&s, &["received", "timed_out"]), [1, 1]);
+}
+
+#[tokio::test]
+async fn config_says_what_the_server_serves_without_reaching_the_model() {
+    let m = start_with(
+        "rpm = 60\nwindow = \"fixed\"",
+        4.0,
+        &[("model_turn", "{ dist = \"constant\", ms = 7 }")],
+    )
+    .await;
+    let r = client()
+        .get(format!("{}/config", m.uri()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let c: Value = r.json().await.unwrap();
+    let model = &c["model"];
+    assert_eq!(model["provider.rpm"], "60");
+    assert_eq!(model["provider.tpm"], "unlimited");
+    assert_eq!(model["provider.window"], "Fixed");
+    assert_eq!(model["time_scale"], "4");
+    assert!(
+        model["latencies.model_turn"]
+            .as_str()
+            .unwrap()
+            .contains('7'),
+        "{c}"
+    );
+    assert!(c["seed"].is_u64(), "{c}");
+    assert_eq!(stats(&m).await["received"], 0);
 }

@@ -284,7 +284,9 @@ pub(crate) fn run_in(
     };
     result.map_err(|e| match e {
         // A configuration the scheduler refuses is bad input, however it got past validation.
-        SimError::BadProvider(_) | SimError::Config(_) => Failure::bad_input(e),
+        SimError::BadProvider(_) | SimError::Config(_) | SimError::Mismatch(_) => {
+            Failure::bad_input(e)
+        }
         e => Failure::run_failed(e),
     })
 }

@@ -15,6 +15,7 @@ use hyper::{HeaderMap, Method};
 use serde::Serialize;
 use tokio::time::Instant;
 
+use super::describe::Described;
 use super::series::Decided;
 use super::traffic::{Traffic, TrafficLog};
 use super::wire::{self, Api};
@@ -145,6 +146,8 @@ enum Kind<'a> {
 /// Everything the server's tasks (and the handle the caller keeps) share.
 pub(crate) struct Shared {
     model: Mutex<ProviderModel>,
+    /// What `GET /config` answers.
+    described: Described,
     latencies: BTreeMap<String, Latency>,
     time_scale: f64,
     /// Real time at start; model time is the real time since, times `time_scale`.
@@ -168,6 +171,7 @@ struct Stats {
 impl Shared {
     pub(crate) fn new(
         model: ProviderModel,
+        described: Described,
         latencies: BTreeMap<String, Latency>,
         time_scale: f64,
         start: Instant,
@@ -175,6 +179,7 @@ impl Shared {
     ) -> Self {
         Shared {
             model: Mutex::new(model),
+            described,
             latencies,
             time_scale,
             start,
@@ -218,6 +223,8 @@ impl Shared {
                 },
             )),
             "/stats" => answer(not_allowed(Api::OpenAi, "GET", method, path)),
+            "/config" if get => answer(Reply::json(200, &self.described)),
+            "/config" => answer(not_allowed(Api::OpenAi, "GET", method, path)),
             "/v1/chat/completions" if post => model(Api::OpenAi, None),
             "/v1/chat/completions" => answer(not_allowed(Api::OpenAi, "POST", method, path)),
             "/v1/messages" if post => model(Api::Anthropic, None),

@@ -20,15 +20,14 @@ use std::ffi::OsString;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use capsize_mock::server::{MockProvider, ServerConfig, ServerError, TrafficReport};
+use capsize_mock::server::{MockProvider, ServerError, TrafficReport};
 use capsize_mock::Counters;
 use thiserror::Error;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::time::Instant;
 
 use crate::engine::scenario::Scenario;
-use crate::engine::sim::MODEL_TURN;
-use crate::engine::workload::{stream_seed, streams};
+use crate::engine::sim::mock_config;
 use child::Agent;
 
 /// The placeholder replaced in the command's arguments by the mock's `host:port`.
@@ -151,20 +150,7 @@ async fn exec(s: &Scenario, request: &ExecRequest) -> Result<ExecOutcome, ExecEr
     let mut sigterm = signal(SignalKind::terminate()).map_err(system)?;
     // The terminal or session going away stops the agent too, rather than orphaning it.
     let mut sighup = signal(SignalKind::hangup()).map_err(system)?;
-    let model_turn = s
-        .workload
-        .model_turn
-        .as_ref()
-        .and_then(|t| t.latency.clone());
-    let config = ServerConfig {
-        provider: s.provider.clone(),
-        seed: stream_seed(s.seed, streams::PROVIDER),
-        time_scale: 1.0,
-        latencies: model_turn
-            .iter()
-            .map(|l| (MODEL_TURN.to_string(), l.clone()))
-            .collect(),
-    };
+    let config = mock_config(s, 1.0);
     let mock = MockProvider::start(config, SocketAddr::from(([127, 0, 0, 1], 0))).await?;
     let address = mock.address();
     let start = Instant::now();

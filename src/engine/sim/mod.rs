@@ -16,7 +16,7 @@ mod drive;
 mod realtime;
 pub(crate) mod runtime;
 
-pub use realtime::{run_realtime, RealtimeOptions, MODEL_TURN};
+pub use realtime::{mock_config, run_realtime, RealtimeOptions, MODEL_TURN};
 
 use std::rc::Rc;
 use std::sync::Arc;
@@ -68,6 +68,10 @@ pub enum SimError {
     /// statistics (real time).
     #[error("the provider sent something unreadable: {0}")]
     BadProvider(String),
+    /// The mock at the target serves another model or time scale than the run expects, or
+    /// does not say which (real time).
+    #[error("{0}")]
+    Mismatch(String),
 }
 
 /// Which clock a run used.

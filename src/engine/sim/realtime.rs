@@ -6,6 +6,10 @@
 //! model duration and rate with it, the mock runs its model F times faster and divides the
 //! waits it announces (Retry-After, resets) by F, and every figure recorded is converted back,
 //! so a virtual run and a time-scaled real-time run of one scenario report comparable numbers.
+//!
+//! A mock already running at a target must serve the scenario's provider at the run's time
+//! scale: its `GET /config` is compared with what an in-process mock would serve, and a
+//! mismatch stops the run before it starts ([`SimError::Mismatch`]).
 
 #![allow(clippy::disallowed_methods)] // real time: tokio's clock and tasks by design
 
@@ -14,7 +18,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
-use capsize_mock::server::{MockProvider, ServerConfig};
+use capsize_mock::server::{differences, Described, MockProvider, ServerConfig};
 use capsize_mock::Counters;
 use tokio::time::Instant;
 
@@ -54,28 +58,38 @@ pub fn run_realtime(scenario: &Scenario, opts: &RealtimeOptions) -> Result<SimOu
     rt.block_on(realtime(scenario, opts))
 }
 
+/// The mock `scenario`'s provider is served by, at `time_scale`.
+pub fn mock_config(s: &Scenario, time_scale: f64) -> ServerConfig {
+    let model_turn = s
+        .workload
+        .model_turn
+        .as_ref()
+        .and_then(|t| t.latency.clone());
+    ServerConfig {
+        provider: s.provider.clone(),
+        seed: stream_seed(s.seed, streams::PROVIDER),
+        time_scale,
+        latencies: model_turn
+            .into_iter()
+            .map(|l| (MODEL_TURN.to_string(), l))
+            .collect(),
+    }
+}
+
 async fn realtime(s: &Scenario, opts: &RealtimeOptions) -> Result<SimOutcome, SimError> {
     let scale = TimeScale::faster(opts.time_scale);
     let model_turn = s
         .workload
         .model_turn
         .as_ref()
-        .and_then(|t| t.latency.clone());
+        .and_then(|t| t.latency.as_ref());
+    let config = mock_config(s, opts.time_scale);
     // Started here, kept alive to the end of the run, stopped when dropped.
     let mut _mock = None;
     let base = match &opts.target {
         Some(url) => url.trim_end_matches('/').to_string(),
         None => {
-            let config = ServerConfig {
-                provider: s.provider.clone(),
-                seed: stream_seed(s.seed, streams::PROVIDER),
-                time_scale: opts.time_scale,
-                latencies: model_turn
-                    .iter()
-                    .map(|l| (MODEL_TURN.to_string(), l.clone()))
-                    .collect(),
-            };
-            let mock = MockProvider::start(config, SocketAddr::from(([127, 0, 0, 1], 0)))
+            let mock = MockProvider::start(config.clone(), SocketAddr::from(([127, 0, 0, 1], 0)))
                 .await
                 .map_err(|e| {
                     SimError::Unreachable(format!("cannot start the mock provider: {e}"))
@@ -96,6 +110,9 @@ async fn realtime(s: &Scenario, opts: &RealtimeOptions) -> Result<SimOutcome, Si
         .await
         .and_then(reqwest::Response::error_for_status)
         .map_err(|e| SimError::Unreachable(format!("{base}/healthz: {e}")))?;
+    if opts.target.is_some() {
+        same_model(&client, &base, &config).await?;
+    }
     let recorder = Arc::new(Recorder::new(scale));
     let scheduler = scheduler(s, scale, &recorder, TokioClock)?;
     let target = HttpTarget {
@@ -184,4 +201,36 @@ fn raise_open_files_limit() {
             libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
         }
     }
+}
+
+/// Checks that the mock at `base` serves `config`'s model (its seed aside).
+async fn same_model(
+    client: &reqwest::Client,
+    base: &str,
+    config: &ServerConfig,
+) -> Result<(), SimError> {
+    let url = format!("{base}/config");
+    let unreadable = |e: String| {
+        SimError::Mismatch(format!(
+            "{url}: cannot tell what the mock serves ({e}); start it with this version of capsize (capsize mock --scenario ...)"
+        ))
+    };
+    let body = client
+        .get(&url)
+        .send()
+        .await
+        .and_then(reqwest::Response::error_for_status)
+        .map_err(|e| unreadable(e.to_string()))?
+        .bytes()
+        .await
+        .map_err(|e| unreadable(e.to_string()))?;
+    let served: Described = serde_json::from_slice(&body).map_err(|e| unreadable(e.to_string()))?;
+    let diffs = differences(&config.described().model, &served.model);
+    if diffs.is_empty() {
+        return Ok(());
+    }
+    Err(SimError::Mismatch(format!(
+        "{base} serves another provider than this run expects: {}",
+        diffs.join("; ")
+    )))
 }

@@ -1,0 +1,131 @@
+//! What a server serves, as named values: `GET /config` answers them, and a client that found
+//! a mock already running compares them with the model it expects, so that a mock started for
+//! another scenario or at another time scale is refused instead of measured.
+//!
+//! Every value that decides what the provider does is here: limits, how they are counted,
+//! Retry-After, latency, capacity, errors, the time scale and named latencies. The seed is
+//! not: it changes which draws come out, not the model they come from.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::ServerConfig;
+
+/// The longest value an error message quotes (an empirical latency can be long).
+const QUOTE_CHARS: usize = 80;
+
+/// `GET /config`: the model's values by name, and the seed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Described {
+    /// Each value that decides what the provider does, by name.
+    pub model: BTreeMap<String, String>,
+    /// The seed of the model's randomness.
+    pub seed: u64,
+}
+
+fn limit(v: Option<f64>) -> String {
+    v.map_or_else(|| "unlimited".to_string(), |x| x.to_string())
+}
+
+impl ServerConfig {
+    /// The values that decide what the provider does, by name (see the module docs).
+    pub fn described(&self) -> Described {
+        let p = &self.provider;
+        let mut model = BTreeMap::new();
+        let mut put = |key: &str, value: String| {
+            model.insert(key.to_string(), value);
+        };
+        put("provider.rpm", limit(p.rpm));
+        put("provider.tpm", limit(p.tpm));
+        put("provider.window", format!("{:?}", p.window));
+        put("provider.retry_after", format!("{:?}", p.retry_after));
+        put("provider.latency", format!("{:?}", p.latency));
+        put(
+            "provider.max_in_flight",
+            p.max_in_flight
+                .map_or_else(|| "unlimited".to_string(), |n| n.to_string()),
+        );
+        put("provider.overload", format!("{:?}", p.overload));
+        put("provider.error_rate", p.error_rate.to_string());
+        put("provider.error_split", format!("{:?}", p.error_split));
+        put("provider.timeout_rate", p.timeout_rate.to_string());
+        put("time_scale", self.time_scale.to_string());
+        for (name, latency) in &self.latencies {
+            put(&format!("latencies.{name}"), format!("{latency:?}"));
+        }
+        Described {
+            model,
+            seed: self.seed,
+        }
+    }
+}
+
+/// Where the model `theirs` (served) differs from `ours` (expected), one entry a name in name
+/// order: `provider.rpm: 120 (expected 60)`. Empty if they agree.
+pub fn differences(
+    ours: &BTreeMap<String, String>,
+    theirs: &BTreeMap<String, String>,
+) -> Vec<String> {
+    let names: std::collections::BTreeSet<&String> = ours.keys().chain(theirs.keys()).collect();
+    names
+        .into_iter()
+        .filter_map(|name| {
+            let (a, b) = (ours.get(name), theirs.get(name));
+            (a != b).then(|| {
+                format!(
+                    "{name}: {} (expected {})",
+                    quote(b.map(String::as_str)),
+                    quote(a.map(String::as_str))
+                )
+            })
+        })
+        .collect()
+}
+
+fn quote(v: Option<&str>) -> String {
+    match v {
+        None => "not set".to_string(),
+        Some(s) if s.chars().count() > QUOTE_CHARS => {
+            let head: String = s.chars().take(QUOTE_CHARS).collect();
+            format!("{head}…")
+        }
+        Some(s) => s.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn differences_name_each_value_served_and_expected() {
+        let ours = map(&[("provider.rpm", "60"), ("time_scale", "3")]);
+        let theirs = map(&[
+            ("provider.rpm", "120"),
+            ("time_scale", "3"),
+            ("latencies.model_turn", "x"),
+        ]);
+        assert_eq!(
+            differences(&ours, &theirs),
+            [
+                "latencies.model_turn: x (expected not set)",
+                "provider.rpm: 120 (expected 60)"
+            ]
+        );
+        assert!(differences(&ours, &ours).is_empty());
+        let long = "y".repeat(200);
+        let d = differences(&ours, &map(&[("provider.rpm", &long), ("time_scale", "3")]));
+        assert_eq!(
+            d[0].chars().count(),
+            "provider.rpm: ".len() + 81 + " (expected 60)".len()
+        );
+    }
+}
