@@ -6,7 +6,8 @@
 #
 # Each SDK gets its own mock: 1 request per minute, Retry-After "auto" (until the request fits),
 # model time 30x real time, so the minute is 2 s of real time. Per SDK: call 1 is served; call 2
-# gets a 429 and is retried by the SDK after retry-after-ms; call 3 with max_retries=0 raises.
+# gets a 429 and is retried by the SDK after its Retry-After (`retry-after-ms` from the OpenAI
+# endpoint, whole-second `retry-after` from the Anthropic one); call 3 with max_retries=0 raises.
 # Checked through httpx event hooks (statuses, the gap between the 429 and the retry) and /stats.
 #
 # Needs: cargo, python3 with venv and pip (Debian: python3-venv), PyPI access for
@@ -86,10 +87,18 @@ def check(name, version, uri, make, call, rate_limit_error, error_type):
     statuses = [r.status_code for _, r in responses]
     assert statuses == [429, 200], f"{name}: statuses {statuses}"
     t429, r429 = responses[0]
-    wait = float(r429.headers["retry-after-ms"]) / 1000
-    assert r429.headers["retry-after"] == str(int(-(-wait // 1))), r429.headers
-    assert "x-ratelimit-remaining-requests" in r429.headers, r429.headers
-    assert "anthropic-ratelimit-requests-reset" in r429.headers, r429.headers
+    if name == "openai":
+        # OpenAI's endpoint: retry-after-ms (what the SDK reads first) and x-ratelimit-*.
+        wait = float(r429.headers["retry-after-ms"]) / 1000
+        assert r429.headers["retry-after"] == str(int(-(-wait // 1))), r429.headers
+        assert "x-ratelimit-remaining-requests" in r429.headers, r429.headers
+        assert "anthropic-ratelimit-requests-reset" not in r429.headers, r429.headers
+    else:
+        # Anthropic's: whole seconds only (rounded up) and anthropic-ratelimit-*.
+        assert "retry-after-ms" not in r429.headers, r429.headers
+        wait = float(r429.headers["retry-after"])
+        assert "anthropic-ratelimit-requests-reset" in r429.headers, r429.headers
+        assert "x-ratelimit-remaining-requests" not in r429.headers, r429.headers
     gap = requests[1] - t429
     assert wait - 0.005 <= gap <= wait + 0.3, f"{name}: retried {gap:.3f} s after a {wait:.3f} s Retry-After"
     # Without retries, the SDK raises its own RateLimitError from the mock's error body.
@@ -105,7 +114,7 @@ def check(name, version, uri, make, call, rate_limit_error, error_type):
     want = {"received": 4, "served": 2, "rate_limited": 2}
     assert {k: s[k] for k in want} == want, f"{name}: /stats {s}"
     print(
-        f"mock-sdk-retry: {name} {version}: 429 with retry-after-ms {wait * 1000:.0f} "
+        f"mock-sdk-retry: {name} {version}: 429 asking {wait * 1000:.0f} ms "
         f"(retry-after {r429.headers['retry-after']}) -> SDK retried after {gap:.3f} s -> 200 "
         f"(call took {took:.3f} s); max_retries=0 raised {rate_limit_error.__name__}; "
         f"/stats {json.dumps(s)}"
@@ -120,7 +129,7 @@ check(
     lambda uri, http: openai.OpenAI(base_url=uri + "/v1", api_key="test", max_retries=2, http_client=http),
     lambda c: c.chat.completions.create(model="gpt-mock", messages=[{"role": "user", "content": "hello"}], max_tokens=16),
     openai.RateLimitError,
-    "rate_limit_exceeded",
+    "requests",
 )
 check(
     "anthropic",

@@ -274,11 +274,13 @@ fn a_retry_after_past_two_minutes_fails_the_openai_sdk_and_holds_the_anthropic_o
     let model = predicted(LONG_RETRY_AFTER, &sdk_at_scale("openai-python", 10));
     assert_counts(&real_openai, &model);
     assert_eq!((real_openai.failed, model.failed), (1, 1));
-    // At 1000x the wait is 1.3 s on the wire, and the anthropic SDK waits it: both served.
+    // At 100x the wait is 13 s on the wire, and the anthropic SDK waits it: both served. (Its
+    // endpoint sends the Retry-After in whole seconds only, as Anthropic's API does, so the
+    // scale must leave it whole: 1,300 s at 1000x would be sent as 2 s.)
     let t = Temp::new("sdk", "long-anthropic");
     let args = ["anthropic", "{url}", "2", "1"];
-    let real_anthropic = real(&t, LONG_RETRY_AFTER, 1000, FANOUT, &args);
-    let model = predicted(LONG_RETRY_AFTER, &sdk_at_scale("anthropic-python", 1000));
+    let real_anthropic = real(&t, LONG_RETRY_AFTER, 100, FANOUT, &args);
+    let model = predicted(LONG_RETRY_AFTER, &sdk_at_scale("anthropic-python", 100));
     assert_counts(&real_anthropic, &model);
     assert_eq!((real_anthropic.failed, model.failed), (0, 0));
     assert_within_10_percent(

@@ -47,23 +47,20 @@ pub enum RawRetryAfter {
     Seconds(f64),
 }
 
-/// How `error_rate` splits over the three error statuses (relative weights).
+/// How `error_rate` splits over the three error statuses (relative weights). Without the
+/// table the three are equal; in it, a status left out weighs 0.
 #[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ErrorMix {
     /// Weight of 500 Internal Server Error.
-    #[serde(rename = "500", default = "one")]
+    #[serde(rename = "500", default)]
     pub s500: f64,
     /// Weight of 503 Service Unavailable.
-    #[serde(rename = "503", default = "one")]
+    #[serde(rename = "503", default)]
     pub s503: f64,
     /// Weight of 529 Overloaded.
-    #[serde(rename = "529", default = "one")]
+    #[serde(rename = "529", default)]
     pub s529: f64,
-}
-
-fn one() -> f64 {
-    1.0
 }
 
 impl Default for ErrorMix {

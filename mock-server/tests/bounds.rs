@@ -190,6 +190,24 @@ fn retry_after_rates_and_max_in_flight_are_bounded() {
     assert_eq!(e.key, "provider.error_mix");
 }
 
+#[test]
+fn error_statuses_left_out_of_the_mix_weigh_nothing() {
+    // Cumulative shares of 500 and 503; 529 takes the rest.
+    let split = |t: &str| {
+        provider(&format!("error_rate = 1\n{t}"))
+            .unwrap()
+            .error_split
+    };
+    assert_eq!(split(""), [1.0 / 3.0, 2.0 / 3.0]);
+    assert_eq!(split("error_mix = { \"529\" = 1 }"), [0.0, 0.0]);
+    assert_eq!(
+        split("error_mix = { \"529\" = 1, \"500\" = 1 }"),
+        [0.5, 0.5]
+    );
+    assert_eq!(split("error_mix = { \"503\" = 3 }"), [0.0, 1.0]);
+    assert_eq!(refused("error_mix = {}").key, "provider.error_mix");
+}
+
 #[cfg(unix)]
 #[test]
 fn an_empirical_file_must_be_a_regular_file_within_the_limit() {

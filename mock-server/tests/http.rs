@@ -40,7 +40,7 @@ fn wall_secs() -> u64 {
 }
 
 #[tokio::test]
-async fn a_429_carries_retry_after_both_header_families_and_each_error_shape() {
+async fn a_429_carries_each_apis_own_headers_and_error_shape() {
     let m = start("rpm = 2\ntpm = 1000000\nretry_after = 30").await;
     let body = chat_body("hello", 10);
     let ok = post(&m, "/v1/chat/completions", &body).await;
@@ -48,8 +48,12 @@ async fn a_429_carries_retry_after_both_header_families_and_each_error_shape() {
     // Successful responses carry the rate-limit headers too.
     assert_eq!(header(&ok, "x-ratelimit-limit-requests"), "2");
     assert_eq!(header(&ok, "x-ratelimit-remaining-requests"), "1");
-    assert_eq!(header(&ok, "anthropic-ratelimit-requests-remaining"), "1");
     assert_eq!(header(&ok, "x-ratelimit-limit-tokens"), "1000000");
+    // OpenAI's endpoint sends OpenAI's headers only.
+    assert!(ok
+        .headers()
+        .get("anthropic-ratelimit-requests-remaining")
+        .is_none());
     let ok = post(&m, "/v1/chat/completions", &body).await;
     assert_eq!(ok.status(), 200);
 
@@ -62,17 +66,9 @@ async fn a_429_carries_retry_after_both_header_families_and_each_error_shape() {
     let reset = header(&r, "x-ratelimit-reset-requests");
     assert!(reset.ends_with('s') && reset.starts_with("59."), "{reset}");
     assert_eq!(header(&r, "x-ratelimit-limit-tokens"), "1000000");
-    assert_eq!(header(&r, "anthropic-ratelimit-requests-limit"), "2");
-    assert_eq!(header(&r, "anthropic-ratelimit-requests-remaining"), "0");
-    assert_eq!(header(&r, "anthropic-ratelimit-tokens-limit"), "1000000");
-    let at = parse_rfc3339(header(&r, "anthropic-ratelimit-requests-reset"));
-    let now = wall_secs();
-    assert!(
-        (now + 58..=now + 61).contains(&at),
-        "reset {at} vs now {now}"
-    );
     let e: Value = r.json().await.unwrap();
-    assert_eq!(e["error"]["type"], "rate_limit_exceeded", "{e}");
+    // OpenAI names the limit that refused in `type`.
+    assert_eq!(e["error"]["type"], "requests", "{e}");
     assert_eq!(e["error"]["code"], "rate_limit_exceeded", "{e}");
     assert_eq!(e["error"]["param"], Value::Null, "{e}");
     assert!(
@@ -85,7 +81,18 @@ async fn a_429_carries_retry_after_both_header_families_and_each_error_shape() {
     let r = post(&m, "/v1/messages", &body).await;
     assert_eq!(r.status(), 429);
     assert_eq!(header(&r, "retry-after"), "30");
+    // Anthropic's API sends whole seconds only, and its own rate-limit headers.
+    assert!(r.headers().get("retry-after-ms").is_none());
+    assert!(r.headers().get("x-ratelimit-remaining-requests").is_none());
+    assert_eq!(header(&r, "anthropic-ratelimit-requests-limit"), "2");
     assert_eq!(header(&r, "anthropic-ratelimit-requests-remaining"), "0");
+    assert_eq!(header(&r, "anthropic-ratelimit-tokens-limit"), "1000000");
+    let at = parse_rfc3339(header(&r, "anthropic-ratelimit-requests-reset"));
+    let now = wall_secs();
+    assert!(
+        (now + 58..=now + 61).contains(&at),
+        "reset {at} vs now {now}"
+    );
     let e: Value = r.json().await.unwrap();
     assert_eq!(e["type"], "error", "{e}");
     assert_eq!(e["error"]["type"], "rate_limit_error", "{e}");
@@ -110,6 +117,10 @@ async fn the_time_scale_divides_retry_after_and_resets() {
     // The sliding window frees the slot 60 model seconds after the first request: ~6 s real.
     let reset = header(&r, "x-ratelimit-reset-requests");
     assert!(reset.starts_with("5.") || reset == "6s", "{reset}");
+    let anthropic = json!({"model": "c", "max_tokens": 10,
+        "messages": [{"role": "user", "content": "hello"}]});
+    let r = post(&m, "/v1/messages", &anthropic).await;
+    assert_eq!(r.status(), 429);
     let at = parse_rfc3339(header(&r, "anthropic-ratelimit-requests-reset"));
     let now = wall_secs();
     assert!((now + 5..=now + 7).contains(&at), "reset {at} vs now {now}");
@@ -427,4 +438,35 @@ async fn config_says_what_the_server_serves_without_reaching_the_model() {
     );
     assert!(c["seed"].is_u64(), "{c}");
     assert_eq!(stats(&m).await["received"], 0);
+}
+
+#[tokio::test]
+async fn an_openai_429_names_the_limit_that_refused_it() {
+    // 100 tokens a minute: a 60-token request fits, a second does not (tokens), while
+    // requests are left; at 1 RPM the second request is refused for requests.
+    for (table, kind, on) in [
+        ("rpm = 100\ntpm = 100", "tokens", "tokens per min (TPM)"),
+        (
+            "rpm = 1\ntpm = 100000",
+            "requests",
+            "requests per min (RPM)",
+        ),
+    ] {
+        let m = start(table).await;
+        let body = chat_body("x", 60);
+        let c = client();
+        let send = || {
+            c.post(format!("{}/v1/chat/completions", m.uri()))
+                .header("x-capsize-tokens", "60")
+                .json(&body)
+                .send()
+        };
+        assert_eq!(send().await.unwrap().status(), 200);
+        let r = send().await.unwrap();
+        assert_eq!(r.status(), 429, "{table}");
+        let e: Value = r.json().await.unwrap();
+        assert_eq!(e["error"]["type"], kind, "{table}: {e}");
+        assert_eq!(e["error"]["code"], "rate_limit_exceeded", "{e}");
+        assert!(e["error"]["message"].as_str().unwrap().contains(on), "{e}");
+    }
 }

@@ -226,7 +226,7 @@ fn quota_is_charged_at_arrival_for_every_accepted_request_but_not_for_429s() {
     for (fate, outcome) in [
         ("", Outcome::Served),
         (
-            "error_rate = 1.0\nerror_mix = { \"500\" = 0, \"503\" = 0 }",
+            "error_rate = 1.0\nerror_mix = { \"529\" = 1 }",
             Outcome::Error(529),
         ),
         ("timeout_rate = 1.0", Outcome::Timeout),

@@ -347,8 +347,13 @@ fn render(ask: &Ask, d: &Decision, id: u64, wall_now: Duration) -> Reply {
                 .retry_after
                 .map(|r| format!(" Please try again in {}.", crate::headers::go_duration(r)))
                 .unwrap_or_default();
-            let message = format!("Rate limit reached (capsize mock provider).{wait}");
-            wire::error(ask.api, status, &message)
+            let limit = refused_by(d, ask.tokens);
+            let on = match limit {
+                Limit::Requests => "requests per min (RPM)",
+                Limit::Tokens => "tokens per min (TPM)",
+            };
+            let message = format!("Rate limit reached on {on} (capsize mock provider).{wait}");
+            wire::rate_limited(ask.api, limit, &message)
         }
         (Outcome::TooLarge(limit), _) => {
             wire::error(ask.api, status, &too_large_message(ask, limit, d))
@@ -372,10 +377,18 @@ fn render(ask: &Ask, d: &Decision, id: u64, wall_now: Duration) -> Reply {
     let mut reply = Reply::json(status, &body)
         .header("x-request-id", format!("req_mock_{id}"))
         .header(CHARGED_HEADER, if d.charged { "true" } else { "false" });
-    reply.headers.extend(d.headers());
-    reply
-        .headers
-        .extend(wire::anthropic_headers(d.requests, d.tokens, wall_now));
+    // Each API's own headers: OpenAI's x-ratelimit-* and retry-after-ms; Anthropic's
+    // anthropic-ratelimit-* and a retry-after in whole seconds only.
+    match ask.api {
+        Api::OpenAi => reply.headers.extend(d.headers()),
+        Api::Anthropic => {
+            let retry_after = d.headers().into_iter().filter(|(k, _)| *k == "retry-after");
+            reply.headers.extend(retry_after);
+            reply
+                .headers
+                .extend(wire::anthropic_headers(d.requests, d.tokens, wall_now));
+        }
+    }
     reply.delay = d.latency.unwrap_or(NEVER).saturating_sub(TIMER_LAG);
     reply.orphanable = d.charged && d.latency.is_some();
     reply.decided = Some(Decided {
@@ -384,6 +397,19 @@ fn render(ask: &Ask, d: &Decision, id: u64, wall_now: Duration) -> Reply {
         tokens: if d.charged { ask.tokens } else { 0 },
     });
     reply
+}
+
+/// The limit a 429 for a request of `cost` tokens names: tokens if fewer are left than it
+/// costs while a request is left, else requests (a 429 for capacity, `overload = "429"`, finds
+/// both left, and names requests).
+fn refused_by(d: &Decision, cost: u64) -> Limit {
+    let requests_spent = d.requests.is_some_and(|u| u.remaining < 1.0);
+    let tokens_short = d.tokens.is_some_and(|u| u.remaining < cost as f64);
+    if tokens_short && !requests_spent {
+        Limit::Tokens
+    } else {
+        Limit::Requests
+    }
 }
 
 /// `x` rounded up to a whole millisecond.

@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::window::Usage;
+use crate::window::{Limit, Usage};
 
 /// The reply every served chat request gets.
 pub const REPLY: &str = "This is a reply from the capsize mock provider.";
@@ -162,6 +162,21 @@ pub fn served(api: Api, id: u64, created_secs: u64, p: &Prompt) -> Value {
 /// The body of a served tool call.
 pub fn tool_result(name: &str, id: u64) -> Value {
     json!({ "id": format!("tool-mock-{id}"), "tool": name, "ok": true, "result": "mock tool result" })
+}
+
+/// A 429 body in `api`'s shape for a refusal by `limit`: OpenAI names the limit in `type`
+/// (`requests` or `tokens`, as its API does), Anthropic's is a `rate_limit_error`.
+pub fn rate_limited(api: Api, limit: Limit, message: &str) -> Value {
+    match api {
+        Api::OpenAi => {
+            let kind = match limit {
+                Limit::Requests => "requests",
+                Limit::Tokens => "tokens",
+            };
+            json!({ "error": { "message": message, "type": kind, "param": null, "code": "rate_limit_exceeded" } })
+        }
+        Api::Anthropic => error(api, 429, message),
+    }
 }
 
 /// An error body in `api`'s shape for HTTP `status`.
