@@ -2,8 +2,8 @@
 //!
 //! Each request is told its arrival time (a `Duration` since the model started) and its token
 //! cost, and gets a [`Decision`]: served after a latency, refused with a 429 (and when to retry),
-//! failed with a 5xx/529, never answered, or refused with a 413 when no wait could ever make it
-//! fit. The order of checks: size (a request larger than the limits can ever admit), then
+//! failed with a 5xx/529, never answered, or refused with a 429 "Request too large" without
+//! Retry-After when no wait could ever make it fit (as the APIs answer it). The order of checks: size (a request larger than the limits can ever admit), then
 //! capacity (`max_in_flight` with a rejecting `overload`), then quota (charged at arrival, as
 //! real providers do, even if the caller later gives up), then the request's fate (error,
 //! timeout or service), then its place among the `max_in_flight` servers (queueing adds to its
@@ -34,9 +34,10 @@ pub enum Outcome {
     Error(u16),
     /// Never answered: the client's timeout ends it.
     Timeout,
-    /// 413: larger than this limit can ever admit (a request costing more tokens than `tpm`),
-    /// under every window kind; no wait helps, so it carries no Retry-After and must not be
-    /// retried. Not charged; counted as [`Counters::errored`].
+    /// Larger than this limit can ever admit (a request costing more tokens than `tpm`), under
+    /// every window kind: a 429 "Request too large", as the APIs answer it, but without a
+    /// Retry-After, since no wait helps (a client that retries it spends its retries). Not
+    /// charged; counted as [`Counters::rate_limited`].
     TooLarge(Limit),
 }
 
@@ -67,7 +68,7 @@ impl Decision {
             Outcome::RateLimited => 429,
             Outcome::Error(s) => s,
             Outcome::Timeout => 504,
-            Outcome::TooLarge(_) => 413,
+            Outcome::TooLarge(_) => 429,
         }
     }
 
@@ -114,10 +115,10 @@ pub struct Counters {
     pub received: u64,
     /// Requests served (200).
     pub served: u64,
-    /// Requests refused with 429.
+    /// Requests refused with 429: over quota, and larger than the limits can ever admit
+    /// ([`Outcome::TooLarge`]).
     pub rate_limited: u64,
-    /// Requests failed with 500/503/529 (including capacity 503s), and requests refused with
-    /// 413 because they are larger than the limits can ever admit ([`Outcome::TooLarge`]).
+    /// Requests failed with 500/503/529 (including capacity 503s).
     /// So `received = served + rate_limited + errored + timed_out` always holds.
     pub errored: u64,
     /// Requests never answered.
@@ -175,8 +176,7 @@ impl ProviderModel {
     ) -> Decision {
         let (requests, tokens) = self.window.usage(now);
         match outcome {
-            Outcome::RateLimited => self.counters.rate_limited += 1,
-            // Errors and 413s alike.
+            Outcome::RateLimited | Outcome::TooLarge(_) => self.counters.rate_limited += 1,
             _ => self.counters.errored += 1,
         }
         Decision {
@@ -205,7 +205,7 @@ impl ProviderModel {
     ) -> Decision {
         self.counters.received += 1;
         if let Err(limit) = self.window.admits(tokens) {
-            // No wait can help: a 413 without Retry-After, before capacity and quota.
+            // No wait can help: a 429 without Retry-After, before capacity and quota.
             return self.refuse(now, Outcome::TooLarge(limit), None);
         }
         // When the earliest server is free, if every one has been used (else one is free now).

@@ -1,6 +1,7 @@
 //! What the mock does with requests at and beyond its limits, over real HTTP on 127.0.0.1: a
-//! request costing more tokens than the whole `tpm` is a 413 in the provider's own error shape
-//! (not a 429 whose Retry-After promises it will fit), counted as `errored`; a body over
+//! request costing more tokens than the whole `tpm` is a 429 "Request too large" in the
+//! provider's own error shape, as the APIs answer it, without a Retry-After that would promise
+//! it will fit, counted as `rate_limited`; a body over
 //! `MAX_BODY_BYTES` is a 413 without reading past the limit (a declared length at once, a chunked
 //! body as it passes it), never reaching the model; and time scales at the extremes of what
 //! validation lets through answer without panicking.
@@ -28,10 +29,11 @@ const COUNTERS: [&str; 6] = [
 ];
 
 #[tokio::test]
-async fn a_request_larger_than_the_whole_tpm_is_a_413_that_says_it_can_never_be_served() {
+async fn a_request_larger_than_the_whole_tpm_is_a_429_that_says_it_can_never_be_served() {
     let m = start("tpm = 1000000\nretry_after = 30").await;
-    let message = "Request too large: it costs 20000000 tokens, more than the limit of 1000000 \
-                   tokens per minute, so it can never be served (capsize mock provider).";
+    let message = "Request too large on tokens per min (TPM): it costs 20000000 tokens, more \
+                   than the limit of 1000000 tokens per minute, so it can never be served; the \
+                   input or output tokens must be reduced (capsize mock provider).";
     let send = |path: &'static str, body: Value| {
         client()
             .post(format!("{}{path}", m.uri()))
@@ -42,7 +44,8 @@ async fn a_request_larger_than_the_whole_tpm_is_a_413_that_says_it_can_never_be_
     let r = send("/v1/chat/completions", chat_body("hello", 1))
         .await
         .unwrap();
-    assert_eq!(r.status(), 413);
+    // A 429, as the APIs answer it, but with no Retry-After: no wait will cure it.
+    assert_eq!(r.status(), 429);
     assert!(
         r.headers().get("retry-after").is_none(),
         "{:?}",
@@ -58,13 +61,13 @@ async fn a_request_larger_than_the_whole_tpm_is_a_413_that_says_it_can_never_be_
     let e: Value = r.json().await.unwrap();
     assert_eq!(
         e,
-        json!({ "error": { "message": message, "type": "invalid_request_error",
-            "param": null, "code": "request_too_large" } })
+        json!({ "error": { "message": message, "type": "tokens",
+            "param": null, "code": "rate_limit_exceeded" } })
     );
 
     let anthropic = json!({"model": "c", "max_tokens": 1, "messages": []});
     let r = send("/v1/messages", anthropic).await.unwrap();
-    assert_eq!(r.status(), 413);
+    assert_eq!(r.status(), 429);
     assert!(
         r.headers().get("retry-after").is_none(),
         "{:?}",
@@ -73,7 +76,7 @@ async fn a_request_larger_than_the_whole_tpm_is_a_413_that_says_it_can_never_be_
     let e: Value = r.json().await.unwrap();
     assert_eq!(
         e,
-        json!({ "type": "error", "error": { "type": "request_too_large", "message": message } })
+        json!({ "type": "error", "error": { "type": "rate_limit_error", "message": message } })
     );
 
     // One token fewer than the limit still fits.
@@ -85,10 +88,10 @@ async fn a_request_larger_than_the_whole_tpm_is_a_413_that_says_it_can_never_be_
         .await
         .unwrap();
     assert_eq!(r.status(), 200);
-    // Counted as errored: received = served + rate_limited + errored + timed_out.
+    // Counted as 429s: received = served + rate_limited + errored + timed_out.
     assert_eq!(
         counts(&stats(&m).await, &COUNTERS),
-        [3, 1, 0, 2, 0, 1_000_000]
+        [3, 1, 2, 0, 0, 1_000_000]
     );
 }
 

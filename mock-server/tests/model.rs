@@ -368,7 +368,7 @@ fn on_request_with_overrides_the_latency_for_one_request() {
 }
 
 #[test]
-fn a_request_larger_than_the_tpm_is_a_413_under_every_window_whatever_the_retry_after() {
+fn a_request_larger_than_the_tpm_is_a_429_without_retry_after_under_every_window() {
     for window in ["sliding", "fixed", "token_bucket"] {
         for retry_after in ["\"auto\"", "7", "\"none\""] {
             let table = format!(
@@ -378,7 +378,7 @@ fn a_request_larger_than_the_tpm_is_a_413_under_every_window_whatever_the_retry_
             let mut m = model(&table, 1);
             let d = m.on_request(Duration::ZERO, 1_001);
             assert_eq!(d.outcome, Outcome::TooLarge(Limit::Tokens), "{table}");
-            assert_eq!(d.status(), 413);
+            assert_eq!(d.status(), 429);
             assert_eq!(
                 (d.retry_after, d.charged, d.latency),
                 (None, false, Some(Duration::ZERO)),
@@ -394,14 +394,14 @@ fn a_request_larger_than_the_tpm_is_a_413_under_every_window_whatever_the_retry_
             // Exactly the whole minute fits, and takes the one server.
             assert_eq!(m.on_request(Duration::ZERO, 1_000).outcome, Outcome::Served);
             // Too large is answered before capacity (the server is busy) and before quota (the
-            // minute is spent): no wait would help, so no 429 says otherwise.
+            // minute is spent): no wait would help, so no Retry-After says otherwise.
             let d = m.on_request(ms(50), u64::MAX);
             assert_eq!(d.outcome, Outcome::TooLarge(Limit::Tokens), "{table}");
             assert_eq!(m.on_request(ms(50), 1).outcome, Outcome::RateLimited);
             let c = m.counters();
             assert_eq!(
                 (c.received, c.served, c.rate_limited, c.errored, c.timed_out),
-                (4, 1, 1, 2, 0),
+                (4, 1, 3, 0, 0),
                 "{table}"
             );
             assert_eq!(c.tokens_charged, 1_000);
@@ -414,7 +414,7 @@ fn a_request_larger_than_the_tpm_is_a_413_under_every_window_whatever_the_retry_
     let d = m.on_request(Duration::ZERO, 1);
     assert_eq!(
         (d.outcome, d.status()),
-        (Outcome::TooLarge(Limit::Requests), 413)
+        (Outcome::TooLarge(Limit::Requests), 429)
     );
-    assert_eq!(m.counters().errored, 1);
+    assert_eq!(m.counters().rate_limited, 1);
 }

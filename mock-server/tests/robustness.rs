@@ -428,7 +428,8 @@ fn garbage(cases: &mut Vec<Case>) {
     }
 }
 
-/// Valid requests the model refuses with a 413: more tokens than the whole `tpm`.
+/// Valid requests the model refuses with a 429 "Request too large": more tokens than the whole
+/// `tpm`.
 fn too_large(cases: &mut Vec<Case>) {
     for (path, body, shape) in routes() {
         for tokens in ["1001", "18446744073709551615"] {
@@ -437,7 +438,7 @@ fn too_large(cases: &mut Vec<Case>) {
                 format!("{tokens} tokens {path}"),
                 req,
                 End::Open,
-                shape(413),
+                shape(429),
             ));
         }
     }
@@ -513,13 +514,13 @@ async fn hundreds_of_malformed_requests_each_get_their_4xx_and_the_server_keeps_
     )
     .response();
     assert_eq!((r.status, r.body.as_slice()), (200, &b"ok"[..]));
-    // Only the six 413s from the model reached it.
+    // Only the six "too large" 429s from the model reached it.
     let s = stats(&m).await;
     let c = counts(
         &s,
         &["received", "served", "rate_limited", "errored", "timed_out"],
     );
-    assert_eq!(c, [6, 0, 0, 6, 0]);
+    assert_eq!(c, [6, 0, 6, 0, 0]);
     assert_eq!(c[0], c[1] + c[2] + c[3] + c[4]);
     assert_eq!(PANICS.load(Ordering::SeqCst), 0);
 }

@@ -318,19 +318,20 @@ impl Shared {
     }
 }
 
-/// The message of a 413 for a request the limits can never admit.
+/// The message of a 429 for a request the limits can never admit.
 fn too_large_message(ask: &Ask, limit: Limit, d: &Decision) -> String {
     let per_minute = |u: Option<Usage>| u.map_or("?".to_string(), |u| u.limit.to_string());
     match limit {
         Limit::Tokens => format!(
-            "Request too large: it costs {} tokens, more than the limit of {} tokens per minute, \
-             so it can never be served (capsize mock provider).",
+            "Request too large on tokens per min (TPM): it costs {} tokens, more than the limit \
+             of {} tokens per minute, so it can never be served; the input or output tokens \
+             must be reduced (capsize mock provider).",
             ask.tokens,
             per_minute(d.tokens)
         ),
         Limit::Requests => format!(
-            "Request too large: a limit of {} requests per minute admits no request, so it can \
-             never be served (capsize mock provider).",
+            "Request too large on requests per min (RPM): a limit of {} requests per minute \
+             admits no request, so it can never be served (capsize mock provider).",
             per_minute(d.requests)
         ),
     }
@@ -356,7 +357,7 @@ fn render(ask: &Ask, d: &Decision, id: u64, wall_now: Duration) -> Reply {
             wire::rate_limited(ask.api, limit, &message)
         }
         (Outcome::TooLarge(limit), _) => {
-            wire::error(ask.api, status, &too_large_message(ask, limit, d))
+            wire::rate_limited(ask.api, limit, &too_large_message(ask, limit, d))
         }
         (Outcome::Error(503), _) => wire::error(
             ask.api,

@@ -60,9 +60,9 @@ impl<C: Clock> VirtualProvider<C> {
             Outcome::RateLimited => ProviderError::rate_limited(scaled),
             Outcome::Error(code) => ProviderError::status(code).with_retry_after(scaled),
             Outcome::Timeout => ProviderError::timeout(),
-            // 413: no wait can help; the policy retries it only if `retry_on` lists it, as
-            // the HTTP provider leaves any status to the policy.
-            Outcome::TooLarge(_) => ProviderError::status(413),
+            // A 429 without Retry-After that no wait cures: a policy retries it (as a 429)
+            // until its retries run out, as the SDKs do against the APIs.
+            Outcome::TooLarge(_) => ProviderError::rate_limited(None),
             Outcome::Served => ProviderError::other("served is not an error"),
         }
     }

@@ -74,9 +74,9 @@ pub const CALLS_PER_S: Metric = Metric("throughput.calls_per_s");
 pub const PROVIDER_RECEIVED: Metric = Metric("provider.received");
 /// Requests the provider served (count).
 pub const PROVIDER_SERVED: Metric = Metric("provider.served");
-/// Requests the provider refused with 429 (count).
+/// Requests the provider refused with 429, over quota or too large ever to fit (count).
 pub const PROVIDER_RATE_LIMITED: Metric = Metric("provider.rate_limited");
-/// Requests the provider failed with 500/503/529 or refused with 413 (count).
+/// Requests the provider failed with 500/503/529 (count).
 pub const PROVIDER_ERRORED: Metric = Metric("provider.errored");
 /// Requests the provider never answered (count).
 pub const PROVIDER_TIMED_OUT: Metric = Metric("provider.timed_out");
