@@ -27,6 +27,8 @@
 
 mod describe;
 mod respond;
+#[cfg(feature = "wiremock")]
+mod responder;
 mod series;
 mod traffic;
 pub mod wire;
@@ -49,6 +51,8 @@ use tokio::sync::{oneshot, watch};
 
 pub use describe::{differences, Described};
 pub use respond::{CHARGED_HEADER, LATENCY_HEADER, NEVER, TIMER_LAG, TOKENS_HEADER};
+#[cfg(feature = "wiremock")]
+pub use responder::ProviderResponder;
 pub use series::{Bin, Series, MAX_BINS};
 pub use traffic::{Traffic, TrafficReport, IDEMPOTENCY_HEADER, MAX_LINKED, RETRY_COUNT_HEADER};
 

@@ -1,0 +1,86 @@
+//! The provider model as a [`wiremock`] responder (feature `wiremock`): mount it on a
+//! `wiremock::MockServer` in your own tests, and the routes, limits, 429s, headers and latencies
+//! are the mock provider's, built by the same responder the standalone server uses.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use capsize_mock::server::{ProviderResponder, ServerConfig};
+//! use capsize_mock::RawProvider;
+//!
+//! let raw: RawProvider = toml::from_str(
+//!     r#"rpm = 2
+//!        latency = { dist = "constant", ms = 50 }"#,
+//! )?;
+//! let config = ServerConfig {
+//!     provider: raw.build(std::path::Path::new("."))?,
+//!     seed: 1,
+//!     time_scale: 1.0,
+//!     latencies: Default::default(),
+//! };
+//! let server = wiremock::MockServer::start().await;
+//! wiremock::Mock::given(wiremock::matchers::any())
+//!     .respond_with(ProviderResponder::new(config)?)
+//!     .mount(&server)
+//!     .await;
+//! // POST {server.uri()}/v1/chat/completions: two are served, the third is a 429.
+//! # Ok(()) }
+//! ```
+//!
+//! wiremock reads the whole body before the responder sees it; a body over [`MAX_BODY_BYTES`]
+//! is then answered 413, as the server does. What the server tracks of the connections (requests
+//! in flight, orphans) has no meaning here and is not kept.
+
+use wiremock::{Request, Respond, ResponseTemplate};
+
+use super::respond::{body_too_large, Route, Shared};
+use super::{wall_clock, ServerConfig, ServerError};
+use crate::limits::MAX_BODY_BYTES;
+use crate::model::ProviderModel;
+
+/// The provider model, answering wiremock's requests.
+pub struct ProviderResponder {
+    shared: Shared,
+}
+
+impl ProviderResponder {
+    /// A responder serving `config`; its model time starts now.
+    pub fn new(config: ServerConfig) -> Result<Self, ServerError> {
+        let scale = config.time_scale;
+        if !(scale.is_finite() && scale > 0.0) {
+            return Err(ServerError::TimeScale(scale));
+        }
+        let described = config.described();
+        let model = ProviderModel::new(config.provider, config.seed);
+        #[allow(clippy::disallowed_methods)] // real time: the model is fed the time since start
+        let start = tokio::time::Instant::now();
+        Ok(ProviderResponder {
+            shared: Shared::new(
+                model,
+                described,
+                config.latencies,
+                scale,
+                start,
+                wall_clock(),
+            ),
+        })
+    }
+}
+
+impl Respond for ProviderResponder {
+    fn respond(&self, request: &Request) -> ResponseTemplate {
+        let reply = match self.shared.route(&request.method, request.url.path()) {
+            Route::Answer(reply) => reply,
+            Route::Model(call) if request.body.len() > MAX_BODY_BYTES => body_too_large(call.api),
+            Route::Model(call) => self
+                .shared
+                .model_call(&call, &request.headers, &request.body),
+        };
+        let mut template = ResponseTemplate::new(reply.status)
+            .set_body_raw(reply.body, reply.content_type)
+            .set_delay(reply.delay);
+        for (name, value) in reply.headers {
+            template = template.append_header(name, value.as_str());
+        }
+        template
+    }
+}
