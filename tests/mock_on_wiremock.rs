@@ -17,6 +17,7 @@ fn config(table: &str) -> ServerConfig {
         seed: 1,
         time_scale: 1.0,
         latencies: Default::default(),
+        max_body_bytes: capsize_mock::limits::MAX_BODY_BYTES,
     }
 }
 

@@ -19,7 +19,7 @@ use thiserror::Error;
 use crate::config::{ErrorMix, Overload, RawProvider, RawRetryAfter};
 use crate::error::ConfigError;
 use crate::latency::RawLatency;
-use crate::limits::{read_regular_file, MAX_FILE_BYTES};
+use crate::limits::{read_regular_file, BODY_LIMIT_RANGE, MAX_BODY_BYTES, MAX_FILE_BYTES};
 use crate::server::{MockProvider, ServerConfig, ServerError};
 use crate::window::WindowKind;
 
@@ -88,6 +88,10 @@ pub struct MockArgs {
     /// Run the model this many times faster than real time (durations on the wire shrink).
     #[arg(long, default_value_t = 1.0)]
     pub time_scale: f64,
+    /// The largest request body read, in bytes (1 KiB to 1 GiB); a larger one is answered 413
+    /// without being read further.
+    #[arg(long, default_value_t = MAX_BODY_BYTES)]
+    pub max_body_bytes: usize,
 }
 
 /// The standalone command.
@@ -200,6 +204,14 @@ impl MockArgs {
                 self.time_scale
             )));
         }
+        if !BODY_LIMIT_RANGE.contains(&self.max_body_bytes) {
+            return Err(CliError::Flag(format!(
+                "--max-body-bytes must be from {} to {} bytes, got {}",
+                BODY_LIMIT_RANGE.start(),
+                BODY_LIMIT_RANGE.end(),
+                self.max_body_bytes
+            )));
+        }
         let (file, base) = match &self.scenario {
             Some(path) => {
                 let base = path.parent().unwrap_or(Path::new(".")).to_path_buf();
@@ -243,6 +255,7 @@ impl MockArgs {
             seed: self.seed.or(seed).unwrap_or(0),
             time_scale: self.time_scale,
             latencies,
+            max_body_bytes: self.max_body_bytes,
         })
     }
 

@@ -31,9 +31,13 @@ pub const MAX_IN_FLIGHT: u32 = 1_000_000;
 /// The largest file the mock reads (a scenario, an empirical latency file): 16 MiB.
 pub const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
 
-/// The largest request body the HTTP server reads: 1 MiB. A larger one is answered 413 without
-/// reading past the limit.
+/// The largest request body the HTTP server reads by default: 1 MiB (`--max-body-bytes`
+/// changes it, within [`BODY_LIMIT_RANGE`]). A larger one is answered 413 without reading past
+/// the limit.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+
+/// The body limits `--max-body-bytes` accepts: 1 KiB to 1 GiB.
+pub const BODY_LIMIT_RANGE: std::ops::RangeInclusive<usize> = 1024..=1024 * 1024 * 1024;
 
 /// The largest request head (request line and headers) the HTTP server reads: 64 KiB. A larger
 /// one is answered 431 by the HTTP layer.

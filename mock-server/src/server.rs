@@ -13,7 +13,8 @@
 //! - a request head (request line and headers) over [`MAX_HEAD_BYTES`] gets 431, one that does
 //!   not parse 400 (both from hyper, with an empty body), and one not complete within
 //!   [`HEAD_TIMEOUT`] a closed connection;
-//! - a body is read only for a model-facing route, and only up to [`MAX_BODY_BYTES`]: a
+//! - a body is read only for a model-facing route, and only up to `max_body_bytes`
+//!   ([`MAX_BODY_BYTES`](crate::limits::MAX_BODY_BYTES) by default): a
 //!   `Content-Length` over it is answered 413 without reading any of it, a longer chunked body
 //!   413 as soon as it passes the limit (the connection is then closed: a client still sending
 //!   gets a reset, and sees the 413 if it reads before it finishes writing), a body not complete
@@ -58,7 +59,7 @@ pub use traffic::{Traffic, TrafficReport, IDEMPOTENCY_HEADER, MAX_LINKED, RETRY_
 
 use crate::config::ProviderConfig;
 use crate::latency::Latency;
-use crate::limits::{MAX_BODY_BYTES, MAX_HEAD_BYTES};
+use crate::limits::MAX_HEAD_BYTES;
 use crate::model::{Counters, ProviderModel};
 use respond::{body_too_large, refuse, Reply, Route, Shared};
 
@@ -82,6 +83,9 @@ pub struct ServerConfig {
     pub time_scale: f64,
     /// Named latencies a request selects with the `x-capsize-latency: NAME` header.
     pub latencies: BTreeMap<String, Latency>,
+    /// The largest request body read ([`MAX_BODY_BYTES`](crate::limits::MAX_BODY_BYTES) by
+    /// default); a larger one is a 413.
+    pub max_body_bytes: usize,
 }
 
 /// Why the server did not start.
@@ -153,6 +157,7 @@ impl MockProvider {
             scale,
             tokio::time::Instant::now(),
             wall_clock(),
+            config.max_body_bytes,
         ));
         let (stop, stopped) = watch::channel(());
         let (ready, is_ready) = oneshot::channel();
@@ -263,7 +268,7 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, mut stop: watch
 
 /// Why a body was not read.
 enum BodyError {
-    /// Over [`MAX_BODY_BYTES`].
+    /// Over the body limit.
     TooLarge,
     /// Not complete within [`BODY_TIMEOUT`].
     Slow,
@@ -271,15 +276,15 @@ enum BodyError {
     Broken,
 }
 
-/// Reads a body of at most [`MAX_BODY_BYTES`], refusing a longer declared length without
-/// reading any of it, and a longer chunked body as soon as it passes the limit.
+/// Reads a body of at most `max` bytes, refusing a longer declared length without reading any
+/// of it, and a longer chunked body as soon as it passes the limit.
 #[allow(clippy::disallowed_methods)] // a real-time server: tokio's clock and tasks
-async fn read_body(body: Incoming) -> Result<Bytes, BodyError> {
-    let limit = u64::try_from(MAX_BODY_BYTES).unwrap_or(u64::MAX);
+async fn read_body(body: Incoming, max: usize) -> Result<Bytes, BodyError> {
+    let limit = u64::try_from(max).unwrap_or(u64::MAX);
     if body.size_hint().lower() > limit {
         return Err(BodyError::TooLarge);
     }
-    let read = Limited::new(body, MAX_BODY_BYTES).collect();
+    let read = Limited::new(body, max).collect();
     match tokio::time::timeout(BODY_TIMEOUT, read).await {
         Ok(Ok(collected)) => Ok(collected.to_bytes()),
         Ok(Err(e)) if e.is::<LengthLimitError>() => Err(BodyError::TooLarge),
@@ -301,7 +306,7 @@ async fn handle(
     let mut visit = None;
     let reply = match shared.route(&parts.method, parts.uri.path()) {
         Route::Answer(reply) => reply,
-        Route::Model(call) => match read_body(body).await {
+        Route::Model(call) => match read_body(body, shared.max_body_bytes).await {
             // The body is dropped here, before the answer's delay.
             Ok(bytes) => {
                 let v = visit.insert(shared.traffic.enter(&parts.headers));
@@ -312,7 +317,7 @@ async fn handle(
                 }
                 reply
             }
-            Err(BodyError::TooLarge) => body_too_large(call.api),
+            Err(BodyError::TooLarge) => body_too_large(call.api, shared.max_body_bytes),
             Err(BodyError::Slow) => refuse(
                 call.api,
                 408,

@@ -229,3 +229,26 @@ async fn a_scenario_gives_the_provider_and_the_model_turn_latency() {
     assert_eq!(http(&uri, "POST", "/v1/chat/completions", &[], chat).0, 429);
     assert_eq!(terminate(child).await, Some(0));
 }
+
+#[tokio::test]
+async fn the_body_limit_is_a_flag() {
+    let (child, uri) = spawn(&["--port", "0", "--max-body-bytes", "2048"]);
+    let padding = "x".repeat(2_100);
+    let big = format!(
+        r#"{{"model":"m","messages":[{{"role":"user","content":"{padding}"}}],"max_tokens":1}}"#
+    );
+    let (status, body) = http(&uri, "POST", "/v1/chat/completions", &[], &big);
+    assert_eq!(status, 413, "{body}");
+    assert!(body.contains("over the limit of 2048 bytes"), "{body}");
+    let small = r#"{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":1}"#;
+    assert_eq!(
+        http(&uri, "POST", "/v1/chat/completions", &[], small).0,
+        200
+    );
+    assert_eq!(terminate(child).await, Some(0));
+    assert_one_line_failure(
+        &run(&["--max-body-bytes", "10"]),
+        2,
+        &["--max-body-bytes", "1024"],
+    );
+}

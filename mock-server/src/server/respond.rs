@@ -3,7 +3,7 @@
 //! in the provider's own JSON shape and how long to hold the answer. Replies are data; the HTTP
 //! layer (`server.rs`) reads requests and writes replies.
 //!
-//! Bad requests (400, 404, 405, 408, and 413 for a body over [`MAX_BODY_BYTES`]) are answered
+//! Bad requests (400, 404, 405, 408, and 413 for a body over the limit) are answered
 //! without reaching the model: never charged, never counted. Nothing here panics on client input.
 
 use std::collections::BTreeMap;
@@ -20,7 +20,7 @@ use super::series::Decided;
 use super::traffic::{Traffic, TrafficLog};
 use super::wire::{self, Api};
 use crate::latency::Latency;
-use crate::limits::{divide_duration, scale_duration, MAX_BODY_BYTES};
+use crate::limits::{divide_duration, scale_duration};
 use crate::model::{Counters, Decision, Outcome, ProviderModel};
 use crate::window::{Limit, Usage};
 
@@ -85,11 +85,10 @@ pub(crate) fn refuse(api: Api, status: u16, message: &str) -> Reply {
     Reply::json(status, &wire::error(api, status, message)).header(CHARGED_HEADER, "false")
 }
 
-/// The 413 for a body over [`MAX_BODY_BYTES`].
-pub(crate) fn body_too_large(api: Api) -> Reply {
-    let message = format!(
-        "Request body too large: over the limit of {MAX_BODY_BYTES} bytes (capsize mock provider)."
-    );
+/// The 413 for a body over the limit of `max` bytes.
+pub(crate) fn body_too_large(api: Api, max: usize) -> Reply {
+    let message =
+        format!("Request body too large: over the limit of {max} bytes (capsize mock provider).");
     refuse(api, 413, &message)
 }
 
@@ -157,6 +156,8 @@ pub(crate) struct Shared {
     next_id: AtomicU64,
     /// What the clients did.
     pub(crate) traffic: TrafficLog,
+    /// The largest request body read.
+    pub(crate) max_body_bytes: usize,
 }
 
 /// `GET /stats`: the model's counters and the server's view of the clients, in one object.
@@ -176,6 +177,7 @@ impl Shared {
         time_scale: f64,
         start: Instant,
         wall_start: Duration,
+        max_body_bytes: usize,
     ) -> Self {
         Shared {
             model: Mutex::new(model),
@@ -186,6 +188,7 @@ impl Shared {
             wall_start,
             next_id: AtomicU64::new(1),
             traffic: TrafficLog::new(start),
+            max_body_bytes,
         }
     }
 
@@ -298,7 +301,7 @@ impl Shared {
     }
 
     /// The answer to a model-facing request whose body has been read (at most
-    /// [`MAX_BODY_BYTES`]). Nothing of the body is kept in the reply.
+    /// the server's body limit). Nothing of the body is kept in the reply.
     pub(crate) fn model_call(&self, call: &Call, headers: &HeaderMap, body: &[u8]) -> Reply {
         let ask = match self.read(call, headers, body) {
             Ok(ask) => ask,

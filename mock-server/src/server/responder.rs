@@ -16,6 +16,7 @@
 //!     seed: 1,
 //!     time_scale: 1.0,
 //!     latencies: Default::default(),
+//!     max_body_bytes: capsize_mock::limits::MAX_BODY_BYTES,
 //! };
 //! let server = wiremock::MockServer::start().await;
 //! wiremock::Mock::given(wiremock::matchers::any())
@@ -26,15 +27,14 @@
 //! # Ok(()) }
 //! ```
 //!
-//! wiremock reads the whole body before the responder sees it; a body over [`MAX_BODY_BYTES`]
-//! is then answered 413, as the server does. What the server tracks of the connections (requests
+//! wiremock reads the whole body before the responder sees it; a body over the config's
+//! `max_body_bytes` is then answered 413, as the server does. What the server tracks of the connections (requests
 //! in flight, orphans) has no meaning here and is not kept.
 
 use wiremock::{Request, Respond, ResponseTemplate};
 
 use super::respond::{body_too_large, Route, Shared};
 use super::{wall_clock, ServerConfig, ServerError};
-use crate::limits::MAX_BODY_BYTES;
 use crate::model::ProviderModel;
 
 /// The provider model, answering wiremock's requests.
@@ -61,6 +61,7 @@ impl ProviderResponder {
                 scale,
                 start,
                 wall_clock(),
+                config.max_body_bytes,
             ),
         })
     }
@@ -70,7 +71,9 @@ impl Respond for ProviderResponder {
     fn respond(&self, request: &Request) -> ResponseTemplate {
         let reply = match self.shared.route(&request.method, request.url.path()) {
             Route::Answer(reply) => reply,
-            Route::Model(call) if request.body.len() > MAX_BODY_BYTES => body_too_large(call.api),
+            Route::Model(call) if request.body.len() > self.shared.max_body_bytes => {
+                body_too_large(call.api, self.shared.max_body_bytes)
+            }
             Route::Model(call) => self
                 .shared
                 .model_call(&call, &request.headers, &request.body),

@@ -38,6 +38,7 @@ pub async fn start_with(table: &str, time_scale: f64, latencies: &[(&str, &str)]
         seed: 7,
         time_scale,
         latencies,
+        max_body_bytes: capsize_mock::limits::MAX_BODY_BYTES,
     };
     MockProvider::start(config, "127.0.0.1:0".parse().unwrap())
         .await

@@ -73,6 +73,7 @@ pub fn mock_config(s: &Scenario, time_scale: f64) -> ServerConfig {
             .into_iter()
             .map(|l| (MODEL_TURN.to_string(), l))
             .collect(),
+        max_body_bytes: capsize_mock::limits::MAX_BODY_BYTES,
     }
 }
 
