@@ -102,5 +102,10 @@ async fn the_provider_model_answers_on_a_wiremock_server() {
 fn a_time_scale_that_is_not_positive_is_refused() {
     let mut c = config("rpm = 2\nlatency = { dist = \"constant\", ms = 1 }");
     c.time_scale = 0.0;
-    assert!(ProviderResponder::new(c).is_err());
+    assert!(ProviderResponder::new(c.clone()).is_err());
+    // A body limit outside 1 KiB to 1 GiB is refused too (0 would refuse every body).
+    c.time_scale = 1.0;
+    c.max_body_bytes = 0;
+    let e = ProviderResponder::new(c).err().expect("refused");
+    assert!(e.to_string().contains("max_body_bytes"), "{e}");
 }

@@ -2,8 +2,8 @@
 //!
 //! [`ProviderModel`] is a rate-limited LLM API as a pure state machine with no clock: it is told
 //! the time of each request and answers with a [`Decision`] (serve after a latency, 429 with
-//! Retry-After and rate-limit headers, an error, or a 413 for a request no wait could ever
-//! admit). The virtual-time simulator calls it in-process; [`server::MockProvider`] serves it
+//! Retry-After and rate-limit headers, an error, or a 429 without Retry-After for a request
+//! no wait could ever admit). The virtual-time simulator calls it in-process; [`server::MockProvider`] serves it
 //! over HTTP with real time (a hyper server on a thread of its own), and [`cli`] is the
 //! `capsize-mock` command line. One model, two faces.
 //!

@@ -88,12 +88,30 @@ pub struct ServerConfig {
     pub max_body_bytes: usize,
 }
 
+impl ServerConfig {
+    /// Checks what the model's own validation does not: the time scale and the body limit.
+    /// Returns the time scale.
+    pub(crate) fn check(&self) -> Result<f64, ServerError> {
+        let scale = self.time_scale;
+        if !(scale.is_finite() && scale > 0.0) {
+            return Err(ServerError::TimeScale(scale));
+        }
+        if !crate::limits::BODY_LIMIT_RANGE.contains(&self.max_body_bytes) {
+            return Err(ServerError::BodyLimit(self.max_body_bytes));
+        }
+        Ok(scale)
+    }
+}
+
 /// Why the server did not start.
 #[derive(Debug, Error)]
 pub enum ServerError {
     /// `time_scale` is not a positive finite number.
     #[error("time_scale must be a positive finite number, got {0}")]
     TimeScale(f64),
+    /// `max_body_bytes` is outside [`BODY_LIMIT_RANGE`](crate::limits::BODY_LIMIT_RANGE).
+    #[error("max_body_bytes must be from 1024 to 1073741824, got {0}")]
+    BodyLimit(usize),
     /// The address could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Bind {
@@ -140,10 +158,7 @@ impl MockProvider {
         config: ServerConfig,
         addr: SocketAddr,
     ) -> Result<MockProvider, ServerError> {
-        let scale = config.time_scale;
-        if !(scale.is_finite() && scale > 0.0) {
-            return Err(ServerError::TimeScale(scale));
-        }
+        let scale = config.check()?;
         let bind_err = |source| ServerError::Bind { addr, source };
         let listener = std::net::TcpListener::bind(addr).map_err(bind_err)?;
         let address = listener.local_addr().map_err(bind_err)?;

@@ -282,13 +282,23 @@ pub(crate) fn run_in(
         None => crate::engine::sim::run(scenario),
         Some(opts) => crate::engine::sim::run_realtime(scenario, opts),
     };
-    result.map_err(|e| match e {
-        // A configuration the scheduler refuses is bad input, however it got past validation.
-        SimError::BadProvider(_) | SimError::Config(_) | SimError::Mismatch(_) => {
+    result.map_err(|e| {
+        if is_bad_input(&e) {
             Failure::bad_input(e)
+        } else {
+            Failure::run_failed(e)
         }
-        e => Failure::run_failed(e),
     })
+}
+
+/// Whether a run failed on bad input (exit 2) rather than could not finish (exit 4): a
+/// configuration the scheduler refuses however it got past validation, a provider that sends
+/// something unreadable, a mock at the target that serves another model.
+pub(crate) fn is_bad_input(e: &SimError) -> bool {
+    matches!(
+        e,
+        SimError::BadProvider(_) | SimError::Config(_) | SimError::Mismatch(_)
+    )
 }
 
 /// Loads the scenario, gives it to `before_run` (which refuses what can be refused before the

@@ -82,6 +82,7 @@ pub fn sweep(args: SweepArgs) -> ExitCode {
     };
     let points = match sweep::run(&grid, &opts) {
         Ok(p) => p,
+        Err(e) if super::is_bad_input(&e.source) => return Failure::bad_input(e).exit(),
         Err(e) => return Failure::run_failed(e).exit(),
     };
     let base = &grid.points[0].1;
@@ -106,6 +107,7 @@ pub fn sweep(args: SweepArgs) -> ExitCode {
                 rpm,
                 s.scheduler.headroom,
             )),
+            Err(e) if super::is_bad_input(&e) => return Failure::bad_input(e).exit(),
             Err(e) => return Failure::run_failed(e).exit(),
         }
     }

@@ -14,6 +14,9 @@ use super::ServerConfig;
 
 /// The longest value an error message quotes (an empirical latency can be long).
 const QUOTE_CHARS: usize = 80;
+/// The longest value `/config` writes out; a longer one (an empirical latency's values) is
+/// written as its length and a hash, which compare as well.
+const WRITTEN_CHARS: usize = 200;
 
 /// `GET /config`: the model's values by name, and the seed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -34,7 +37,7 @@ impl ServerConfig {
         let p = &self.provider;
         let mut model = BTreeMap::new();
         let mut put = |key: &str, value: String| {
-            model.insert(key.to_string(), value);
+            model.insert(key.to_string(), shortened(value));
         };
         put("provider.rpm", limit(p.rpm));
         put("provider.tpm", limit(p.tpm));
@@ -59,6 +62,21 @@ impl ServerConfig {
             seed: self.seed,
         }
     }
+}
+
+/// `value`, or its length and hash if it is longer than [`WRITTEN_CHARS`] (the same in every
+/// run: SipHash with fixed keys).
+fn shortened(value: String) -> String {
+    if value.len() <= WRITTEN_CHARS {
+        return value;
+    }
+    let mut h = std::hash::DefaultHasher::new();
+    std::hash::Hash::hash(&value, &mut h);
+    format!(
+        "{} chars, hash {:016x}",
+        value.len(),
+        std::hash::Hasher::finish(&h)
+    )
 }
 
 /// Where the model `theirs` (served) differs from `ours` (expected), one entry a name in name
@@ -127,5 +145,15 @@ mod tests {
             d[0].chars().count(),
             "provider.rpm: ".len() + 81 + " (expected 60)".len()
         );
+    }
+
+    #[test]
+    fn a_long_value_is_written_as_its_length_and_hash() {
+        let long = "1.5, ".repeat(100);
+        let short = shortened(long.clone());
+        assert!(short.starts_with("500 chars, hash "), "{short}");
+        assert_eq!(short, shortened(long.clone()));
+        assert_ne!(short, shortened(long.replace("1.5", "2.5")));
+        assert_eq!(shortened("60".into()), "60");
     }
 }

@@ -28,8 +28,8 @@
 //! ```
 //!
 //! wiremock reads the whole body before the responder sees it; a body over the config's
-//! `max_body_bytes` is then answered 413, as the server does. What the server tracks of the connections (requests
-//! in flight, orphans) has no meaning here and is not kept.
+//! `max_body_bytes` is then answered 413, as the server does. What the server tracks of the
+//! connections (requests in flight, orphans) has no meaning here and is not kept.
 
 use wiremock::{Request, Respond, ResponseTemplate};
 
@@ -45,10 +45,7 @@ pub struct ProviderResponder {
 impl ProviderResponder {
     /// A responder serving `config`; its model time starts now.
     pub fn new(config: ServerConfig) -> Result<Self, ServerError> {
-        let scale = config.time_scale;
-        if !(scale.is_finite() && scale > 0.0) {
-            return Err(ServerError::TimeScale(scale));
-        }
+        let scale = config.check()?;
         let described = config.described();
         let model = ProviderModel::new(config.provider, config.seed);
         #[allow(clippy::disallowed_methods)] // real time: the model is fed the time since start

@@ -20,7 +20,7 @@ pub struct Bin {
     pub charged: u64,
     /// Requests refused with 429.
     pub rate_limited: u64,
-    /// Requests failed with 5xx or refused 413 by the model.
+    /// Requests failed with 5xx by the model.
     pub errored: u64,
     /// Tokens charged.
     pub tokens: u64,
@@ -153,7 +153,7 @@ impl Tally {
         bin.received += 1;
         match d.status {
             429 => bin.rate_limited += 1,
-            413 | 500..=599 => bin.errored += 1,
+            500..=599 => bin.errored += 1,
             _ => {}
         }
         if d.charged {

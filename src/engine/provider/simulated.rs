@@ -89,7 +89,10 @@ impl<C: Clock> Provider for VirtualProvider<C> {
             at: now,
             tokens,
             charged: decision.charged,
-            rate_limited: decision.outcome == Outcome::RateLimited,
+            rate_limited: matches!(
+                decision.outcome,
+                Outcome::RateLimited | Outcome::TooLarge(_)
+            ),
             queued: Some(decision.queued),
         });
         let mut watch = OrphanWatch {
