@@ -66,6 +66,7 @@ pub fn scheduler() -> Scheduler {
             cap: Duration::from_secs(2),
             ..RetryPolicy::default()
         },
+        ..SchedulerConfig::default()
     };
     Scheduler::builder(config)
         .seed(1)

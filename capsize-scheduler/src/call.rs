@@ -163,9 +163,9 @@ impl<'a, C: Clock> Call<'a, C> {
             return Err(self.stop(waited_in(number), cause));
         }
         let inner = &self.scheduler.inner;
-        let Some(limiter) = inner
-            .limiter
-            .as_ref()
+        let Some(limiter) = self
+            .scheduler
+            .limiter_for(self.spec.via)
             .filter(|_| inner.retry.through_limiter(number))
         else {
             return Ok(None);
@@ -251,7 +251,8 @@ impl<'a, C: Clock> Call<'a, C> {
         }
         let inner = &self.scheduler.inner;
         let policy = &inner.retry;
-        if let (Some(limiter), Some(wait)) = (&inner.limiter, policy.limiter_pause(&kind)) {
+        let limiter = self.scheduler.limiter_for(self.spec.via);
+        if let (Some(limiter), Some(wait)) = (limiter, policy.limiter_pause(&kind)) {
             limiter.pause_until(self.now + wait);
         }
         let decision = {

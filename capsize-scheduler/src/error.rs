@@ -22,6 +22,17 @@ pub enum ConfigError {
     /// The retry backoff's cap is below its base.
     #[error(transparent)]
     Backoff(#[from] InvalidBackoff),
+    /// Two named limits share a name, or a name is empty.
+    #[error("named limit {0:?}: each named limit needs a name of its own")]
+    LimitName(String),
+    /// A named limit's own setting cannot work.
+    #[error("named limit {name:?}: {error}")]
+    NamedLimit {
+        /// The limit's name.
+        name: String,
+        /// What is wrong with it.
+        error: Box<ConfigError>,
+    },
 }
 
 /// The limiter's headroom (the share of each limit the client may use) is outside (0, 1].

@@ -211,19 +211,44 @@ pub struct SchedulerConfig {
     /// Calls in flight at once (a call holds its permit through retries). 0: unbounded; 1: one
     /// at a time.
     pub max_concurrency: usize,
-    /// Client-side rate limits, if any.
+    /// Client-side rate limits, if any: the limiter of every call that names no other
+    /// ([`Via::Default`]).
     pub limits: Option<LimiterConfig>,
+    /// Further limiters, by name: one per provider when calls go to several (a model's limit
+    /// and a tool API's). A call names one with [`CallSpec::through`], after looking its id up
+    /// once with [`Scheduler::limit_id`]. Each has its own buckets and its own Retry-After
+    /// pause: a 429 from one provider holds only the calls that go to it.
+    pub named_limits: Vec<(String, LimiterConfig)>,
     /// The retry policy.
     pub retry: RetryPolicy,
 }
 
-/// One call to make: its token cost and the scope that can stop it.
+/// A named limiter of a scheduler, looked up by [`Scheduler::limit_id`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct LimitId(u32);
+
+/// Which of the scheduler's limiters a call goes through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Via {
+    /// The one of [`SchedulerConfig::limits`] (none if it is not set).
+    #[default]
+    Default,
+    /// A named one of [`SchedulerConfig::named_limits`].
+    Named(LimitId),
+    /// None: the call goes to something without a rate limit (a local tool).
+    Unlimited,
+}
+
+/// One call to make: its token cost, the scope that can stop it, and the limiter it goes
+/// through.
 #[derive(Debug, Clone, Default)]
 pub struct CallSpec {
     /// Tokens the call costs (charged to the TPM bucket and the budget).
     pub tokens: u64,
     /// Cancellation, deadline and budget.
     pub scope: Scope,
+    /// The limiter that paces it (the default one unless set).
+    pub via: Via,
 }
 
 impl CallSpec {
@@ -232,7 +257,21 @@ impl CallSpec {
         CallSpec {
             tokens,
             scope: Scope::new(),
+            via: Via::Default,
         }
+    }
+
+    /// The same call through the named limiter `id` (see [`Scheduler::limit_id`]).
+    pub fn through(self, id: LimitId) -> Self {
+        CallSpec {
+            via: Via::Named(id),
+            ..self
+        }
+    }
+
+    /// The same call through limiter `via`.
+    pub fn via(self, via: Via) -> Self {
+        CallSpec { via, ..self }
     }
 
     /// The same call in `scope`.
@@ -259,6 +298,8 @@ struct Inner<C: Clock> {
     clock: C,
     permits: Option<Semaphore>,
     limiter: Option<RateLimiter<C>>,
+    /// The named limiters, in the order configured (a [`LimitId`] is an index).
+    named: Vec<(String, RateLimiter<C>)>,
     retry: RetryPolicy,
     rng: Mutex<BoxRng>,
     observer: Option<Arc<dyn Observer>>,
@@ -311,6 +352,19 @@ impl<C: Clock> Builder<C> {
             Some(l) => Some(RateLimiter::with_clock(l, self.clock.clone())?),
             None => None,
         };
+        let mut named: Vec<(String, RateLimiter<C>)> = Vec::new();
+        for (name, config) in &self.config.named_limits {
+            if name.is_empty() || named.iter().any(|(n, _)| n == name) {
+                return Err(ConfigError::LimitName(name.clone()));
+            }
+            let limiter = RateLimiter::with_clock(config, self.clock.clone()).map_err(|e| {
+                ConfigError::NamedLimit {
+                    name: name.clone(),
+                    error: Box::new(e),
+                }
+            })?;
+            named.push((name.clone(), limiter));
+        }
         let permits = match self.config.max_concurrency {
             0 => None,
             n => Some(Semaphore::new(n.min(Semaphore::MAX_PERMITS))),
@@ -320,6 +374,7 @@ impl<C: Clock> Builder<C> {
                 clock: self.clock,
                 permits,
                 limiter,
+                named,
                 retry: self.config.retry,
                 rng: Mutex::new(self.rng),
                 events: self.observer.as_ref().is_some_and(|o| o.wants_events()),
@@ -362,9 +417,24 @@ impl<C: Clock> Scheduler<C> {
         &self.inner.clock
     }
 
-    /// The rate limiter, if limits are set.
+    /// The default rate limiter, if limits are set.
     pub fn limiter(&self) -> Option<&RateLimiter<C>> {
         self.inner.limiter.as_ref()
+    }
+
+    /// The id of the named limiter `name`, if there is one.
+    pub fn limit_id(&self, name: &str) -> Option<LimitId> {
+        let i = self.inner.named.iter().position(|(n, _)| n == name)?;
+        u32::try_from(i).ok().map(LimitId)
+    }
+
+    /// The limiter a call through `via` waits in, if any.
+    pub fn limiter_for(&self, via: Via) -> Option<&RateLimiter<C>> {
+        match via {
+            Via::Default => self.inner.limiter.as_ref(),
+            Via::Named(LimitId(i)) => self.inner.named.get(i as usize).map(|(_, l)| l),
+            Via::Unlimited => None,
+        }
     }
 
     /// The retry policy.

@@ -111,6 +111,7 @@ fn sends(case: &Case) -> Vec<(f64, u64)> {
                 retries_jump_queue: case.jump,
                 ..RetryPolicy::default()
             },
+            ..SchedulerConfig::default()
         });
         let t0 = Instant::now();
         join_all(case.calls.iter().map(|c| one(&s, t0, c))).await;

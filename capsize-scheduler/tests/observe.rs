@@ -30,6 +30,7 @@ fn scheduler(observer: Arc<dyn Observer>) -> Scheduler {
             honor_retry_after: false,
             ..RetryPolicy::default()
         },
+        ..SchedulerConfig::default()
     };
     Scheduler::builder(config)
         .observer(observer)

@@ -71,6 +71,7 @@ pub fn retrying(
         max_concurrency: 0,
         limits,
         retry,
+        ..SchedulerConfig::default()
     };
     let s = Scheduler::builder(config)
         .seed(seed)

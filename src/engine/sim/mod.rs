@@ -136,6 +136,7 @@ pub fn scheduler_config(s: &Scenario, scale: TimeScale) -> SchedulerConfig {
             retry_after_max: sc.retry.retry_after_max.map(|d| scale.to_runtime(d)),
             ..sc.retry.clone()
         },
+        ..SchedulerConfig::default()
     }
 }
 
