@@ -18,6 +18,7 @@ fn config(table: &str) -> ServerConfig {
         time_scale: 1.0,
         latencies: Default::default(),
         max_body_bytes: capsize_mock::limits::MAX_BODY_BYTES,
+        error_rates: Default::default(),
     }
 }
 

@@ -256,6 +256,7 @@ impl MockArgs {
             time_scale: self.time_scale,
             latencies,
             max_body_bytes: self.max_body_bytes,
+            error_rates: Default::default(),
         })
     }
 

@@ -129,6 +129,25 @@ pub struct ProviderConfig {
     pub timeout_rate: f64,
 }
 
+impl ProviderConfig {
+    /// A provider with no limits, no errors and no capacity bound, serving at `latency`:
+    /// what answers calls that go to no rate-limited provider (a local tool).
+    pub fn unlimited(latency: Latency) -> Self {
+        ProviderConfig {
+            rpm: None,
+            tpm: None,
+            window: WindowKind::default(),
+            retry_after: RetryAfter::Auto,
+            latency,
+            max_in_flight: None,
+            overload: Overload::Queue,
+            error_rate: 0.0,
+            error_split: [1.0 / 3.0, 2.0 / 3.0],
+            timeout_rate: 0.0,
+        }
+    }
+}
+
 /// A limit per minute (`rpm`, `tpm`, or a flag standing for one): at least 1, since below one
 /// a minute no request could ever be served; at most [`MAX_PER_MINUTE`], above which token
 /// counts would no longer be exact. `key` is named in the error as given.

@@ -24,6 +24,6 @@ pub mod window;
 pub use config::{ProviderConfig, RawProvider};
 pub use error::ConfigError;
 pub use latency::{Latency, RawLatency};
-pub use model::{Counters, Decision, Outcome, ProviderModel};
+pub use model::{Counters, Decision, Outcome, ProviderModel, Service};
 pub use server::{MockProvider, ServerConfig, ServerError};
 pub use window::Limit;

@@ -108,6 +108,28 @@ impl Decision {
     }
 }
 
+/// What one kind of request asks of the provider beyond its tokens: the service time and the
+/// error rate of that kind of call (a model turn slower than a tool call; a flaky tool), where
+/// they are not the provider's own. The default is the provider's own for both.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Service<'a> {
+    /// The service time's distribution instead of the provider's.
+    pub latency: Option<&'a Latency>,
+    /// The share of accepted requests that fail instead of the provider's `error_rate`
+    /// (split over the statuses as the provider's `error_mix` says).
+    pub error_rate: Option<f64>,
+}
+
+impl<'a> Service<'a> {
+    /// The provider's own service, with the latency drawn from `latency` where it is given.
+    pub fn latency(latency: Option<&'a Latency>) -> Self {
+        Service {
+            latency,
+            error_rate: None,
+        }
+    }
+}
+
 /// What the model has seen.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Counters {
@@ -125,6 +147,20 @@ pub struct Counters {
     pub timed_out: u64,
     /// Tokens charged against the quota (saturating at `u64::MAX`).
     pub tokens_charged: u64,
+}
+
+impl Counters {
+    /// Both counts added: what two providers saw together.
+    pub fn plus(self, o: Counters) -> Counters {
+        Counters {
+            received: self.received + o.received,
+            served: self.served + o.served,
+            rate_limited: self.rate_limited + o.rate_limited,
+            errored: self.errored + o.errored,
+            timed_out: self.timed_out + o.timed_out,
+            tokens_charged: self.tokens_charged.saturating_add(o.tokens_charged),
+        }
+    }
 }
 
 /// A rate-limited LLM API with no clock.
@@ -192,17 +228,13 @@ impl ProviderModel {
 
     /// Decides the fate of a request of `tokens` arriving at `now`.
     pub fn on_request(&mut self, now: Duration, tokens: u64) -> Decision {
-        self.on_request_with(now, tokens, None)
+        self.on_request_with(now, tokens, Service::default())
     }
 
-    /// As [`ProviderModel::on_request`], with the service time drawn from `latency` instead
-    /// of the provider's own distribution (a model turn, say, slower than a tool call).
-    pub fn on_request_with(
-        &mut self,
-        now: Duration,
-        tokens: u64,
-        latency: Option<&Latency>,
-    ) -> Decision {
+    /// As [`ProviderModel::on_request`], served as `service` says: its latency and error rate
+    /// instead of the provider's own where it gives them (a model turn, say, slower than a
+    /// tool call). The draws are the same either way, so a seed gives the same stream.
+    pub fn on_request_with(&mut self, now: Duration, tokens: u64, asked: Service<'_>) -> Decision {
         self.counters.received += 1;
         if let Err(limit) = self.window.admits(tokens) {
             // No wait can help: a 429 without Retry-After, before capacity and quota.
@@ -240,7 +272,7 @@ impl ProviderModel {
         self.counters.tokens_charged = self.counters.tokens_charged.saturating_add(tokens);
         // Always two draws, in this order, so a seed gives the same stream whatever the outcome.
         let fate: f64 = self.rng.random();
-        let dist = latency.unwrap_or(&self.config.latency);
+        let dist = asked.latency.unwrap_or(&self.config.latency);
         // Drawn in [0, one year] (`Latency::sample` clamps), and converted without panicking.
         let service = duration_from_ms(dist.sample(&mut self.rng));
         let start = match &mut self.servers {
@@ -257,8 +289,9 @@ impl ProviderModel {
         };
         let latency = (start - now).saturating_add(service);
         let cfg = &self.config;
-        let outcome = if fate < cfg.error_rate {
-            let u = fate / cfg.error_rate;
+        let error_rate = asked.error_rate.unwrap_or(cfg.error_rate);
+        let outcome = if fate < error_rate {
+            let u = fate / error_rate;
             Outcome::Error(if u < cfg.error_split[0] {
                 500
             } else if u < cfg.error_split[1] {
@@ -266,7 +299,7 @@ impl ProviderModel {
             } else {
                 529
             })
-        } else if fate < cfg.error_rate + cfg.timeout_rate {
+        } else if fate < error_rate + cfg.timeout_rate {
             Outcome::Timeout
         } else {
             Outcome::Served

@@ -61,7 +61,7 @@ use crate::config::ProviderConfig;
 use crate::latency::Latency;
 use crate::limits::MAX_HEAD_BYTES;
 use crate::model::{Counters, ProviderModel};
-use respond::{body_too_large, refuse, Reply, Route, Shared};
+use respond::{body_too_large, refuse, Named, Reply, Route, Shared};
 
 /// How long a client may take to send a request head before its connection is closed.
 pub const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
@@ -83,6 +83,10 @@ pub struct ServerConfig {
     pub time_scale: f64,
     /// Named latencies a request selects with the `x-capsize-latency: NAME` header.
     pub latencies: BTreeMap<String, Latency>,
+    /// Named error rates, selected by the same header: a request naming one fails at that
+    /// rate instead of the provider's `error_rate` (a tool class of its own). A name may have
+    /// a latency, an error rate, or both.
+    pub error_rates: BTreeMap<String, f64>,
     /// The largest request body read ([`MAX_BODY_BYTES`](crate::limits::MAX_BODY_BYTES) by
     /// default); a larger one is a 413.
     pub max_body_bytes: usize,
@@ -164,11 +168,12 @@ impl MockProvider {
         let address = listener.local_addr().map_err(bind_err)?;
         listener.set_nonblocking(true).map_err(bind_err)?;
         let described = config.described();
+        let named = Named::of(&config);
         let model = ProviderModel::new(config.provider, config.seed);
         let shared = Arc::new(Shared::new(
             model,
             described,
-            config.latencies,
+            named,
             scale,
             tokio::time::Instant::now(),
             wall_clock(),

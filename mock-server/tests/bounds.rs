@@ -15,7 +15,9 @@ use tokio::time::Instant;
 
 use capsize_mock::limits::{MAX_DURATION, MAX_DURATION_MS, MAX_FILE_BYTES};
 use capsize_mock::RawProvider;
-use capsize_mock::{ConfigError, Latency, Limit, Outcome, ProviderConfig, ProviderModel};
+use capsize_mock::{
+    ConfigError, Latency, Limit, Outcome, ProviderConfig, ProviderModel, Service,
+};
 use rand::rngs::Xoshiro256PlusPlus;
 use rand::SeedableRng;
 
@@ -68,7 +70,7 @@ fn a_lognormal_with_sigma_100_builds_and_every_draw_is_at_most_a_year() {
         let d = if i % 2 == 0 {
             m.on_request(at, 1)
         } else {
-            m.on_request_with(at, 1, Some(&config.latency))
+            m.on_request_with(at, 1, Service::latency(Some(&config.latency)))
         };
         let latency = d.latency.expect("served");
         assert!(latency <= MAX_DURATION, "{latency:?}");
@@ -294,7 +296,7 @@ fn any_latency_value_samples_within_a_year_even_one_built_by_hand() {
             if let Some(want) = want {
                 assert_eq!(x, want, "{l:?}");
             }
-            let d = m.on_request_with(Duration::from_secs(i), 1, Some(&l));
+            let d = m.on_request_with(Duration::from_secs(i), 1, Service::latency(Some(&l)));
             assert!(d.latency.expect("served") <= MAX_DURATION, "{l:?}");
         }
     }

@@ -10,7 +10,9 @@
 use std::path::Path;
 use std::time::Duration;
 
-use capsize_mock::{ConfigError, Decision, Latency, Limit, Outcome, ProviderModel, RawProvider};
+use capsize_mock::{
+    ConfigError, Decision, Latency, Limit, Outcome, ProviderModel, RawProvider, Service,
+};
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
@@ -360,11 +362,33 @@ fn on_request_with_overrides_the_latency_for_one_request() {
     let mut m = model("", 1);
     let slow = Latency::Constant(2_500.0);
     assert_eq!(
-        m.on_request_with(Duration::ZERO, 1, Some(&slow)).latency,
+        m.on_request_with(Duration::ZERO, 1, Service::latency(Some(&slow))).latency,
         Some(ms(2_500))
     );
-    assert_eq!(m.on_request_with(secs(1), 1, None).latency, Some(ms(100)));
+    assert_eq!(m.on_request_with(secs(1), 1, Service::default()).latency, Some(ms(100)));
     assert_eq!(m.on_request(secs(2), 1).latency, Some(ms(100)));
+}
+
+#[test]
+fn on_request_with_overrides_the_error_rate_for_one_request() {
+    // A provider that never fails, asked for a service that always does (and one that never
+    // does): the same draws, the outcome decided by the rate asked for.
+    let mut m = model("", 1);
+    let flaky = Service {
+        latency: None,
+        error_rate: Some(1.0),
+    };
+    let sound = Service {
+        error_rate: Some(0.0),
+        ..flaky
+    };
+    for i in 0..50 {
+        let d = m.on_request_with(secs(i), 1, flaky);
+        assert!(matches!(d.outcome, Outcome::Error(_)), "{d:?}");
+        assert_eq!(m.on_request_with(secs(i), 1, sound).outcome, Outcome::Served);
+    }
+    let c = m.counters();
+    assert_eq!((c.errored, c.served), (50, 50));
 }
 
 #[test]

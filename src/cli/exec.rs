@@ -145,7 +145,7 @@ impl Prepared<'_> {
             .map(|a| a.to_string_lossy().into_owned())
             .collect();
         let summary = ExecSummary::new(&self.scenario, &command, &outcome);
-        let charts = report::charts(&outcome.traffic.series, self.scenario.provider.rpm);
+        let charts = report::charts(&outcome.traffic.series, self.scenario.provider().rpm);
         let mut svgs = Vec::with_capacity(charts.len());
         for (_, chart) in &charts {
             svgs.push(crate::output::report::charts::svg(chart).map_err(Failure::write_failed)?);

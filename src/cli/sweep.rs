@@ -59,7 +59,7 @@ pub fn sweep(args: SweepArgs) -> ExitCode {
         Err(GridError::Flag(e)) => return Failure::bad_input(e).exit(),
     };
     let first = &grid.points[0].1;
-    if let Err(e) = crate::analysis::check::validate(&first.slo, &first.slo_tolerance) {
+    if let Err(e) = crate::analysis::check::validate(&first.slo, &first.slo_tolerance, &first.provider_names()) {
         return Failure::bad_input(format!("{}: {e}", args.scenario.display())).exit();
     }
     let jobs = args
@@ -92,7 +92,7 @@ pub fn sweep(args: SweepArgs) -> ExitCode {
         Err(e) => return Failure::write_failed(e).exit(),
     };
     let rec = table::recommend(&points, slo);
-    let rpm = base.provider.rpm;
+    let rpm = base.provider().rpm;
     let mut charts = capacity::sweep_charts(&points, rpm);
     if let Some(r) = &rec {
         // The recommended point again, for its histograms and time series (same seed: same run).

@@ -10,6 +10,7 @@
 pub mod exec;
 pub mod provider;
 pub mod recorder;
+pub mod routes;
 pub mod scenario;
 pub mod sim;
 pub mod timescale;

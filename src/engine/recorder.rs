@@ -184,6 +184,20 @@ pub struct Recording {
     pub peak_requests_60s: u64,
     /// The most tokens charged in any 60 s window (whole seconds).
     pub peak_tokens_60s: u64,
+    /// The same three counts per endpoint, when a run has more than one (empty otherwise:
+    /// the run's own are its one endpoint's).
+    pub endpoints: Vec<EndpointLoad>,
+}
+
+/// What one endpoint (a provider of several) was charged, and its busiest minute.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EndpointLoad {
+    /// Requests it charged.
+    pub charged_requests: u64,
+    /// The most requests it charged in any 60 s window (whole seconds).
+    pub peak_requests_60s: u64,
+    /// The most tokens it charged in any 60 s window (whole seconds).
+    pub peak_tokens_60s: u64,
 }
 
 /// Zero values recorded, per histogram of [`Recording`], kept apart: most waits are zero, and a
@@ -215,6 +229,8 @@ struct State {
     rec: Recording,
     zeros: Zeros,
     peak: Peak60,
+    /// Each endpoint's busiest minute, when there are several.
+    peaks: Vec<Peak60>,
 }
 
 impl State {
@@ -240,8 +256,10 @@ fn micros(d: Duration) -> u64 {
 }
 
 impl Recorder {
-    /// A recorder for a run whose runtime clock relates to model time by `scale`.
-    pub fn new(scale: TimeScale) -> Self {
+    /// A recorder for a run whose runtime clock relates to model time by `scale`, sending to
+    /// `endpoints` providers (each gets counts of its own when there are several).
+    pub fn new(scale: TimeScale, endpoints: usize) -> Self {
+        let several = if endpoints > 1 { endpoints } else { 0 };
         let h = histogram();
         Recorder {
             state: Mutex::new(State {
@@ -272,8 +290,10 @@ impl Recorder {
                     charged_requests: 0,
                     peak_requests_60s: 0,
                     peak_tokens_60s: 0,
+                    endpoints: vec![EndpointLoad::default(); several],
                 },
                 peak: Peak60::default(),
+                peaks: vec![Peak60::default(); several],
             }),
         }
     }
@@ -335,6 +355,7 @@ impl Recorder {
             charged,
             rate_limited,
             queued,
+            endpoint,
         } = arrival;
         let mut guard = self.lock();
         let s = &mut *guard;
@@ -348,6 +369,13 @@ impl Recorder {
             s.rec.charged_requests += 1;
             s.peak.add(at_s, 1, tokens);
             (s.rec.peak_requests_60s, s.rec.peak_tokens_60s) = s.peak.peak;
+            if let (Some(peak), Some(load)) =
+                (s.peaks.get_mut(endpoint), s.rec.endpoints.get_mut(endpoint))
+            {
+                peak.add(at_s, 1, tokens);
+                load.charged_requests += 1;
+                (load.peak_requests_60s, load.peak_tokens_60s) = peak.peak;
+            }
             if let Some(q) = queued {
                 record(
                     &mut s.rec.provider_queue,
@@ -395,6 +423,8 @@ pub struct Arrival {
     /// How long a charged request waited at the provider for a free server, where the
     /// provider tells (the in-process model does; over HTTP it is not known).
     pub queued: Option<Duration>,
+    /// The endpoint it went to (an index into the run's routes' endpoints).
+    pub endpoint: usize,
 }
 
 impl Observer for Recorder {

@@ -9,6 +9,7 @@ use rand::{RngExt, SeedableRng};
 use rand_distr::{Distribution, Exp1};
 
 use crate::engine::scenario::bounds::{clamped_millis, clamped_secs};
+use crate::engine::routes;
 use crate::engine::scenario::{Arrivals, Workload};
 use crate::scheduler::dispatch::{Access, ToolCall};
 
@@ -30,6 +31,9 @@ pub mod streams {
     pub const JITTER: u64 = 3;
     /// Arrival gaps and think times.
     pub const ARRIVALS: u64 = 4;
+    /// The model of a scenario's provider `k > 0` (the first is [`PROVIDER`]'s) is
+    /// `PROVIDERS + k`.
+    pub const PROVIDERS: u64 = 16;
 }
 
 /// One tool call of a query.
@@ -39,6 +43,8 @@ pub struct PlannedCall {
     pub tokens: u64,
     /// Read or write.
     pub access: Access,
+    /// Where it goes (a route of [`crate::engine::routes`]).
+    pub route: u16,
 }
 
 impl ToolCall for PlannedCall {
@@ -61,6 +67,8 @@ pub struct QueryPlan {
 #[derive(Debug, Clone)]
 pub struct Planner {
     workload: Workload,
+    /// The tool classes' cumulative weights (empty without tool classes).
+    weights: Vec<f64>,
     queries: Xoshiro256PlusPlus,
     arrivals: Xoshiro256PlusPlus,
 }
@@ -68,8 +76,17 @@ pub struct Planner {
 impl Planner {
     /// A planner for `workload`, its streams derived from `seed`.
     pub fn new(workload: &Workload, seed: u64) -> Self {
+        let weights = workload
+            .tools
+            .iter()
+            .scan(0.0, |sum, t| {
+                *sum += t.weight;
+                Some(*sum)
+            })
+            .collect();
         Planner {
             workload: workload.clone(),
+            weights,
             queries: Xoshiro256PlusPlus::seed_from_u64(stream_seed(seed, streams::QUERIES)),
             arrivals: Xoshiro256PlusPlus::seed_from_u64(stream_seed(seed, streams::ARRIVALS)),
         }
@@ -99,6 +116,7 @@ impl Planner {
     fn fill_agent(&mut self, rounds: &mut AgentPlan) {
         let w = &self.workload;
         let rng = &mut self.queries;
+        let weights = &self.weights;
         if rounds.len() != w.rounds as usize {
             rounds.resize_with(w.rounds as usize, Vec::new);
         }
@@ -106,10 +124,25 @@ impl Planner {
             calls.clear();
             let n = w.calls_per_query.sample(rng);
             calls.extend((0..n).map(|_| {
-                let tokens = w.tokens_per_call.sample(rng);
+                // A workload with tool classes draws one first (by weight), then its tokens.
+                let (route, tokens) = match weights.last() {
+                    None => (routes::TOOL, &w.tokens_per_call),
+                    Some(total) => {
+                        let u = rng.random::<f64>() * total;
+                        let i = weights.partition_point(|&c| c <= u);
+                        let i = i.min(w.tools.len() - 1);
+                        let tokens = w.tools[i].tokens.as_ref().unwrap_or(&w.tokens_per_call);
+                        (routes::tool_class(i), tokens)
+                    }
+                };
+                let tokens = tokens.sample(rng);
                 let write = w.write_fraction > 0.0 && rng.random::<f64>() < w.write_fraction;
                 let access = if write { Access::Write } else { Access::Read };
-                PlannedCall { tokens, access }
+                PlannedCall {
+                    tokens,
+                    access,
+                    route,
+                }
             }));
         }
     }

@@ -57,6 +57,9 @@ impl ServerConfig {
         for (name, latency) in &self.latencies {
             put(&format!("latencies.{name}"), format!("{latency:?}"));
         }
+        for (name, rate) in &self.error_rates {
+            put(&format!("error_rates.{name}"), rate.to_string());
+        }
         Described {
             model,
             seed: self.seed,

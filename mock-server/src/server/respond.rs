@@ -21,12 +21,12 @@ use super::traffic::{Traffic, TrafficLog};
 use super::wire::{self, Api};
 use crate::latency::Latency;
 use crate::limits::{divide_duration, scale_duration};
-use crate::model::{Counters, Decision, Outcome, ProviderModel};
+use crate::model::{Counters, Decision, Outcome, ProviderModel, Service};
 use crate::window::{Limit, Usage};
 
 /// Header giving a request's token cost, overriding the body's estimate.
 pub const TOKENS_HEADER: &str = "x-capsize-tokens";
-/// Header naming a latency override registered in `ServerConfig::latencies`.
+/// Header naming a service registered in `ServerConfig::latencies` or `error_rates`.
 pub const LATENCY_HEADER: &str = "x-capsize-latency";
 /// Response header saying whether the request was charged against the quota (`true`/`false`).
 pub const CHARGED_HEADER: &str = "x-capsize-charged";
@@ -133,8 +133,49 @@ pub(crate) struct Call {
 struct Ask<'a> {
     api: Api,
     tokens: u64,
-    latency: Option<&'a Latency>,
+    service: Service<'a>,
     kind: Kind<'a>,
+}
+
+/// The services a request can name with the `x-capsize-latency` header: a latency, an error
+/// rate, or both under one name.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Named {
+    latencies: BTreeMap<String, Latency>,
+    error_rates: BTreeMap<String, f64>,
+}
+
+impl Named {
+    /// The named services of `config`.
+    pub(crate) fn of(config: &super::ServerConfig) -> Self {
+        Named {
+            latencies: config.latencies.clone(),
+            error_rates: config.error_rates.clone(),
+        }
+    }
+
+    /// The service named `name`, if it is one.
+    fn get(&self, name: &str) -> Option<Service<'_>> {
+        let latency = self.latencies.get(name);
+        let error_rate = self.error_rates.get(name).copied();
+        (latency.is_some() || error_rate.is_some()).then_some(Service {
+            latency,
+            error_rate,
+        })
+    }
+
+    /// Every name, in order, once.
+    fn names(&self) -> Vec<&str> {
+        let mut names: Vec<&str> = self
+            .latencies
+            .keys()
+            .chain(self.error_rates.keys())
+            .map(String::as_str)
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        names
+    }
 }
 
 enum Kind<'a> {
@@ -147,7 +188,7 @@ pub(crate) struct Shared {
     model: Mutex<ProviderModel>,
     /// What `GET /config` answers.
     described: Described,
-    latencies: BTreeMap<String, Latency>,
+    named: Named,
     time_scale: f64,
     /// Real time at start; model time is the real time since, times `time_scale`.
     start: Instant,
@@ -173,7 +214,7 @@ impl Shared {
     pub(crate) fn new(
         model: ProviderModel,
         described: Described,
-        latencies: BTreeMap<String, Latency>,
+        named: Named,
         time_scale: f64,
         start: Instant,
         wall_start: Duration,
@@ -182,7 +223,7 @@ impl Shared {
         Shared {
             model: Mutex::new(model),
             described,
-            latencies,
+            named,
             time_scale,
             start,
             wall_start,
@@ -256,10 +297,10 @@ impl Shared {
         headers: &HeaderMap,
         body: &[u8],
     ) -> Result<Ask<'a>, String> {
-        let latency = match header(headers, LATENCY_HEADER) {
-            None => None,
-            Some(name) => Some(self.latencies.get(&name).ok_or_else(|| {
-                let known: Vec<&str> = self.latencies.keys().map(String::as_str).collect();
+        let service = match header(headers, LATENCY_HEADER) {
+            None => Service::default(),
+            Some(name) => self.named.get(&name).ok_or_else(|| {
+                let known = self.named.names();
                 let known = if known.is_empty() {
                     "none".into()
                 } else {
@@ -269,7 +310,7 @@ impl Shared {
                     "unknown {LATENCY_HEADER} '{}' (known: {known})",
                     clip(&name)
                 )
-            })?),
+            })?,
         };
         let from_header = match header(headers, TOKENS_HEADER) {
             None => None,
@@ -295,7 +336,7 @@ impl Shared {
         Ok(Ask {
             api: call.api,
             tokens: from_header.unwrap_or(estimate),
-            latency,
+            service,
             kind,
         })
     }
@@ -312,7 +353,7 @@ impl Shared {
             // Read under the lock, so the model is told times in the order it sees requests.
             let real = self.start.elapsed();
             let now = scale_duration(real, self.time_scale);
-            (model.on_request_with(now, ask.tokens, ask.latency), real)
+            (model.on_request_with(now, ask.tokens, ask.service), real)
         };
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let real_decision = scaled(&decision, self.time_scale);

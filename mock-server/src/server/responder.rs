@@ -16,6 +16,7 @@
 //!     seed: 1,
 //!     time_scale: 1.0,
 //!     latencies: Default::default(),
+//!     error_rates: Default::default(),
 //!     max_body_bytes: capsize_mock::limits::MAX_BODY_BYTES,
 //! };
 //! let server = wiremock::MockServer::start().await;
@@ -33,7 +34,7 @@
 
 use wiremock::{Request, Respond, ResponseTemplate};
 
-use super::respond::{body_too_large, Route, Shared};
+use super::respond::{body_too_large, Named, Route, Shared};
 use super::{wall_clock, ServerConfig, ServerError};
 use crate::model::ProviderModel;
 
@@ -47,6 +48,7 @@ impl ProviderResponder {
     pub fn new(config: ServerConfig) -> Result<Self, ServerError> {
         let scale = config.check()?;
         let described = config.described();
+        let named = Named::of(&config);
         let model = ProviderModel::new(config.provider, config.seed);
         #[allow(clippy::disallowed_methods)] // real time: the model is fed the time since start
         let start = tokio::time::Instant::now();
@@ -54,7 +56,7 @@ impl ProviderResponder {
             shared: Shared::new(
                 model,
                 described,
-                config.latencies,
+                named,
                 scale,
                 start,
                 wall_clock(),

@@ -72,6 +72,11 @@ pub fn direction(path: &str) -> Option<Direction> {
             _ => None,
         };
     }
+    // A provider of several, `providers.NAME.FIELD`: as the field of all of them together.
+    if let Some(rest) = path.strip_prefix("providers.") {
+        let (_, field) = rest.split_once('.')?;
+        return direction(&format!("provider.{field}")).or_else(|| direction(field));
+    }
     DIRECTIONS
         .iter()
         .find(|(m, _)| m.path() == path)

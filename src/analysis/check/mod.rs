@@ -77,9 +77,15 @@ pub enum GateError {
 }
 
 /// Checks that every metric the scenario's `[slo]` names (objectives and tolerances) exists in
-/// summary.json.
-pub fn validate(thresholds: &[Threshold], tolerances: &[(String, f64)]) -> Result<(), GateError> {
-    let known = Summary::metric_paths();
+/// summary.json, whose per-provider fields are those of `providers` (empty for a scenario of
+/// one `[provider]`).
+pub fn validate(
+    thresholds: &[Threshold],
+    tolerances: &[(String, f64)],
+    providers: &[String],
+) -> Result<(), GateError> {
+    let mut known = Summary::metric_paths();
+    known.extend(Summary::provider_paths(providers));
     let named = thresholds
         .iter()
         .map(|t| ("slo", &t.metric))
@@ -309,15 +315,15 @@ mod tests {
     #[test]
     fn objectives_name_only_metrics_summary_json_has() {
         let ok = Threshold::parse("latency_ms.query.p95", "< 2000").unwrap();
-        assert_eq!(validate(std::slice::from_ref(&ok), &[]), Ok(()));
+        assert_eq!(validate(std::slice::from_ref(&ok), &[], &[]), Ok(()));
         let typo = Threshold::parse("latency_ms.querry.p95", "< 2000").unwrap();
         assert!(matches!(
-            validate(&[typo], &[]),
+            validate(&[typo], &[], &[]),
             Err(GateError::UnknownMetric { .. })
         ));
         let tol = [("throughput.qps".to_string(), 5.0)];
         assert!(matches!(
-            validate(&[ok], &tol),
+            validate(&[ok], &tol, &[]),
             Err(GateError::UnknownMetric { .. })
         ));
     }

@@ -124,10 +124,10 @@ impl PlanInput {
             Arrivals::Open { rate, .. } => Some(rate * calls * f64::from(w.rounds) * agents),
             Arrivals::Closed { .. } => None,
         };
-        let latency = &s.provider.latency;
+        let latency = &s.provider().latency;
         PlanInput {
-            rpm: s.provider.rpm,
-            tpm: s.provider.tpm,
+            rpm: s.provider().rpm,
+            tpm: s.provider().tpm,
             headroom: s.scheduler.headroom,
             calls_per_query: calls,
             tokens_per_call: k,

@@ -119,6 +119,9 @@ pub enum ExecError {
         /// Why.
         source: std::io::Error,
     },
+    /// The scenario's calls go to several providers: `capsize exec` serves one mock.
+    #[error("capsize exec serves one provider, but this scenario names {}: {} (give it one [provider] table)", .0.len(), .0.join(", "))]
+    SeveralProviders(Vec<String>),
     /// The mock provider did not start.
     #[error("cannot start the mock provider: {0}")]
     Mock(#[from] ServerError),
@@ -130,7 +133,10 @@ pub enum ExecError {
 impl ExecError {
     /// Whether the command line is at fault (not found, not executable) rather than the system.
     pub fn is_bad_input(&self) -> bool {
-        matches!(self, ExecError::NotFound(_) | ExecError::Spawn { .. })
+        matches!(
+            self,
+            ExecError::NotFound(_) | ExecError::Spawn { .. } | ExecError::SeveralProviders(_)
+        )
     }
 }
 
@@ -150,7 +156,7 @@ async fn exec(s: &Scenario, request: &ExecRequest) -> Result<ExecOutcome, ExecEr
     let mut sigterm = signal(SignalKind::terminate()).map_err(system)?;
     // The terminal or session going away stops the agent too, rather than orphaning it.
     let mut sighup = signal(SignalKind::hangup()).map_err(system)?;
-    let config = mock_config(s, 1.0);
+    let config = mock_config(s, 1.0).map_err(ExecError::SeveralProviders)?;
     let mock = MockProvider::start(config, SocketAddr::from(([127, 0, 0, 1], 0))).await?;
     let address = mock.address();
     let start = Instant::now();

@@ -1,9 +1,10 @@
 //! The HTTP provider: every attempt is a real request to the mock provider, or to any server
 //! with the same endpoints.
 //!
-//! A tool call is `POST {base}/tools/{tool}`; a model turn is `POST {base}/v1/chat/completions`.
-//! Each request carries its token cost in `x-capsize-tokens` (and, for a model turn with a
-//! latency of its own, `x-capsize-latency: model_turn`). The answer's status and headers become
+//! Each endpoint of the run's routes (a provider, or the tools sent to none) is a server of its
+//! own. A tool call is `POST {base}/tools/{tool}`; a model turn is `POST
+//! {base}/v1/chat/completions`. Each request carries its token cost in `x-capsize-tokens` (and,
+//! for a kind of call with a latency or error rate of its own, `x-capsize-latency: NAME`). The answer's status and headers become
 //! the result the scheduler classifies: 2xx served; 429 rate limited, with the wait from
 //! `retry-after-ms` / `retry-after`; other 5xx (and 529) a status error. Dropping an attempt
 //! drops its request, which closes its connection. The client's own timeout ends an attempt
@@ -19,8 +20,9 @@ use reqwest::header::{HeaderMap, CONTENT_TYPE};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::{OrphanWatch, Provider, RequestKind};
+use super::{OrphanWatch, Provider};
 use crate::engine::recorder::{Arrival, Recorder};
+use crate::engine::routes::Routes;
 use crate::engine::timescale::TimeScale;
 use crate::scheduler::retry::retry_after_from_headers;
 use crate::scheduler::ProviderError;
@@ -32,20 +34,24 @@ const CHAT_BODY: &str =
 /// Where a run's requests go and how the client treats them.
 #[derive(Debug, Clone)]
 pub struct HttpTarget {
-    /// The server's base URL, e.g. `http://127.0.0.1:41234`.
-    pub base: String,
-    /// Whether model turns ask for the workload's model-turn latency (`x-capsize-latency`).
-    pub model_turn_latency: bool,
+    /// Each endpoint's base URL, e.g. `http://127.0.0.1:41234`, in the routes' order.
+    pub bases: Vec<String>,
     /// The client's timeout per attempt, in model time.
     pub timeout: Duration,
+}
+
+/// One route, resolved: the URL it posts to and the service it names.
+struct Way {
+    url: String,
+    service: Option<String>,
+    model_turn: bool,
+    endpoint: usize,
 }
 
 /// The provider over HTTP, on the real clock at `scale`.
 pub struct HttpProvider {
     client: reqwest::Client,
-    tool_url: String,
-    chat_url: String,
-    model_turn_latency: bool,
+    ways: Vec<Way>,
     recorder: Arc<Recorder>,
     t0: Instant,
     scale: TimeScale,
@@ -64,6 +70,7 @@ struct Booking<'a> {
     recorder: &'a Recorder,
     at: Duration,
     tokens: u64,
+    endpoint: usize,
     booked: bool,
 }
 
@@ -75,6 +82,7 @@ impl Booking<'_> {
             charged,
             rate_limited,
             queued: None,
+            endpoint: self.endpoint,
         });
         self.booked = true;
     }
@@ -89,8 +97,10 @@ impl Drop for Booking<'_> {
 }
 
 impl HttpProvider {
-    /// A provider sending to `target`, recording into `recorder`; the run started at `t0`.
+    /// A provider sending `routes` to `target`, recording into `recorder`; the run started at
+    /// `t0`.
     pub fn new(
+        routes: &Routes,
         target: &HttpTarget,
         recorder: Arc<Recorder>,
         t0: Instant,
@@ -101,12 +111,26 @@ impl HttpProvider {
             .tcp_nodelay(true)
             .pool_idle_timeout(None)
             .build()?;
-        let base = target.base.trim_end_matches('/');
+        let ways = routes
+            .routes
+            .iter()
+            .map(|r| {
+                let base = target.bases[r.endpoint].trim_end_matches('/');
+                let url = match r.model_turn {
+                    true => format!("{base}/v1/chat/completions"),
+                    false => format!("{base}/tools/{}", r.tool),
+                };
+                Way {
+                    url,
+                    service: r.service.clone(),
+                    model_turn: r.model_turn,
+                    endpoint: r.endpoint,
+                }
+            })
+            .collect();
         Ok(HttpProvider {
             client,
-            tool_url: format!("{base}/tools/call"),
-            chat_url: format!("{base}/v1/chat/completions"),
-            model_turn_latency: target.model_turn_latency,
+            ways,
             recorder,
             t0,
             scale,
@@ -168,14 +192,16 @@ impl Provider for HttpProvider {
     async fn request(
         &self,
         tokens: u64,
-        kind: RequestKind,
+        route: u16,
         abandoned: &Cell<bool>,
     ) -> Result<(), ProviderError> {
         let sent = Instant::now();
+        let way = &self.ways[usize::from(route)];
         let mut booking = Booking {
             recorder: &self.recorder,
             at: self.scale.to_model(sent - self.t0),
             tokens,
+            endpoint: way.endpoint,
             booked: false,
         };
         let mut watch = OrphanWatch {
@@ -184,18 +210,13 @@ impl Provider for HttpProvider {
             abandoned,
             recorder: &self.recorder,
         };
-        let request = match kind {
-            RequestKind::Tool => self.client.post(&self.tool_url).body("{}"),
-            RequestKind::ModelTurn => {
-                let r = self.client.post(&self.chat_url).body(CHAT_BODY);
-                if self.model_turn_latency {
-                    r.header("x-capsize-latency", "model_turn")
-                } else {
-                    r
-                }
-            }
+        let body = if way.model_turn { CHAT_BODY } else { "{}" };
+        let mut request = self.client.post(&way.url).body(body);
+        if let Some(service) = &way.service {
+            request = request.header("x-capsize-latency", service);
         }
-        .header(CONTENT_TYPE, "application/json")
+        let request = request
+            .header(CONTENT_TYPE, "application/json")
         .header("x-capsize-tokens", tokens);
         let exchange = async {
             let response = request.send().await?;

@@ -15,24 +15,16 @@ use std::future::Future;
 use crate::engine::recorder::Recorder;
 use crate::scheduler::ProviderError;
 
-/// What an attempt asks the provider for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RequestKind {
-    /// A tool call (the provider's own latency).
-    Tool,
-    /// A model turn between rounds (the workload's model-turn latency, if it has one).
-    ModelTurn,
-}
-
 /// Where attempts go. `abandoned` turns true when the caller has given up on the query: an
 /// answer that arrives after that is orphaned quota.
 pub trait Provider {
-    /// One attempt of `tokens`. Resolves when the answer arrives, or at the client's timeout;
-    /// dropping the future abandons the request.
+    /// One attempt of `tokens` along `route` (a route id of [`crate::engine::routes`]: where
+    /// it goes and what it asks for there). Resolves when the answer arrives, or at the
+    /// client's timeout; dropping the future abandons the request.
     fn request(
         &self,
         tokens: u64,
-        kind: RequestKind,
+        route: u16,
         abandoned: &Cell<bool>,
     ) -> impl Future<Output = Result<(), ProviderError>>;
 }

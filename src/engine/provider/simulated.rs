@@ -1,57 +1,87 @@
-//! The virtual provider: the clockless [`ProviderModel`] fed the run's virtual clock, turning
-//! each decision into a wait until the answer's absolute instant and a result the scheduler can
-//! classify.
+//! The virtual provider: the clockless [`ProviderModel`]s of a run's endpoints (one per
+//! provider, and one for tools sent to none) fed the run's virtual clock, turning each decision
+//! into a wait until the answer's absolute instant and a result the scheduler can classify.
 
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 use std::time::Duration;
 
-use capsize_mock::{Decision, Latency, Outcome, ProviderModel};
+use capsize_mock::{Counters, Decision, Latency, Outcome, ProviderModel, Service};
 use tokio::time::Instant;
 
-use super::{OrphanWatch, Provider, RequestKind};
+use super::{OrphanWatch, Provider};
 use crate::engine::recorder::{Arrival, Recorder};
+use crate::engine::routes::Routes;
 use crate::engine::timescale::TimeScale;
 use crate::scheduler::{Clock, ProviderError};
 
-/// The provider model in-process, on `clock` at `scale`.
+/// One route, resolved: the endpoint's model it asks, and the service it asks for.
+struct Way {
+    endpoint: usize,
+    latency: Option<Latency>,
+    error_rate: Option<f64>,
+}
+
+/// The provider models in-process, on `clock` at `scale`.
 pub struct VirtualProvider<C> {
-    model: RefCell<ProviderModel>,
+    models: RefCell<Vec<ProviderModel>>,
+    ways: Vec<Way>,
     recorder: Arc<Recorder>,
     clock: C,
     t0: Instant,
     scale: TimeScale,
     /// The client's timeout per attempt, on the runtime's clock.
     timeout: Duration,
-    /// The latency of a model turn, if the workload gives it one.
-    model_turn: Option<Latency>,
 }
 
 impl<C: Clock> VirtualProvider<C> {
-    /// A provider for `model`, recording into `recorder`, whose run starts now on `clock`; the
-    /// client gives up on an attempt after `timeout` (model time).
+    /// The models of `routes`' endpoints, recording into `recorder`, whose run starts now on
+    /// `clock`; the client gives up on an attempt after `timeout` (model time).
     pub fn new(
-        model: ProviderModel,
+        routes: &Routes,
         recorder: Arc<Recorder>,
         clock: C,
         scale: TimeScale,
         timeout: Duration,
-        model_turn: Option<Latency>,
     ) -> Self {
+        let models = routes
+            .endpoints
+            .iter()
+            .map(|e| ProviderModel::new(e.config.clone(), e.seed))
+            .collect();
+        let ways = routes
+            .routes
+            .iter()
+            .map(|r| {
+                let e = &routes.endpoints[r.endpoint];
+                let named = |name: &String| {
+                    (
+                        e.latencies.get(name).cloned(),
+                        e.error_rates.get(name).copied(),
+                    )
+                };
+                let (latency, error_rate) = r.service.as_ref().map(named).unwrap_or_default();
+                Way {
+                    endpoint: r.endpoint,
+                    latency,
+                    error_rate,
+                }
+            })
+            .collect();
         VirtualProvider {
-            model: RefCell::new(model),
+            models: RefCell::new(models),
+            ways,
             recorder,
             t0: clock.now(),
             clock,
             scale,
             timeout: scale.to_runtime(timeout),
-            model_turn,
         }
     }
 
-    /// The model's counters.
-    pub fn counters(&self) -> capsize_mock::Counters {
-        self.model.borrow().counters()
+    /// Each endpoint's counters, in the routes' order.
+    pub fn counters(&self) -> Vec<Counters> {
+        self.models.borrow().iter().map(ProviderModel::counters).collect()
     }
 
     fn error(&self, d: &Decision) -> ProviderError {
@@ -72,19 +102,17 @@ impl<C: Clock> Provider for VirtualProvider<C> {
     async fn request(
         &self,
         tokens: u64,
-        kind: RequestKind,
+        route: u16,
         abandoned: &Cell<bool>,
     ) -> Result<(), ProviderError> {
         let arrived = self.clock.now();
         let now = self.scale.to_model(arrived - self.t0);
-        let latency = match kind {
-            RequestKind::ModelTurn => self.model_turn.as_ref(),
-            RequestKind::Tool => None,
+        let way = &self.ways[usize::from(route)];
+        let service = Service {
+            latency: way.latency.as_ref(),
+            error_rate: way.error_rate,
         };
-        let decision = self
-            .model
-            .borrow_mut()
-            .on_request_with(now, tokens, latency);
+        let decision = self.models.borrow_mut()[way.endpoint].on_request_with(now, tokens, service);
         self.recorder.arrival(Arrival {
             at: now,
             tokens,
@@ -94,6 +122,7 @@ impl<C: Clock> Provider for VirtualProvider<C> {
                 Outcome::RateLimited | Outcome::TooLarge(_)
             ),
             queued: Some(decision.queued),
+            endpoint: way.endpoint,
         });
         let mut watch = OrphanWatch {
             charged: decision.charged,

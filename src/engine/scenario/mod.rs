@@ -5,6 +5,7 @@
 //! is one line naming the file, the key, and line:column where known.
 
 pub mod bounds;
+pub mod providers;
 pub mod raw;
 pub mod sweep_slo;
 mod validate;
@@ -111,6 +112,41 @@ pub struct ModelTurn {
     pub latency: Option<Latency>,
 }
 
+/// One provider of a scenario: its name and its model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NamedProvider {
+    /// `[providers.NAME]`'s name (`"provider"` in the one-provider form).
+    pub name: String,
+    /// The validated table.
+    pub config: ProviderConfig,
+}
+
+/// Where a kind of call goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// To the scenario's provider of this index.
+    Provider(usize),
+    /// To nothing rate-limited (`provider = "none"`): a local tool, served at its own latency.
+    Unlimited,
+}
+
+/// One kind of tool call (`workload.tools`), drawn by weight.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolClass {
+    /// Its name.
+    pub name: String,
+    /// Its relative weight.
+    pub weight: f64,
+    /// Where it goes.
+    pub target: Target,
+    /// Its latency instead of the provider's.
+    pub latency: Option<Latency>,
+    /// Its error rate instead of the provider's.
+    pub error_rate: Option<f64>,
+    /// Its tokens per call instead of `tokens_per_call`.
+    pub tokens: Option<Count>,
+}
+
 /// The validated `[workload]`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Workload {
@@ -122,6 +158,12 @@ pub struct Workload {
     pub calls_per_query: Count,
     /// Tokens per tool call.
     pub tokens_per_call: Count,
+    /// Where tool calls go when `tools` is empty (and the default of each tool).
+    pub tool_target: Target,
+    /// The kinds of tool call, drawn by weight; empty: one kind, sent to `tool_target`.
+    pub tools: Vec<ToolClass>,
+    /// Where model turns (and an orchestrator's synthesis) go.
+    pub model_target: Target,
     /// Rounds of tool calls per query.
     pub rounds: u32,
     /// The model turn between rounds.
@@ -186,8 +228,11 @@ pub struct Scenario {
     pub description: Option<String>,
     /// Seed of every random stream.
     pub seed: u64,
-    /// The provider.
-    pub provider: ProviderConfig,
+    /// The providers, in name order (one, named `provider`, in the one-provider form).
+    pub providers: Vec<NamedProvider>,
+    /// Whether the scenario names its providers (`[providers.NAME]`): summary.json then
+    /// reports each one.
+    pub named_providers: bool,
     /// The traffic.
     pub workload: Workload,
     /// The scheduler.
@@ -198,6 +243,38 @@ pub struct Scenario {
     pub slo: Vec<Threshold>,
     /// Per-metric tolerances for baseline comparisons, in percent.
     pub slo_tolerance: Vec<(String, f64)>,
+}
+
+impl Scenario {
+    /// The names summary.json reports providers by (`providers.NAME`): each of
+    /// `[providers.NAME]`, and `none` if some tool goes to none. Empty in the one-provider
+    /// form, whose `provider` is the one.
+    pub fn provider_names(&self) -> Vec<String> {
+        if !self.named_providers {
+            return Vec::new();
+        }
+        crate::engine::routes::Routes::of(self)
+            .endpoints
+            .into_iter()
+            .map(|e| e.name)
+            .collect()
+    }
+
+    /// The provider the closed-form arithmetic is about: where tool calls go (where model
+    /// turns go, when tool calls go to no provider).
+    pub fn provider(&self) -> &ProviderConfig {
+        let w = &self.workload;
+        let first_tool = w.tools.first().map(|t| t.target);
+        let i = [Some(w.tool_target), first_tool, Some(w.model_target)]
+            .into_iter()
+            .flatten()
+            .find_map(|t| match t {
+                Target::Provider(i) => Some(i),
+                Target::Unlimited => None,
+            })
+            .unwrap_or(0);
+        &self.providers[i.min(self.providers.len() - 1)].config
+    }
 }
 
 /// 1-based line and column of byte `offset` in `text`.

@@ -1,6 +1,8 @@
 //! A scenario file as written: serde structs that refuse unknown keys. The key names are a
 //! contract that scripts and CI pipelines rely on: add keys freely, rename none.
 
+use std::collections::BTreeMap;
+
 use capsize_mock::{RawLatency, RawProvider};
 use serde::Deserialize;
 
@@ -16,8 +18,12 @@ pub struct RawScenario {
     /// Seeds every random stream of the run.
     #[serde(default)]
     pub seed: u64,
-    /// The provider.
-    pub provider: RawProvider,
+    /// The provider (the one-provider form)...
+    #[serde(default)]
+    pub provider: Option<RawProvider>,
+    /// ... or several, by name: `[providers.NAME]`, each a `[provider]` table.
+    #[serde(default)]
+    pub providers: Option<BTreeMap<String, RawProvider>>,
     /// The traffic.
     pub workload: RawWorkload,
     /// The client-side scheduler.
@@ -76,7 +82,7 @@ pub enum RawArrival {
     Constant,
 }
 
-/// A model turn: an LLM call with its own latency and tokens, through the same provider.
+/// A model turn: an LLM call with its own latency and tokens.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawModelTurn {
@@ -84,6 +90,26 @@ pub struct RawModelTurn {
     pub tokens: u64,
     /// Its latency (absent: the provider's).
     pub latency: Option<RawLatency>,
+    /// The provider it goes to (absent: `workload.provider`'s).
+    pub provider: Option<String>,
+}
+
+/// One kind of tool call in `workload.tools`: drawn by weight for each call of a round.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTool {
+    /// Its name (in reports and on the wire: `POST /tools/NAME`).
+    pub name: String,
+    /// Its relative weight among the tools (default 1).
+    pub weight: Option<f64>,
+    /// The provider it goes to, or `"none"` (no rate limit); absent: `workload.provider`.
+    pub provider: Option<String>,
+    /// Its latency (absent: the provider's; required with `provider = "none"`).
+    pub latency: Option<RawLatency>,
+    /// Its share of failing calls (absent: the provider's `error_rate`).
+    pub error_rate: Option<f64>,
+    /// Its tokens per call (absent: `workload.tokens_per_call`).
+    pub tokens: Option<RawCount>,
 }
 
 /// `[workload]`.
@@ -110,6 +136,10 @@ pub struct RawWorkload {
     pub calls_per_query: RawCount,
     /// Tokens per tool call.
     pub tokens_per_call: RawCount,
+    /// Where tool calls go: a provider's name, or `"none"` (absent: the only provider).
+    pub provider: Option<String>,
+    /// The kinds of tool call, drawn by weight (absent: one kind, the provider's).
+    pub tools: Option<Vec<RawTool>>,
     /// Rounds of tool calls per query, with a model turn between rounds.
     #[serde(default = "one")]
     pub rounds: u32,

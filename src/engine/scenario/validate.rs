@@ -10,7 +10,10 @@ use super::raw::{
     RawSubagents, RawWorkload,
 };
 use super::sweep_slo;
-use super::{Arrivals, Count, ModelTurn, Scenario, SchedulerSettings, Stop, Subagents, Workload};
+use super::{
+    Arrivals, Count, ModelTurn, NamedProvider, Scenario, SchedulerSettings, Stop, Subagents, Target,
+    Workload,
+};
 use crate::scheduler::{CapPolicy, Jitter, RetryAfterMode, RetryPolicy, RetryPreset, TurnPolicy};
 
 use super::bounds::{
@@ -18,7 +21,7 @@ use super::bounds::{
 };
 
 /// A fixed or drawn integer whose values all lie from `min` to `max`.
-fn count(key: &str, raw: &RawCount, min: u64, max: u64) -> Result<Count, Invalid> {
+pub(super) fn count(key: &str, raw: &RawCount, min: u64, max: u64) -> Result<Count, Invalid> {
     let c = match raw {
         RawCount::Fixed(n) => Count::Fixed(*n),
         RawCount::Dist(RawCountDist::UniformInt { min, max }) => {
@@ -45,7 +48,7 @@ fn count(key: &str, raw: &RawCount, min: u64, max: u64) -> Result<Count, Invalid
 }
 
 /// `[workload]`, checked in the order its parts are read: the first error is the one reported.
-fn workload(w: &RawWorkload, base: &Path) -> Result<Workload, Invalid> {
+fn workload(w: &RawWorkload, providers: &[NamedProvider], base: &Path) -> Result<Workload, Invalid> {
     let arrivals = arrivals(w)?;
     let (stop, per_session) = stop(w, arrivals)?;
     let rounds = within(
@@ -72,6 +75,7 @@ fn workload(w: &RawWorkload, base: &Path) -> Result<Workload, Invalid> {
     let subagents = w.subagents.as_ref().map(subagents).transpose()?;
     let calls_per_query = calls_per_query(&w.calls_per_query, rounds, subagents)?;
     open_loop_queries(stop, arrivals)?;
+    let (tool_target, model_target, tools) = super::providers::targets(w, providers, base)?;
     Ok(Workload {
         subagents,
         arrivals,
@@ -83,6 +87,9 @@ fn workload(w: &RawWorkload, base: &Path) -> Result<Workload, Invalid> {
             0,
             bounds::MAX_TOKENS,
         )?,
+        tool_target,
+        tools,
+        model_target,
         rounds: rounds as u32,
         model_turn,
         think_time,
@@ -276,27 +283,47 @@ fn open_loop_queries(stop: Stop, arrivals: Arrivals) -> Result<(), Invalid> {
 
 /// Refuses a request that can never be served: more tokens than the provider's whole
 /// per-minute limit (it would be refused or retried until the watchdog stops the run).
-fn fits(w: &Workload, tpm: Option<f64>) -> Result<(), Invalid> {
-    let Some(tpm) = tpm else { return Ok(()) };
-    let tool = match w.tokens_per_call {
+/// Every kind of request can be served by the provider it goes to: no more tokens than its
+/// whole per-minute limit.
+fn fits(w: &Workload, providers: &[NamedProvider]) -> Result<(), Invalid> {
+    let most = |c: Count| match c {
         Count::Fixed(n) | Count::Uniform(_, n) => n,
     };
-    let requests = [
-        ("workload.tokens_per_call", Some(tool)),
+    let mut requests = vec![
         (
-            "workload.model_turn.tokens",
-            w.model_turn.as_ref().map(|t| t.tokens),
+            "workload.tokens_per_call".to_string(),
+            w.tools.is_empty().then(|| most(w.tokens_per_call)),
+            w.tool_target,
         ),
         (
-            "workload.subagents.synthesis_tokens",
+            "workload.model_turn.tokens".to_string(),
+            w.model_turn.as_ref().map(|t| t.tokens),
+            w.model_target,
+        ),
+        (
+            "workload.subagents.synthesis_tokens".to_string(),
             w.subagents.map(|s| s.synthesis_tokens),
+            w.model_target,
         ),
     ];
-    for (key, tokens) in requests {
+    for (i, t) in w.tools.iter().enumerate() {
+        let (key, tokens) = match t.tokens {
+            Some(c) => (format!("workload.tools[{i}].tokens"), most(c)),
+            None => ("workload.tokens_per_call".to_string(), most(w.tokens_per_call)),
+        };
+        requests.push((key, Some(tokens), t.target));
+    }
+    for (key, tokens, target) in requests {
+        let Target::Provider(p) = target else { continue };
+        let Some(tpm) = providers[p].config.tpm else { continue };
         if let Some(n) = tokens.filter(|&n| n as f64 > tpm) {
+            let limit = match providers.len() {
+                1 => "provider.tpm".to_string(),
+                _ => format!("providers.{}.tpm", providers[p].name),
+            };
             return Err(bad(
-                key,
-                format!("a request of {n} tokens can never be served under provider.tpm = {tpm}: it is more than the whole per-minute limit"),
+                &key,
+                format!("a request of {n} tokens can never be served under {limit} = {tpm}: it is more than the whole per-minute limit"),
             ));
         }
     }
@@ -451,9 +478,9 @@ pub(super) fn validate(raw: RawScenario, base: &Path) -> Result<Scenario, Invali
             ),
         ));
     }
-    let provider = raw.provider.build(base).map_err(Invalid::from)?;
-    let workload = workload(&raw.workload, base)?;
-    fits(&workload, provider.tpm)?;
+    let (providers, named_providers) = super::providers::providers(&raw, base)?;
+    let workload = workload(&raw.workload, &providers, base)?;
+    fits(&workload, &providers)?;
     let (slo, slo_tolerance) = raw
         .slo
         .as_ref()
@@ -464,7 +491,8 @@ pub(super) fn validate(raw: RawScenario, base: &Path) -> Result<Scenario, Invali
         name: raw.name,
         description: raw.description,
         seed: bounds::seed("seed", raw.seed)?,
-        provider,
+        providers,
+        named_providers,
         workload,
         scheduler: scheduler(&raw.scheduler)?,
         sweep: raw

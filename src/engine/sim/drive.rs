@@ -22,20 +22,23 @@ use tokio::time::Instant;
 
 use super::runtime::Runtime;
 
-use crate::engine::provider::{Provider, RequestKind};
+use crate::engine::provider::Provider;
 use crate::engine::recorder::Recorder;
+use crate::engine::routes::{self, Routes};
 use crate::engine::scenario::{Arrivals, ModelTurn, Scenario, Stop, Subagents};
 use crate::engine::timescale::TimeScale;
 use crate::engine::workload::{PlannedCall, Planner, QueryPlan};
 use crate::scheduler::{
     Budget, CallError, CallSpec, FanOut, Interrupt, ProviderError, Scheduler, Scope, TurnPolicy,
-    Work,
+    Via, Work,
 };
 
 struct Ctx<P, R: Runtime> {
     rt: R,
     scheduler: Scheduler<R>,
     provider: Rc<P>,
+    /// The limiter each route waits in.
+    vias: Vec<Via>,
     scale: TimeScale,
     pace: Pace,
     recorder: Arc<Recorder>,
@@ -78,18 +81,20 @@ impl<P: Provider, R: Runtime> Ctx<P, R> {
         scope.watches(work) && scope.interrupted_at(work, self.rt.now()).is_some()
     }
 
-    /// One call of `tokens` through the scheduler to the provider. (The scheduler's future
-    /// itself, not awaited inside another: one layer less to poll.)
+    /// One call of `tokens` along `route` through the scheduler to the provider. (The
+    /// scheduler's future itself, not awaited inside another: one layer less to poll.)
     fn call<'a>(
         &'a self,
         tokens: u64,
-        kind: RequestKind,
+        route: u16,
         scope: &Scope,
         abandoned: &'a Cell<bool>,
     ) -> impl Future<Output = Result<(), CallError<ProviderError>>> + 'a {
-        let spec = CallSpec::new(tokens).in_scope(scope);
+        let spec = CallSpec::new(tokens)
+            .in_scope(scope)
+            .via(self.vias[usize::from(route)]);
         self.scheduler.call(spec, move |_| {
-            self.provider.request(tokens, kind, abandoned)
+            self.provider.request(tokens, route, abandoned)
         })
     }
 }
@@ -113,7 +118,7 @@ async fn run_agent<P: Provider, R: Runtime>(
         if round > 0 {
             if let Some(turn) = &ctx.model_turn {
                 failed |= ctx
-                    .call(turn.tokens, RequestKind::ModelTurn, scope, abandoned)
+                    .call(turn.tokens, routes::MODEL, scope, abandoned)
                     .await
                     .is_err();
             }
@@ -121,13 +126,13 @@ async fn run_agent<P: Provider, R: Runtime>(
         failed |= match calls.as_slice() {
             // One call is never over a turn's cap: dispatching it would only wrap it in a Vec.
             [only] => ctx
-                .call(only.tokens, RequestKind::Tool, scope, abandoned)
+                .call(only.tokens, only.route, scope, abandoned)
                 .await
                 .is_err(),
             _ => ctx
                 .scheduler
                 .dispatch(&ctx.turn, calls, |_, c| {
-                    ctx.call(c.tokens, RequestKind::Tool, scope, abandoned)
+                    ctx.call(c.tokens, c.route, scope, abandoned)
                 })
                 .await
                 .iter()
@@ -186,12 +191,7 @@ async fn run_orchestrator<P: Provider, R: Runtime>(
         let left = budget.remaining();
         let synth = scope.clone().with_budget(budget);
         let result = ctx
-            .call(
-                sub.synthesis_tokens,
-                RequestKind::ModelTurn,
-                &synth,
-                abandoned,
-            )
+            .call(sub.synthesis_tokens, routes::MODEL, &synth, abandoned)
             .await;
         let refused = matches!(
             result,
@@ -392,6 +392,23 @@ impl Pace {
     }
 }
 
+/// The limiter each route of `s` waits in: its provider's (the default limiter in the
+/// one-provider form, the one named after it otherwise), none for the tools sent to none.
+fn vias<R: Runtime>(s: &Scenario, scheduler: &Scheduler<R>) -> Vec<Via> {
+    let routes = Routes::of(s);
+    routes
+        .routes
+        .iter()
+        .map(|r| match routes.endpoints[r.endpoint].provider {
+            None => Via::Unlimited,
+            Some(_) if !s.named_providers => Via::Default,
+            Some(p) => scheduler
+                .limit_id(&s.providers[p].name)
+                .map_or(Via::Unlimited, Via::Named),
+        })
+        .collect()
+}
+
 /// How a driven workload went, in model time.
 pub(super) struct Driven {
     /// From the start to the last query's end.
@@ -416,10 +433,12 @@ pub(super) async fn drive<P: Provider + 'static, R: Runtime>(
 ) -> Option<Driven> {
     let rt = scheduler.clock().clone();
     let t0 = rt.now();
+    let vias = vias(s, &scheduler);
     let ctx = Rc::new(Ctx {
         rt: rt.clone(),
         scheduler,
         provider,
+        vias,
         scale,
         pace,
         recorder,

@@ -16,13 +16,13 @@ mod drive;
 mod realtime;
 pub(crate) mod runtime;
 
-pub use realtime::{mock_config, run_realtime, RealtimeOptions, MODEL_TURN};
+pub use realtime::{mock_config, mock_configs, run_realtime, RealtimeOptions};
 
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
-use capsize_mock::ProviderModel;
+use capsize_mock::{Counters, ProviderConfig};
 use rand::rngs::Xoshiro256PlusPlus;
 use rand::SeedableRng;
 use thiserror::Error;
@@ -30,6 +30,7 @@ use thiserror::Error;
 use self::runtime::DesRuntime;
 use crate::engine::provider::simulated::VirtualProvider;
 use crate::engine::recorder::{Recorder, Recording};
+use crate::engine::routes::Routes;
 use crate::engine::scenario::Scenario;
 use crate::engine::timescale::TimeScale;
 use crate::engine::workload::{stream_seed, streams};
@@ -100,8 +101,10 @@ pub struct SimOutcome {
     pub mode: Mode,
     /// Histograms and counters.
     pub recording: Recording,
-    /// The provider's own counters.
+    /// The provider's own counters (every endpoint's, added up).
     pub provider: capsize_mock::Counters,
+    /// Each endpoint's counters, in the routes' order (see [`Routes`]).
+    pub endpoints: Vec<capsize_mock::Counters>,
     /// Model time from the start to the last query's end.
     pub elapsed: Duration,
     /// Model time from the start to the end of the run (detached work included).
@@ -121,14 +124,28 @@ pub fn scheduler_config(s: &Scenario, scale: TimeScale) -> SchedulerConfig {
             Limit::per_minute(scale.rate_to_runtime(pm)).with_burst(burst)
         })
     };
-    let limits = sc.rate_limit.then(|| LimiterConfig {
-        requests: limit(s.provider.rpm),
-        tokens: limit(s.provider.tpm),
+    // One limiter per provider: the default one in the one-provider form, one named after
+    // each provider otherwise (the driver sends each call through its provider's).
+    let limiter = |p: &ProviderConfig| LimiterConfig {
+        requests: limit(p.rpm),
+        tokens: limit(p.tpm),
         headroom: sc.headroom,
-    });
+    };
+    let (limits, named_limits) = match (sc.rate_limit, s.named_providers) {
+        (false, _) => (None, Vec::new()),
+        (true, false) => (Some(limiter(s.provider())), Vec::new()),
+        (true, true) => (
+            None,
+            s.providers
+                .iter()
+                .map(|p| (p.name.clone(), limiter(&p.config)))
+                .collect(),
+        ),
+    };
     SchedulerConfig {
         max_concurrency: sc.max_concurrency,
         limits,
+        named_limits,
         retry: RetryPolicy {
             base: scale.to_runtime(sc.retry.base),
             cap: scale.to_runtime(sc.retry.cap),
@@ -136,7 +153,6 @@ pub fn scheduler_config(s: &Scenario, scale: TimeScale) -> SchedulerConfig {
             retry_after_max: sc.retry.retry_after_max.map(|d| scale.to_runtime(d)),
             ..sc.retry.clone()
         },
-        ..SchedulerConfig::default()
     }
 }
 
@@ -156,19 +172,15 @@ fn scheduler<C: Clock>(
 
 async fn simulate(s: &Scenario, rt: DesRuntime) -> Result<SimOutcome, SimError> {
     let scale = TimeScale::VIRTUAL;
-    let recorder = Arc::new(Recorder::new(scale));
+    let routes = Routes::of(s);
+    let recorder = Arc::new(Recorder::new(scale, routes.endpoints.len()));
     let scheduler = scheduler(s, scale, &recorder, rt.clone())?;
-    let model = ProviderModel::new(s.provider.clone(), stream_seed(s.seed, streams::PROVIDER));
     let provider = Rc::new(VirtualProvider::new(
-        model,
+        &routes,
         recorder.clone(),
         rt,
         scale,
         s.scheduler.timeout,
-        s.workload
-            .model_turn
-            .as_ref()
-            .and_then(|t| t.latency.clone()),
     ));
     let driven = drive::drive(
         s,
@@ -181,14 +193,23 @@ async fn simulate(s: &Scenario, rt: DesRuntime) -> Result<SimOutcome, SimError> 
     )
     .await
     .ok_or(SimError::Watchdog(HORIZON))?;
+    let endpoints = provider.counters();
     Ok(SimOutcome {
         mode: Mode::Virtual,
         recording: recorder.finish(),
-        provider: provider.counters(),
+        provider: total(&endpoints),
+        endpoints,
         elapsed: driven.elapsed,
         span: driven.span,
         queries_started: driven.queries_started,
     })
+}
+
+/// Every endpoint's counters added up.
+pub(crate) fn total(endpoints: &[Counters]) -> Counters {
+    endpoints
+        .iter()
+        .fold(Counters::default(), |sum, c| sum.plus(*c))
 }
 
 /// Simulates `scenario` in virtual time on a fresh discrete-event executor.

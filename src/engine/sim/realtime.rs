@@ -23,16 +23,13 @@ use capsize_mock::Counters;
 use tokio::time::Instant;
 
 use super::drive::Pace;
-use super::{drive, scheduler, Mode, SimError, SimOutcome, HORIZON};
+use super::{drive, scheduler, total, Mode, SimError, SimOutcome, HORIZON};
 use crate::engine::provider::http::{HttpProvider, HttpTarget};
 use crate::engine::recorder::Recorder;
+use crate::engine::routes::Routes;
 use crate::engine::scenario::Scenario;
 use crate::engine::timescale::TimeScale;
-use crate::engine::workload::{stream_seed, streams};
 use crate::scheduler::TokioClock;
-
-/// The mock's name for the workload's model-turn latency (sent as `x-capsize-latency`).
-pub const MODEL_TURN: &str = "model_turn";
 
 /// The driver's pacing in real time: sleep to 2 ms before each planned instant, then yield.
 const REAL_TIME_PACE: Pace = Pace::Spin {
@@ -58,46 +55,62 @@ pub fn run_realtime(scenario: &Scenario, opts: &RealtimeOptions) -> Result<SimOu
     rt.block_on(realtime(scenario, opts))
 }
 
-/// The mock `scenario`'s provider is served by, at `time_scale`.
-pub fn mock_config(s: &Scenario, time_scale: f64) -> ServerConfig {
-    let model_turn = s
-        .workload
-        .model_turn
-        .as_ref()
-        .and_then(|t| t.latency.clone());
-    ServerConfig {
-        provider: s.provider.clone(),
-        seed: stream_seed(s.seed, streams::PROVIDER),
-        time_scale,
-        latencies: model_turn
-            .into_iter()
-            .map(|l| (MODEL_TURN.to_string(), l))
-            .collect(),
-        max_body_bytes: capsize_mock::limits::MAX_BODY_BYTES,
+/// The mocks that serve `scenario`'s endpoints (its providers, and the tools it sends to
+/// none), at `time_scale`, in the routes' order.
+pub fn mock_configs(s: &Scenario, time_scale: f64) -> Vec<ServerConfig> {
+    Routes::of(s)
+        .endpoints
+        .into_iter()
+        .map(|e| ServerConfig {
+            provider: e.config,
+            seed: e.seed,
+            time_scale,
+            latencies: e.latencies,
+            error_rates: e.error_rates,
+            max_body_bytes: capsize_mock::limits::MAX_BODY_BYTES,
+        })
+        .collect()
+}
+
+/// The one mock that serves `scenario`, if every call goes to one endpoint; else the names
+/// of its endpoints.
+pub fn mock_config(s: &Scenario, time_scale: f64) -> Result<ServerConfig, Vec<String>> {
+    let mut configs = mock_configs(s, time_scale);
+    if configs.len() == 1 {
+        return Ok(configs.remove(0));
     }
+    Err(Routes::of(s).endpoints.into_iter().map(|e| e.name).collect())
 }
 
 async fn realtime(s: &Scenario, opts: &RealtimeOptions) -> Result<SimOutcome, SimError> {
     let scale = TimeScale::faster(opts.time_scale);
-    let model_turn = s
-        .workload
-        .model_turn
-        .as_ref()
-        .and_then(|t| t.latency.as_ref());
-    let config = mock_config(s, opts.time_scale);
+    let routes = Routes::of(s);
+    let configs = mock_configs(s, opts.time_scale);
     // Started here, kept alive to the end of the run, stopped when dropped.
-    let mut _mock = None;
-    let base = match &opts.target {
-        Some(url) => url.trim_end_matches('/').to_string(),
+    let mut mocks = Vec::new();
+    let bases: Vec<String> = match &opts.target {
+        Some(url) => {
+            if configs.len() > 1 {
+                let names: Vec<&str> = routes.endpoints.iter().map(|e| e.name.as_str()).collect();
+                return Err(SimError::Mismatch(format!(
+                    "--target names one mock, but this scenario's calls go to {} endpoints ({}): run it without --target, and capsize starts one mock for each",
+                    names.len(),
+                    names.join(", ")
+                )));
+            }
+            vec![url.trim_end_matches('/').to_string()]
+        }
         None => {
-            let mock = MockProvider::start(config.clone(), SocketAddr::from(([127, 0, 0, 1], 0)))
-                .await
-                .map_err(|e| {
-                    SimError::Unreachable(format!("cannot start the mock provider: {e}"))
-                })?;
-            let uri = mock.uri();
-            _mock = Some(mock);
-            uri
+            for config in &configs {
+                let mock =
+                    MockProvider::start(config.clone(), SocketAddr::from(([127, 0, 0, 1], 0)))
+                        .await
+                        .map_err(|e| {
+                            SimError::Unreachable(format!("cannot start the mock provider: {e}"))
+                        })?;
+                mocks.push(mock);
+            }
+            mocks.iter().map(MockProvider::uri).collect()
         }
     };
     let client = reqwest::Client::builder()
@@ -105,24 +118,25 @@ async fn realtime(s: &Scenario, opts: &RealtimeOptions) -> Result<SimOutcome, Si
         .build()
         .map_err(|e| SimError::Unreachable(format!("cannot build an HTTP client: {e}")))?;
     // A target that is not there fails now, in one line, not as a run of failed calls.
-    client
-        .get(format!("{base}/healthz"))
-        .send()
-        .await
-        .and_then(reqwest::Response::error_for_status)
-        .map_err(|e| SimError::Unreachable(format!("{base}/healthz: {e}")))?;
-    if opts.target.is_some() {
-        same_model(&client, &base, &config).await?;
+    for base in &bases {
+        client
+            .get(format!("{base}/healthz"))
+            .send()
+            .await
+            .and_then(reqwest::Response::error_for_status)
+            .map_err(|e| SimError::Unreachable(format!("{base}/healthz: {e}")))?;
     }
-    let recorder = Arc::new(Recorder::new(scale));
+    if opts.target.is_some() {
+        same_model(&client, &bases[0], &configs[0]).await?;
+    }
+    let recorder = Arc::new(Recorder::new(scale, routes.endpoints.len()));
     let scheduler = scheduler(s, scale, &recorder, TokioClock)?;
     let target = HttpTarget {
-        base: base.clone(),
-        model_turn_latency: model_turn.is_some(),
+        bases: bases.clone(),
         timeout: s.scheduler.timeout,
     };
     let provider = Rc::new(
-        HttpProvider::new(&target, recorder.clone(), Instant::now(), scale)
+        HttpProvider::new(&routes, &target, recorder.clone(), Instant::now(), scale)
             .map_err(|e| SimError::Unreachable(format!("cannot build an HTTP client: {e}")))?,
     );
     // The driver's tasks run on this thread, beside the HTTP client's.
@@ -142,14 +156,19 @@ async fn realtime(s: &Scenario, opts: &RealtimeOptions) -> Result<SimOutcome, Si
         () = progress(&recorder, scale) => None,
     };
     if let Some(bad) = provider.bad_header() {
+        let base = bases.join(", ");
         return Err(SimError::BadProvider(format!("{base}: {bad}")));
     }
     let driven = driven.ok_or(SimError::Watchdog(HORIZON))?;
-    let provider_counters = stats(&client, &base).await?;
+    let mut endpoints = Vec::with_capacity(bases.len());
+    for base in &bases {
+        endpoints.push(stats(&client, base).await?);
+    }
     Ok(SimOutcome {
         mode: Mode::Realtime,
         recording: recorder.finish(),
-        provider: provider_counters,
+        provider: total(&endpoints),
+        endpoints,
         elapsed: driven.elapsed,
         span: driven.span,
         queries_started: driven.queries_started,

@@ -80,8 +80,8 @@ fn fixed(c: Count) -> Option<f64> {
 /// capacity: only the calls that can start and end before the first deadline are useful,
 /// whole queries of them; everything else is charged for an answer nobody reads.
 fn orphans_without_cancel(s: &Scenario) -> Option<f64> {
-    let per_s = s.provider.rpm? / 60.0;
-    let Latency::Constant(l_ms) = s.provider.latency else {
+    let per_s = s.provider().rpm? / 60.0;
+    let Latency::Constant(l_ms) = s.provider().latency else {
         return None;
     };
     let t = s.workload.parent_timeout?.as_secs_f64();
@@ -230,7 +230,7 @@ pub const CLAIMS: &[Claim] = &[
     Claim {
         claim: "8 calls one after another, 400 ms avg (lognormal, 900 ms p95)",
         article: "8 x 400 ms = 3,200 ms",
-        exact: |s| Some(8.0 * s.provider.latency.mean()),
+        exact: |s| Some(8.0 * s.provider().latency.mean()),
         formula: "8 x E[latency] = 8 x 400",
         scenario: "research-sequential",
         read: mean_query_ms,
@@ -241,7 +241,7 @@ pub const CLAIMS: &[Claim] = &[
     Claim {
         claim: "600 RPM, 8 calls a query: query ceiling",
         article: "10 RPS / 8 = 1.25 queries/s max",
-        exact: |s| Some(s.provider.rpm? / 60.0 / 8.0),
+        exact: |s| Some(s.provider().rpm? / 60.0 / 8.0),
         formula: "600 / 60 / 8",
         scenario: "ceiling-600rpm",
         read: |v| metrics::QUERIES_PER_S.read(v),
@@ -263,7 +263,7 @@ pub const CLAIMS: &[Claim] = &[
     Claim {
         claim: "8 calls, latency read as \"400 ms avg, 900 ms p95\" (lognormal)",
         article: "~800 ms",
-        exact: |s| expected_max_ms(&s.provider.latency, 8.0),
+        exact: |s| expected_max_ms(&s.provider().latency, 8.0),
         formula: "E[max of 8] of the fitted lognormal (numeric integral)",
         scenario: "research-fanout-lognormal",
         read: mean_query_ms,

@@ -125,9 +125,9 @@ impl ExecSummary {
             retries: t.traffic.retried,
             retry_wait_ms: Percentiles::of(&t.retry_waits),
             orphaned_requests: t.traffic.orphaned,
-            rpm_utilization: ratio(per_min(charged), scenario.provider.rpm),
-            tpm_utilization: ratio(per_min(p.tokens_charged), scenario.provider.tpm),
-            peak_rpm_utilization: ratio(t.peak_requests_per_60s as f64, scenario.provider.rpm),
+            rpm_utilization: ratio(per_min(charged), scenario.provider().rpm),
+            tpm_utilization: ratio(per_min(p.tokens_charged), scenario.provider().tpm),
+            peak_rpm_utilization: ratio(t.peak_requests_per_60s as f64, scenario.provider().rpm),
         }
     }
 

@@ -1,11 +1,14 @@
 //! `summary.json`: one run's results, in model time. The schema is versioned
 //! (`schema_version`) and documented in the README; fields are added, never renamed.
 
+use std::collections::BTreeMap;
+
 use capsize_mock::Counters;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
-use crate::engine::recorder::Syntheses;
+use crate::engine::recorder::{EndpointLoad, Syntheses};
+use crate::engine::routes::Routes;
 use crate::engine::scenario::Scenario;
 use crate::engine::sim::SimOutcome;
 
@@ -105,6 +108,20 @@ pub struct ProviderCounts {
     pub peak_tokens_per_60s: u64,
 }
 
+/// One provider of several: its counters, busiest minute and utilizations.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct NamedProviderSummary {
+    /// Its counters and busiest minute.
+    #[serde(flatten)]
+    pub counts: ProviderCounts,
+    /// Its charged requests per minute over its RPM (`null` if unlimited).
+    pub rpm_utilization: Option<f64>,
+    /// Its charged tokens per minute over its TPM (`null` if unlimited).
+    pub tpm_utilization: Option<f64>,
+    /// Its busiest 60 s window's requests over its RPM.
+    pub peak_rpm_utilization: Option<f64>,
+}
+
 /// `summary.json`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Summary {
@@ -132,8 +149,12 @@ pub struct Summary {
     pub latency_ms: Latencies,
     /// Throughput.
     pub throughput: Throughput,
-    /// Provider counters.
+    /// Provider counters (every provider's, added up, when there are several).
     pub provider: ProviderCounts,
+    /// Each provider, by name, when the scenario names them (`[providers.NAME]`; `none`:
+    /// the tools sent to no provider).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub providers: BTreeMap<String, NamedProviderSummary>,
     /// Attempts sent.
     pub attempts: u64,
     /// Retries scheduled.
@@ -151,11 +172,12 @@ pub struct Summary {
     /// The orchestrators' synthesis turns (only for workloads with a synthesis turn).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub synthesis: Option<SynthesisSummary>,
-    /// Charged requests per minute over the provider's RPM (`null` if unlimited).
+    /// Charged requests per minute over the provider's RPM (`null` if unlimited; with
+    /// several providers, the highest of theirs).
     pub rpm_utilization: Option<f64>,
-    /// Charged tokens per minute over the provider's TPM (`null` if unlimited).
+    /// Charged tokens per minute over the provider's TPM (`null` if unlimited; the highest).
     pub tpm_utilization: Option<f64>,
-    /// The busiest 60 s window's requests over the provider's RPM.
+    /// The busiest 60 s window's requests over the provider's RPM (the highest).
     pub peak_rpm_utilization: Option<f64>,
 }
 
@@ -187,6 +209,41 @@ fn ratio(v: f64, limit: Option<f64>) -> Option<f64> {
     limit.map(|l| (v / l * 10_000.0).round() / 10_000.0)
 }
 
+/// Each endpoint of `s`'s run, by name: its counters, busiest minute and utilizations.
+fn per_provider(
+    s: &Scenario,
+    out: &SimOutcome,
+    per_min: &dyn Fn(u64) -> f64,
+) -> BTreeMap<String, NamedProviderSummary> {
+    let routes = Routes::of(s);
+    let r = &out.recording;
+    routes
+        .endpoints
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            let counters = out.endpoints.get(i).copied().unwrap_or_default();
+            // A run of one endpoint keeps its load in the run's own counts.
+            let load = r.endpoints.get(i).copied().unwrap_or(EndpointLoad {
+                charged_requests: r.charged_requests,
+                peak_requests_60s: r.peak_requests_60s,
+                peak_tokens_60s: r.peak_tokens_60s,
+            });
+            let summary = NamedProviderSummary {
+                counts: ProviderCounts {
+                    counters,
+                    peak_requests_per_60s: load.peak_requests_60s,
+                    peak_tokens_per_60s: load.peak_tokens_60s,
+                },
+                rpm_utilization: ratio(per_min(load.charged_requests), e.config.rpm),
+                tpm_utilization: ratio(per_min(counters.tokens_charged), e.config.tpm),
+                peak_rpm_utilization: ratio(load.peak_requests_60s as f64, e.config.rpm),
+            };
+            (e.name.clone(), summary)
+        })
+        .collect()
+}
+
 impl Summary {
     /// The summary of a virtual run of `scenario`.
     pub fn new(scenario: &Scenario, out: &SimOutcome) -> Self {
@@ -211,6 +268,19 @@ impl Summary {
                 0.0
             }
         };
+        let providers = if scenario.named_providers {
+            per_provider(scenario, out, &per_min)
+        } else {
+            BTreeMap::new()
+        };
+        // The highest of the providers' (the one that binds), or the one provider's.
+        let highest = |f: fn(&NamedProviderSummary) -> Option<f64>, one: Option<f64>| {
+            if providers.is_empty() {
+                return one;
+            }
+            providers.values().filter_map(f).reduce(f64::max)
+        };
+        let one = scenario.provider();
         Summary {
             schema_version: SCHEMA_VERSION,
             scenario: scenario.name.clone(),
@@ -251,10 +321,29 @@ impl Summary {
             budget_exhausted: r.calls.budget_exhausted,
             orphaned_requests: r.orphaned_requests,
             synthesis: SynthesisSummary::of(&r.syntheses),
-            rpm_utilization: ratio(per_min(charged), scenario.provider.rpm),
-            tpm_utilization: ratio(per_min(p.tokens_charged), scenario.provider.tpm),
-            peak_rpm_utilization: ratio(peak_req as f64, scenario.provider.rpm),
+            rpm_utilization: highest(|p| p.rpm_utilization, ratio(per_min(charged), one.rpm)),
+            tpm_utilization: highest(
+                |p| p.tpm_utilization,
+                ratio(per_min(p.tokens_charged), one.tpm),
+            ),
+            peak_rpm_utilization: highest(
+                |p| p.peak_rpm_utilization,
+                ratio(peak_req as f64, one.rpm),
+            ),
+            providers,
         }
+    }
+
+    /// The per-provider paths summary.json holds for a scenario with these providers
+    /// (`providers.NAME.FIELD`), in the file's order.
+    pub fn provider_paths(names: &[String]) -> Vec<String> {
+        let json =
+            serde_json::to_value(NamedProviderSummary::default()).expect("always serialises");
+        let fields = crate::analysis::slo::metric_paths(&json);
+        names
+            .iter()
+            .flat_map(|n| fields.iter().map(move |f| format!("providers.{n}.{f}")))
+            .collect()
     }
 
     /// Every metric summary.json can hold, as dotted paths in the file's order: what an

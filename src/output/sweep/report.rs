@@ -399,7 +399,7 @@ fn recommendation<'a>(
 /// The recommended point in one line: its values, queries per minute, p95, 429s and the RPM
 /// its busiest minute leaves.
 fn headline(p: &PointResult) -> String {
-    let rpm = p.scenario.provider.rpm;
+    let rpm = p.scenario.provider().rpm;
     let qpm = always(p, metrics::QUERIES_PER_S) * 60.0;
     let p95 = always(p, metrics::QUERY_P95) / 1000.0;
     let limited = always(p, metrics::PROVIDER_RATE_LIMITED);
