@@ -269,7 +269,9 @@ async fn healthy() -> MockServer {
         .mount(&server)
         .await;
     let scenario = parse(SCENARIO, Path::new("s.toml"), &[]).expect("the scenario parses");
-    let described = mock_config(&scenario, 1.0).expect("one provider").described();
+    let described = mock_config(&scenario, 1.0)
+        .expect("one provider")
+        .described();
     Mock::given(method("GET"))
         .and(path("/config"))
         .respond_with(ResponseTemplate::new(200).set_body_json(&described))

@@ -61,6 +61,9 @@ pub struct MockArgs {
     /// A scenario TOML: its provider table, seed and model-turn latency are used.
     #[arg(long, value_name = "FILE")]
     pub scenario: Option<PathBuf>,
+    /// With a scenario of several providers (`[providers.NAME]`): the one to serve.
+    #[arg(long, value_name = "NAME", requires = "scenario")]
+    pub provider: Option<String>,
     /// Requests per minute (default: unlimited).
     #[arg(long)]
     pub rpm: Option<f64>,
@@ -147,17 +150,76 @@ impl CliError {
 struct ScenarioFile {
     seed: Option<u64>,
     provider: Option<RawProvider>,
+    providers: Option<BTreeMap<String, RawProvider>>,
     workload: Option<WorkloadPart>,
 }
 
 #[derive(Debug, Deserialize)]
 struct WorkloadPart {
+    provider: Option<String>,
     model_turn: Option<ModelTurnPart>,
 }
 
 #[derive(Debug, Deserialize)]
 struct ModelTurnPart {
     latency: Option<RawLatency>,
+    provider: Option<String>,
+}
+
+impl ScenarioFile {
+    /// The provider table to serve (`pick` names one of `[providers.NAME]`), and the model
+    /// turn's latency if model turns go to it.
+    fn provider(
+        self,
+        pick: Option<&str>,
+    ) -> Result<(RawProvider, Option<RawLatency>), ConfigError> {
+        let w = self.workload.unwrap_or(WorkloadPart {
+            provider: None,
+            model_turn: None,
+        });
+        let (turn_to, turn) = match w.model_turn {
+            Some(t) => (t.provider.or(w.provider), t.latency),
+            None => (None, None),
+        };
+        match (self.provider, self.providers, pick) {
+            (Some(p), None, None) => Ok((p, turn)),
+            (Some(_), None, Some(name)) => Err(ConfigError::new(
+                "provider",
+                format!(
+                    "--provider {name}: the scenario has one [provider] table, no [providers.NAME]"
+                ),
+            )),
+            (None, Some(mut named), Some(name)) => match named.remove(name) {
+                Some(p) => Ok((p, turn.filter(|_| turn_to.as_deref() == Some(name)))),
+                None => Err(ConfigError::new(
+                    "providers",
+                    format!(
+                        "--provider {name}: the scenario names {}",
+                        named.keys().cloned().collect::<Vec<_>>().join(", ")
+                    ),
+                )),
+            },
+            (None, Some(named), None) if named.len() == 1 => {
+                let (_, p) = named.into_iter().next().expect("one provider");
+                Ok((p, turn))
+            }
+            (None, Some(named), None) => Err(ConfigError::new(
+                "providers",
+                format!(
+                    "the scenario names several providers ({}): pick one with --provider NAME",
+                    named.keys().cloned().collect::<Vec<_>>().join(", ")
+                ),
+            )),
+            (Some(_), Some(_), _) => Err(ConfigError::new(
+                "providers",
+                "give one [provider] table or [providers.NAME] tables, not both",
+            )),
+            (None, None, _) => Err(ConfigError::new(
+                "provider",
+                "the scenario has no [provider] table",
+            )),
+        }
+    }
 }
 
 /// 1-based line of byte offset `at` in `text`.
@@ -228,17 +290,9 @@ impl MockArgs {
         };
         let (seed, provider, turn) = match file {
             Some(f) => {
-                let provider = f.provider.ok_or_else(|| {
-                    in_file(ConfigError::new(
-                        "provider",
-                        "the scenario has no [provider] table",
-                    ))
-                })?;
-                let turn = f
-                    .workload
-                    .and_then(|w| w.model_turn)
-                    .and_then(|t| t.latency);
-                (f.seed, provider, turn)
+                let seed = f.seed;
+                let (provider, turn) = f.provider(self.provider.as_deref()).map_err(in_file)?;
+                (seed, provider, turn)
             }
             None => (None, self.flags_only(), None),
         };

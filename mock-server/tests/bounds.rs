@@ -15,9 +15,7 @@ use tokio::time::Instant;
 
 use capsize_mock::limits::{MAX_DURATION, MAX_DURATION_MS, MAX_FILE_BYTES};
 use capsize_mock::RawProvider;
-use capsize_mock::{
-    ConfigError, Latency, Limit, Outcome, ProviderConfig, ProviderModel, Service,
-};
+use capsize_mock::{ConfigError, Latency, Limit, Outcome, ProviderConfig, ProviderModel, Service};
 use rand::rngs::Xoshiro256PlusPlus;
 use rand::SeedableRng;
 

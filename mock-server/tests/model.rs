@@ -362,10 +362,14 @@ fn on_request_with_overrides_the_latency_for_one_request() {
     let mut m = model("", 1);
     let slow = Latency::Constant(2_500.0);
     assert_eq!(
-        m.on_request_with(Duration::ZERO, 1, Service::latency(Some(&slow))).latency,
+        m.on_request_with(Duration::ZERO, 1, Service::latency(Some(&slow)))
+            .latency,
         Some(ms(2_500))
     );
-    assert_eq!(m.on_request_with(secs(1), 1, Service::default()).latency, Some(ms(100)));
+    assert_eq!(
+        m.on_request_with(secs(1), 1, Service::default()).latency,
+        Some(ms(100))
+    );
     assert_eq!(m.on_request(secs(2), 1).latency, Some(ms(100)));
 }
 
@@ -385,7 +389,10 @@ fn on_request_with_overrides_the_error_rate_for_one_request() {
     for i in 0..50 {
         let d = m.on_request_with(secs(i), 1, flaky);
         assert!(matches!(d.outcome, Outcome::Error(_)), "{d:?}");
-        assert_eq!(m.on_request_with(secs(i), 1, sound).outcome, Outcome::Served);
+        assert_eq!(
+            m.on_request_with(secs(i), 1, sound).outcome,
+            Outcome::Served
+        );
     }
     let c = m.counters();
     assert_eq!((c.errored, c.served), (50, 50));

@@ -88,8 +88,12 @@ struct Gate<'a> {
 fn prepare(args: &CheckArgs) -> Result<Gate<'_>, Failure> {
     let scenario = load(&args.input)?;
     let realtime = realtime_options(&args.input.clock).map_err(Failure::bad_input)?;
-    check::validate(&scenario.slo, &scenario.slo_tolerance, &scenario.provider_names())
-        .map_err(|e| Failure::bad_input(format!("{}: {e}", args.input.scenario.display())))?;
+    check::validate(
+        &scenario.slo,
+        &scenario.slo_tolerance,
+        &scenario.provider_names(),
+    )
+    .map_err(|e| Failure::bad_input(format!("{}: {e}", args.input.scenario.display())))?;
     let mode = if realtime.is_some() {
         "realtime"
     } else {

@@ -59,7 +59,9 @@ pub fn sweep(args: SweepArgs) -> ExitCode {
         Err(GridError::Flag(e)) => return Failure::bad_input(e).exit(),
     };
     let first = &grid.points[0].1;
-    if let Err(e) = crate::analysis::check::validate(&first.slo, &first.slo_tolerance, &first.provider_names()) {
+    if let Err(e) =
+        crate::analysis::check::validate(&first.slo, &first.slo_tolerance, &first.provider_names())
+    {
         return Failure::bad_input(format!("{}: {e}", args.scenario.display())).exit();
     }
     let jobs = args

@@ -100,7 +100,17 @@ impl Routes {
                 endpoints.len() - 1
             }
         };
-        let tool = endpoint_of(w.tool_target, None);
+        // A kind of call that never happens goes to the first endpoint, and opens none.
+        let models = w.model_turn.is_some() || w.subagents.is_some_and(|a| a.synthesis_tokens > 0);
+        let unused = Target::Provider(0);
+        let tool = endpoint_of(
+            if w.tools.is_empty() {
+                w.tool_target
+            } else {
+                unused
+            },
+            None,
+        );
         routes.push(Route {
             endpoint: tool,
             service: None,
@@ -108,7 +118,7 @@ impl Routes {
             tool: "call".into(),
         });
         let model_latency = w.model_turn.as_ref().and_then(|t| t.latency.as_ref());
-        let model = endpoint_of(w.model_target, model_latency);
+        let model = endpoint_of(if models { w.model_target } else { unused }, model_latency);
         routes.push(Route {
             endpoint: model,
             service: model_latency.map(|_| MODEL_TURN.to_string()),

@@ -8,8 +8,8 @@ use rand::rngs::Xoshiro256PlusPlus;
 use rand::{RngExt, SeedableRng};
 use rand_distr::{Distribution, Exp1};
 
-use crate::engine::scenario::bounds::{clamped_millis, clamped_secs};
 use crate::engine::routes;
+use crate::engine::scenario::bounds::{clamped_millis, clamped_secs};
 use crate::engine::scenario::{Arrivals, Workload};
 use crate::scheduler::dispatch::{Access, ToolCall};
 

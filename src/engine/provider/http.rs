@@ -217,7 +217,7 @@ impl Provider for HttpProvider {
         }
         let request = request
             .header(CONTENT_TYPE, "application/json")
-        .header("x-capsize-tokens", tokens);
+            .header("x-capsize-tokens", tokens);
         let exchange = async {
             let response = request.send().await?;
             let status = response.status().as_u16();

@@ -81,7 +81,11 @@ impl<C: Clock> VirtualProvider<C> {
 
     /// Each endpoint's counters, in the routes' order.
     pub fn counters(&self) -> Vec<Counters> {
-        self.models.borrow().iter().map(ProviderModel::counters).collect()
+        self.models
+            .borrow()
+            .iter()
+            .map(ProviderModel::counters)
+            .collect()
     }
 
     fn error(&self, d: &Decision) -> ProviderError {

@@ -419,7 +419,11 @@ pub fn parse(text: &str, path: &Path, sets: &[String]) -> Result<Scenario, Scena
         message,
     };
     let de_error = |e: toml::de::Error| {
-        let message = e.message().trim().replace('\n', " ");
+        let mut message = e.message().trim().replace('\n', " ");
+        if message.starts_with("invalid type") && message.ends_with("expected struct RawProvider") {
+            // A key written straight under [providers]: the table has no provider's name.
+            message = "is not a provider: each provider is a table of its own, [providers.NAME] (a key under [providers] needs a provider's name)".into();
+        }
         let span = e.span();
         let key = span.clone().and_then(|s| key_of(text, s));
         // A missing key has no place in the file; the parser points at the table's start.

@@ -32,9 +32,7 @@ fn good_name(name: &str) -> bool {
 }
 
 fn name_rule(what: &str, name: &str) -> String {
-    format!(
-        "a {what} name is 1 to {MAX_NAME} letters, digits, '_' or '-', got {name:?}"
-    )
+    format!("a {what} name is 1 to {MAX_NAME} letters, digits, '_' or '-', got {name:?}")
 }
 
 /// The scenario's providers, in name order, and whether they are named (`[providers.NAME]`).
@@ -152,9 +150,15 @@ pub(super) fn targets(
         false => default.unwrap_or(Target::Unlimited),
     };
     let turn_provider = w.model_turn.as_ref().and_then(|t| t.provider.as_deref());
-    let models = w.model_turn.is_some() || w.subagents.as_ref().is_some_and(|s| s.synthesis_tokens > 0);
+    let models =
+        w.model_turn.is_some() || w.subagents.as_ref().is_some_and(|s| s.synthesis_tokens > 0);
     let model_target = match models {
-        true => target("workload.model_turn.provider", turn_provider, default, providers)?,
+        true => target(
+            "workload.model_turn.provider",
+            turn_provider,
+            default,
+            providers,
+        )?,
         false => Target::Unlimited,
     };
     Ok((tool_target, model_target, tools))
@@ -167,7 +171,10 @@ fn tools(
     base: &Path,
 ) -> Result<Vec<ToolClass>, Invalid> {
     if list.is_empty() {
-        return Err(bad("workload.tools", "is empty: list at least one tool, or leave it out"));
+        return Err(bad(
+            "workload.tools",
+            "is empty: list at least one tool, or leave it out",
+        ));
     }
     let mut seen: Vec<&str> = Vec::new();
     list.iter()

@@ -11,8 +11,8 @@ use super::raw::{
 };
 use super::sweep_slo;
 use super::{
-    Arrivals, Count, ModelTurn, NamedProvider, Scenario, SchedulerSettings, Stop, Subagents, Target,
-    Workload,
+    Arrivals, Count, ModelTurn, NamedProvider, Scenario, SchedulerSettings, Stop, Subagents,
+    Target, Workload,
 };
 use crate::scheduler::{CapPolicy, Jitter, RetryAfterMode, RetryPolicy, RetryPreset, TurnPolicy};
 
@@ -48,7 +48,11 @@ pub(super) fn count(key: &str, raw: &RawCount, min: u64, max: u64) -> Result<Cou
 }
 
 /// `[workload]`, checked in the order its parts are read: the first error is the one reported.
-fn workload(w: &RawWorkload, providers: &[NamedProvider], base: &Path) -> Result<Workload, Invalid> {
+fn workload(
+    w: &RawWorkload,
+    providers: &[NamedProvider],
+    base: &Path,
+) -> Result<Workload, Invalid> {
     let arrivals = arrivals(w)?;
     let (stop, per_session) = stop(w, arrivals)?;
     let rounds = within(
@@ -309,13 +313,20 @@ fn fits(w: &Workload, providers: &[NamedProvider]) -> Result<(), Invalid> {
     for (i, t) in w.tools.iter().enumerate() {
         let (key, tokens) = match t.tokens {
             Some(c) => (format!("workload.tools[{i}].tokens"), most(c)),
-            None => ("workload.tokens_per_call".to_string(), most(w.tokens_per_call)),
+            None => (
+                "workload.tokens_per_call".to_string(),
+                most(w.tokens_per_call),
+            ),
         };
         requests.push((key, Some(tokens), t.target));
     }
     for (key, tokens, target) in requests {
-        let Target::Provider(p) = target else { continue };
-        let Some(tpm) = providers[p].config.tpm else { continue };
+        let Target::Provider(p) = target else {
+            continue;
+        };
+        let Some(tpm) = providers[p].config.tpm else {
+            continue;
+        };
         if let Some(n) = tokens.filter(|&n| n as f64 > tpm) {
             let limit = match providers.len() {
                 1 => "provider.tpm".to_string(),

@@ -79,7 +79,11 @@ pub fn mock_config(s: &Scenario, time_scale: f64) -> Result<ServerConfig, Vec<St
     if configs.len() == 1 {
         return Ok(configs.remove(0));
     }
-    Err(Routes::of(s).endpoints.into_iter().map(|e| e.name).collect())
+    Err(Routes::of(s)
+        .endpoints
+        .into_iter()
+        .map(|e| e.name)
+        .collect())
 }
 
 async fn realtime(s: &Scenario, opts: &RealtimeOptions) -> Result<SimOutcome, SimError> {

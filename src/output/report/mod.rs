@@ -98,12 +98,29 @@ pub fn table(s: &Summary) -> String {
         "  client         {} attempts, {} retries, {} failed, {} cancelled, {} not run, {} orphaned requests",
         s.attempts, s.retries, s.errors, s.cancelled, s.not_run, s.orphaned_requests
     );
-    let _ = writeln!(
-        out,
-        "  utilization    RPM {} (peak 60 s window {}), TPM {}",
-        pct(s.rpm_utilization),
-        pct(s.peak_rpm_utilization),
-        pct(s.tpm_utilization)
-    );
+    if s.providers.is_empty() {
+        let _ = writeln!(
+            out,
+            "  utilization    RPM {} (peak 60 s window {}), TPM {}",
+            pct(s.rpm_utilization),
+            pct(s.peak_rpm_utilization),
+            pct(s.tpm_utilization)
+        );
+    }
+    // Several providers: each one's counts and utilization, the binding one visible.
+    for (name, n) in &s.providers {
+        let c = &n.counts.counters;
+        let _ = writeln!(
+            out,
+            "  {:<14} {} received, {} rate-limited (429), {} errors; RPM {} (peak 60 s {}), TPM {}",
+            escape::terminal(name),
+            c.received,
+            c.rate_limited,
+            c.errored,
+            pct(n.rpm_utilization),
+            pct(n.peak_rpm_utilization),
+            pct(n.tpm_utilization)
+        );
+    }
     out
 }
