@@ -327,6 +327,7 @@ impl MockArgs {
             error_rate: 0.0,
             error_mix: ErrorMix::default(),
             timeout_rate: 0.0,
+            phases: Vec::new(),
         }
     }
 

@@ -9,6 +9,7 @@ use serde::Deserialize;
 use crate::error::ConfigError;
 use crate::latency::{Latency, RawLatency};
 use crate::limits::{show, MAX_DURATION_SECS, MAX_IN_FLIGHT, MAX_PER_MINUTE};
+use crate::phases::{Phase, RawPhase};
 use crate::window::WindowKind;
 
 /// What a 429 says about when to retry.
@@ -102,6 +103,9 @@ pub struct RawProvider {
     /// Share of accepted requests never answered (the client's timeout ends them).
     #[serde(default)]
     pub timeout_rate: f64,
+    /// Incidents: stretches of the run with other values of these keys, or an outage.
+    #[serde(default)]
+    pub phases: Vec<RawPhase>,
 }
 
 /// A validated provider configuration.
@@ -127,6 +131,8 @@ pub struct ProviderConfig {
     pub error_split: [f64; 2],
     /// Share of accepted requests never answered.
     pub timeout_rate: f64,
+    /// Incidents, in time order (empty: the provider never changes).
+    pub phases: Vec<Phase>,
 }
 
 impl ProviderConfig {
@@ -144,6 +150,7 @@ impl ProviderConfig {
             error_rate: 0.0,
             error_split: [1.0 / 3.0, 2.0 / 3.0],
             timeout_rate: 0.0,
+            phases: Vec::new(),
         }
     }
 }
@@ -260,6 +267,7 @@ impl RawProvider {
             error_rate,
             error_split: [w500 / total, (w500 + w503) / total],
             timeout_rate,
+            phases: crate::phases::build(self, base)?,
         })
     }
 }

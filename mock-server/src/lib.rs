@@ -18,6 +18,7 @@ pub mod headers;
 pub mod latency;
 pub mod limits;
 pub mod model;
+pub mod phases;
 pub mod server;
 pub mod window;
 

@@ -21,6 +21,7 @@ use crate::config::{Overload, ProviderConfig, RetryAfter};
 use crate::headers::go_duration;
 use crate::latency::Latency;
 use crate::limits::duration_from_ms;
+use crate::phases::{self, Outage};
 use crate::window::{Limit, Usage, Window};
 
 /// How a request ends.
@@ -161,6 +162,18 @@ impl Counters {
             tokens_charged: self.tokens_charged.saturating_add(o.tokens_charged),
         }
     }
+
+    /// What was counted since `before` (an earlier reading of the same counters).
+    pub fn since(self, before: Counters) -> Counters {
+        Counters {
+            received: self.received - before.received,
+            served: self.served - before.served,
+            rate_limited: self.rate_limited - before.rate_limited,
+            errored: self.errored - before.errored,
+            timed_out: self.timed_out - before.timed_out,
+            tokens_charged: self.tokens_charged.saturating_sub(before.tokens_charged),
+        }
+    }
 }
 
 /// A rate-limited LLM API with no clock.
@@ -173,23 +186,42 @@ pub struct ProviderModel {
     /// has never been used (it is free), so the heap only grows as requests arrive.
     servers: Option<(usize, BinaryHeap<Reverse<Duration>>)>,
     counters: Counters,
+    /// The phase in force at the last request (`None`: the provider's own table).
+    phase: Option<usize>,
+    /// What each phase saw.
+    phase_counters: Vec<Counters>,
+}
+
+/// The provider in force: `phase`'s, or `config`'s own.
+fn in_force(config: &ProviderConfig, phase: Option<usize>) -> &ProviderConfig {
+    phase.map_or(config, |i| &config.phases[i].config)
+}
+
+/// `max_in_flight` servers, keeping `kept`'s busy ones: with fewer servers than are busy, those
+/// that free up first are let go, so the next request waits for the n-th latest to free.
+fn servers(
+    max_in_flight: Option<u32>,
+    kept: Option<(usize, BinaryHeap<Reverse<Duration>>)>,
+) -> Option<(usize, BinaryHeap<Reverse<Duration>>)> {
+    // At least one server (0 only comes from a configuration built by hand).
+    let n = usize::try_from(max_in_flight?.max(1)).unwrap_or(usize::MAX);
+    let mut heap = kept.map(|(_, h)| h).unwrap_or_default();
+    while heap.len() > n {
+        heap.pop();
+    }
+    Some((n, heap))
 }
 
 impl ProviderModel {
     /// A model of `config`, its randomness seeded by `seed`, at time 0 with nothing used.
     pub fn new(config: ProviderConfig, seed: u64) -> Self {
-        // At least one server (0 only comes from a configuration built by hand).
-        let servers = config.max_in_flight.map(|n| {
-            (
-                usize::try_from(n.max(1)).unwrap_or(usize::MAX),
-                BinaryHeap::new(),
-            )
-        });
         ProviderModel {
             window: Window::new(config.window, config.rpm, config.tpm),
             rng: Xoshiro256PlusPlus::seed_from_u64(seed),
-            servers,
+            servers: servers(config.max_in_flight, None),
             counters: Counters::default(),
+            phase: None,
+            phase_counters: vec![Counters::default(); config.phases.len()],
             config,
         }
     }
@@ -231,11 +263,76 @@ impl ProviderModel {
         self.on_request_with(now, tokens, Service::default())
     }
 
+    /// Each phase's counters, in the phases' order (requests counted in the phase in force
+    /// at their arrival).
+    pub fn phase_counters(&self) -> &[Counters] {
+        &self.phase_counters
+    }
+
     /// As [`ProviderModel::on_request`], served as `service` says: its latency and error rate
     /// instead of the provider's own where it gives them (a model turn, say, slower than a
     /// tool call). The draws are the same either way, so a seed gives the same stream.
     pub fn on_request_with(&mut self, now: Duration, tokens: u64, asked: Service<'_>) -> Decision {
+        if self.config.phases.is_empty() {
+            return self.decide(now, tokens, asked, None);
+        }
+        let phase = phases::active(&self.config.phases, now);
+        if phase != self.phase {
+            self.enter(now, phase);
+        }
+        let before = self.counters;
+        let decision = self.decide(now, tokens, asked, phase);
+        if let Some(i) = phase {
+            self.phase_counters[i] = self.phase_counters[i].plus(self.counters.since(before));
+        }
+        decision
+    }
+
+    /// Puts the limits and the capacity of `phase` (or the provider's own) in force at `now`:
+    /// what the window has counted stays counted against the new limits.
+    fn enter(&mut self, now: Duration, phase: Option<usize>) {
+        self.phase = phase;
+        let cfg = in_force(&self.config, phase);
+        self.window.set_limits(now, cfg.rpm, cfg.tpm);
+        self.servers = servers(cfg.max_in_flight, self.servers.take());
+    }
+
+    fn decide(
+        &mut self,
+        now: Duration,
+        tokens: u64,
+        asked: Service<'_>,
+        phase: Option<usize>,
+    ) -> Decision {
         self.counters.received += 1;
+        let (outage, own_latency, own_error_rate) = match phase {
+            Some(i) => {
+                let p = &self.config.phases[i];
+                (p.outage, p.sets_latency, p.sets_error_rate)
+            }
+            None => (None, false, false),
+        };
+        match outage {
+            Some(Outage::Unavailable) => return self.refuse(now, Outcome::Error(503), None),
+            Some(Outage::NoAnswer) => {
+                self.counters.timed_out += 1;
+                let (requests, tokens) = self.window.usage(now);
+                return Decision {
+                    outcome: Outcome::Timeout,
+                    latency: None,
+                    charged: false,
+                    queued: Duration::ZERO,
+                    retry_after: None,
+                    requests,
+                    tokens,
+                };
+            }
+            None => {}
+        }
+        let (overload, retry_after) = {
+            let cfg = in_force(&self.config, phase);
+            (cfg.overload, cfg.retry_after)
+        };
         if let Err(limit) = self.window.admits(tokens) {
             // No wait can help: a 429 without Retry-After, before capacity and quota.
             return self.refuse(now, Outcome::TooLarge(limit), None);
@@ -246,7 +343,7 @@ impl ProviderModel {
             _ => None,
         };
         if let Some(free_at) = busy_until.filter(|&f| f > now) {
-            match self.config.overload {
+            match overload {
                 Overload::Queue => {}
                 Overload::Reject429 => {
                     return self.refuse(now, Outcome::RateLimited, Some(free_at - now))
@@ -261,7 +358,7 @@ impl ProviderModel {
             // Only float noise reaches this past `admits`; it is still never going to fit.
             Err(None) => return self.refuse(now, Outcome::TooLarge(Limit::Tokens), None),
             Err(Some(fits_in)) => {
-                let retry_after = match self.config.retry_after {
+                let retry_after = match retry_after {
                     RetryAfter::Auto => Some(fits_in),
                     RetryAfter::Fixed(d) => Some(d),
                     RetryAfter::None => None,
@@ -272,7 +369,11 @@ impl ProviderModel {
         self.counters.tokens_charged = self.counters.tokens_charged.saturating_add(tokens);
         // Always two draws, in this order, so a seed gives the same stream whatever the outcome.
         let fate: f64 = self.rng.random();
-        let dist = asked.latency.unwrap_or(&self.config.latency);
+        let cfg = in_force(&self.config, phase);
+        let dist = match asked.latency {
+            Some(own) if !own_latency => own,
+            _ => &cfg.latency,
+        };
         // Drawn in [0, one year] (`Latency::sample` clamps), and converted without panicking.
         let service = duration_from_ms(dist.sample(&mut self.rng));
         let start = match &mut self.servers {
@@ -288,8 +389,10 @@ impl ProviderModel {
             None => now,
         };
         let latency = (start - now).saturating_add(service);
-        let cfg = &self.config;
-        let error_rate = asked.error_rate.unwrap_or(cfg.error_rate);
+        let error_rate = match asked.error_rate {
+            Some(own) if !own_error_rate => own,
+            _ => cfg.error_rate,
+        };
         let outcome = if fate < error_rate {
             let u = fate / error_rate;
             Outcome::Error(if u < cfg.error_split[0] {

@@ -214,6 +214,11 @@ impl MockProvider {
         self.shared.counters()
     }
 
+    /// The model's counters in each of its phases (see [`crate::phases`]).
+    pub fn phase_counters(&self) -> Vec<Counters> {
+        self.shared.phase_counters()
+    }
+
     /// What the clients did so far: requests in flight, retries they announced, orphans.
     pub fn traffic(&self) -> Traffic {
         self.shared.traffic.now()

@@ -79,6 +79,7 @@ enum State {
 /// Requests-per-minute and tokens-per-minute limits, counted one way.
 #[derive(Debug, Clone)]
 pub struct Window {
+    kind: WindowKind,
     rpm: Option<f64>,
     tpm: Option<f64>,
     state: State,
@@ -104,7 +105,44 @@ impl Window {
                 tokens: tpm.unwrap_or(0.0),
             },
         };
-        Window { rpm, tpm, state }
+        Window {
+            kind,
+            rpm,
+            tpm,
+            state,
+        }
+    }
+
+    /// Puts other limits in force from `now` on (a provider's incident): what is counted stays
+    /// counted against them, a bucket keeps its balance (cut to the new size), and a limit that
+    /// was absent starts as at time 0 (an empty window, a full bucket).
+    pub fn set_limits(&mut self, now: Duration, rpm: Option<f64>, tpm: Option<f64>) {
+        if (rpm, tpm) == (self.rpm, self.tpm) {
+            return;
+        }
+        if rpm.is_none() && tpm.is_none() {
+            *self = Window::new(self.kind, None, None);
+            return;
+        }
+        if let State::Unlimited = self.state {
+            *self = Window::new(self.kind, rpm, tpm);
+            return;
+        }
+        self.advance(now);
+        if let State::Bucket {
+            requests, tokens, ..
+        } = &mut self.state
+        {
+            let resize = |balance: &mut f64, old: Option<f64>, new: Option<f64>| {
+                if let Some(new) = new {
+                    *balance = if old.is_some() { balance.min(new) } else { new };
+                }
+            };
+            resize(requests, self.rpm, rpm);
+            resize(tokens, self.tpm, tpm);
+        }
+        self.rpm = rpm;
+        self.tpm = tpm;
     }
 
     fn advance(&mut self, now: Duration) {

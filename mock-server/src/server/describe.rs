@@ -53,6 +53,9 @@ impl ServerConfig {
         put("provider.error_rate", p.error_rate.to_string());
         put("provider.error_split", format!("{:?}", p.error_split));
         put("provider.timeout_rate", p.timeout_rate.to_string());
+        if !p.phases.is_empty() {
+            put("provider.phases", format!("{:?}", p.phases));
+        }
         put("time_scale", self.time_scale.to_string());
         for (name, latency) in &self.latencies {
             put(&format!("latencies.{name}"), format!("{latency:?}"));

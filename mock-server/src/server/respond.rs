@@ -208,6 +208,9 @@ struct Stats {
     counters: Counters,
     #[serde(flatten)]
     traffic: Traffic,
+    /// Each phase's counters (none without phases).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    phases: Vec<Counters>,
 }
 
 impl Shared {
@@ -241,6 +244,15 @@ impl Shared {
             .counters()
     }
 
+    /// Each phase's counters.
+    pub(crate) fn phase_counters(&self) -> Vec<Counters> {
+        self.model
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .phase_counters()
+            .to_vec()
+    }
+
     /// Routes a request by method and path. Unknown paths get our own 404 body.
     pub(crate) fn route(&self, method: &Method, path: &str) -> Route {
         let post = *method == Method::POST;
@@ -264,6 +276,7 @@ impl Shared {
                 &Stats {
                     counters: self.counters(),
                     traffic: self.traffic.now(),
+                    phases: self.phase_counters(),
                 },
             )),
             "/stats" => answer(not_allowed(Api::OpenAi, "GET", method, path)),

@@ -99,6 +99,8 @@ pub struct ExecOutcome {
     pub agent: AgentEnd,
     /// The model's counters.
     pub counters: Counters,
+    /// The model's counters in each phase of the provider.
+    pub phases: Vec<Counters>,
     /// The clients' side: in flight, retries, orphans, the series.
     pub traffic: TrafficReport,
     /// Where the mock listened.
@@ -223,6 +225,7 @@ async fn exec(s: &Scenario, request: &ExecRequest) -> Result<ExecOutcome, ExecEr
             wall,
         },
         counters: mock.counters(),
+        phases: mock.phase_counters(),
         traffic: mock.traffic_report(),
         address,
     };

@@ -88,6 +88,15 @@ impl<C: Clock> VirtualProvider<C> {
             .collect()
     }
 
+    /// Each endpoint's counters per phase of its provider, in the routes' order.
+    pub fn phase_counters(&self) -> Vec<Vec<Counters>> {
+        self.models
+            .borrow()
+            .iter()
+            .map(|m| m.phase_counters().to_vec())
+            .collect()
+    }
+
     fn error(&self, d: &Decision) -> ProviderError {
         let scaled = d.retry_after.map(|r| self.scale.to_runtime(r));
         match d.outcome {

@@ -345,12 +345,20 @@ fn key_of(text: &str, span: std::ops::Range<usize>) -> Option<String> {
             _ => ident.clear(),
         }
     }
-    let section = text[..line_start]
-        .lines()
-        .rev()
-        .map(str::trim)
-        .find(|l| l.starts_with('[') && !l.starts_with("[["))
-        .map(|l| l.trim_matches(|c| c == '[' || c == ']').trim().to_string());
+    let header = |l: &str| l.trim_matches(|c| c == '[' || c == ']').trim().to_string();
+    let before: Vec<&str> = text[..line_start].lines().map(str::trim).collect();
+    // The table the key is in; an array of tables (`[[provider.phases]]`) with its index.
+    let section = before.iter().rposition(|l| l.starts_with('[')).map(|i| {
+        let name = header(before[i]);
+        if !before[i].starts_with("[[") {
+            return name;
+        }
+        let index = before[..i]
+            .iter()
+            .filter(|l| l.starts_with("[[") && header(l) == name)
+            .count();
+        format!("{name}[{index}]")
+    });
     let parts: Vec<String> = section.into_iter().chain(open).chain([name]).collect();
     Some(parts.join("."))
 }

@@ -237,3 +237,45 @@ fn tools(
         })
         .collect()
 }
+
+/// Refuses a phase that starts when the run is over: at or after `workload.duration_s` (no
+/// query starts after it) or `workload.stop_at_s`. A run that stops after a number of queries
+/// has no end known in advance: its summary counts what each phase saw.
+pub(super) fn phases_in_run(
+    w: &super::Workload,
+    providers: &[NamedProvider],
+    named: bool,
+) -> Result<(), Invalid> {
+    let duration = match w.stop {
+        super::Stop::Duration(d) => Some((d, "workload.duration_s")),
+        super::Stop::Queries(_) => None,
+    };
+    let stop_at = w.stop_at.map(|d| (d, "workload.stop_at_s"));
+    let end = match (duration, stop_at) {
+        (Some(a), Some(b)) => Some(if b.0 < a.0 { b } else { a }),
+        (a, b) => a.or(b),
+    };
+    let Some((end, end_key)) = end else {
+        return Ok(());
+    };
+    for p in providers {
+        let table = if named {
+            format!("providers.{}", p.name)
+        } else {
+            ONE.to_string()
+        };
+        for (i, phase) in p.config.phases.iter().enumerate() {
+            if phase.from >= end {
+                return Err(bad(
+                    &format!("{table}.phases[{i}]"),
+                    format!(
+                        "starts at {} s, when the run is over ({end_key} = {} s)",
+                        phase.from.as_secs_f64(),
+                        end.as_secs_f64()
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}

@@ -492,6 +492,7 @@ pub(super) fn validate(raw: RawScenario, base: &Path) -> Result<Scenario, Invali
     let (providers, named_providers) = super::providers::providers(&raw, base)?;
     let workload = workload(&raw.workload, &providers, base)?;
     fits(&workload, &providers)?;
+    super::providers::phases_in_run(&workload, &providers, named_providers)?;
     let (slo, slo_tolerance) = raw
         .slo
         .as_ref()

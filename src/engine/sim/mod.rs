@@ -105,6 +105,8 @@ pub struct SimOutcome {
     pub provider: capsize_mock::Counters,
     /// Each endpoint's counters, in the routes' order (see [`Routes`]).
     pub endpoints: Vec<capsize_mock::Counters>,
+    /// Each endpoint's counters per phase of its provider (see `[[provider.phases]]`).
+    pub phases: Vec<Vec<capsize_mock::Counters>>,
     /// Model time from the start to the last query's end.
     pub elapsed: Duration,
     /// Model time from the start to the end of the run (detached work included).
@@ -199,6 +201,7 @@ async fn simulate(s: &Scenario, rt: DesRuntime) -> Result<SimOutcome, SimError> 
         recording: recorder.finish(),
         provider: total(&endpoints),
         endpoints,
+        phases: provider.phase_counters(),
         elapsed: driven.elapsed,
         span: driven.span,
         queries_started: driven.queries_started,

@@ -164,15 +164,18 @@ async fn realtime(s: &Scenario, opts: &RealtimeOptions) -> Result<SimOutcome, Si
         return Err(SimError::BadProvider(format!("{base}: {bad}")));
     }
     let driven = driven.ok_or(SimError::Watchdog(HORIZON))?;
-    let mut endpoints = Vec::with_capacity(bases.len());
+    let (mut endpoints, mut phases) = (Vec::new(), Vec::new());
     for base in &bases {
-        endpoints.push(stats(&client, base).await?);
+        let s = stats(&client, base).await?;
+        endpoints.push(s.counters);
+        phases.push(s.phases);
     }
     Ok(SimOutcome {
         mode: Mode::Realtime,
         recording: recorder.finish(),
         provider: total(&endpoints),
         endpoints,
+        phases,
         elapsed: driven.elapsed,
         span: driven.span,
         queries_started: driven.queries_started,
@@ -195,8 +198,18 @@ async fn progress(recorder: &Recorder, scale: TimeScale) {
     }
 }
 
+/// What `GET /stats` says of the model (the rest of it is the clients' traffic).
+#[derive(serde::Deserialize)]
+struct Stats {
+    #[serde(flatten)]
+    counters: Counters,
+    /// Each phase's counters (absent: the provider has no phases).
+    #[serde(default)]
+    phases: Vec<Counters>,
+}
+
 /// The mock's own counters, from `GET /stats`.
-async fn stats(client: &reqwest::Client, base: &str) -> Result<Counters, SimError> {
+async fn stats(client: &reqwest::Client, base: &str) -> Result<Stats, SimError> {
     let url = format!("{base}/stats");
     let body = client
         .get(&url)

@@ -14,7 +14,7 @@ use crate::engine::exec::{Ending, ExecOutcome};
 use crate::engine::scenario::Scenario;
 use crate::output::files::OutputSet;
 use crate::output::report::escape;
-use crate::output::report::summary::{Percentiles, ProviderCounts, SCHEMA_VERSION};
+use crate::output::report::summary::{Percentiles, PhaseCounts, ProviderCounts, SCHEMA_VERSION};
 pub use charts::{charts, CHARTS};
 
 /// The summary file's name.
@@ -117,6 +117,7 @@ impl ExecSummary {
                 counters: *p,
                 peak_requests_per_60s: t.peak_requests_per_60s,
                 peak_tokens_per_60s: t.peak_tokens_per_60s,
+                phases: PhaseCounts::of(scenario.provider(), &outcome.phases),
             },
             in_flight: InFlight {
                 peak: t.traffic.in_flight_peak,

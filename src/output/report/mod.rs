@@ -122,5 +122,23 @@ pub fn table(s: &Summary) -> String {
             pct(n.tpm_utilization)
         );
     }
+    // Incidents: what each phase of each provider saw.
+    let phases = std::iter::once((None, &s.provider.phases))
+        .chain(s.providers.iter().map(|(n, p)| (Some(n), &p.counts.phases)));
+    for (name, list) in phases {
+        for ph in list {
+            let when = match ph.to_s {
+                Some(to) => format!("{}-{} s", ph.from_s, to),
+                None => format!("from {} s", ph.from_s),
+            };
+            let whose = name.map_or(String::new(), |n| format!("{} ", escape::terminal(n)));
+            let c = &ph.counters;
+            let _ = writeln!(
+                out,
+                "  phase          {whose}{when}: {} received, {} served, {} rate-limited (429), {} errors, {} timeouts",
+                c.received, c.served, c.rate_limited, c.errored, c.timed_out
+            );
+        }
+    }
     out
 }

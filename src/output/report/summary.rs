@@ -96,8 +96,36 @@ pub struct Throughput {
     pub calls_per_s: f64,
 }
 
-/// The provider's own counters, and its busiest minute.
+/// What the provider saw during one of its phases (`[[provider.phases]]`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct PhaseCounts {
+    /// When the phase starts, in seconds of model time.
+    pub from_s: f64,
+    /// When it ends (`null`: when the next phase starts, or never).
+    pub to_s: Option<f64>,
+    /// received, served, ... of the requests that arrived during it.
+    #[serde(flatten)]
+    pub counters: Counters,
+}
+
+impl PhaseCounts {
+    /// Each phase of `config` with what `counts` says it saw.
+    pub fn of(config: &capsize_mock::ProviderConfig, counts: &[Counters]) -> Vec<PhaseCounts> {
+        config
+            .phases
+            .iter()
+            .zip(counts.iter().chain(std::iter::repeat(&Counters::default())))
+            .map(|(p, c)| PhaseCounts {
+                from_s: p.from.as_secs_f64(),
+                to_s: p.to.map(|t| t.as_secs_f64()),
+                counters: *c,
+            })
+            .collect()
+    }
+}
+
+/// The provider's own counters, and its busiest minute.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct ProviderCounts {
     /// received, served, rate_limited, errored, timed_out, tokens_charged.
     #[serde(flatten)]
@@ -106,10 +134,13 @@ pub struct ProviderCounts {
     pub peak_requests_per_60s: u64,
     /// The most tokens charged in any 60 s window (whole seconds).
     pub peak_tokens_per_60s: u64,
+    /// What it saw in each of its phases, if it has any.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub phases: Vec<PhaseCounts>,
 }
 
 /// One provider of several: its counters, busiest minute and utilizations.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct NamedProviderSummary {
     /// Its counters and busiest minute.
     #[serde(flatten)]
@@ -234,6 +265,7 @@ fn per_provider(
                     counters,
                     peak_requests_per_60s: load.peak_requests_60s,
                     peak_tokens_per_60s: load.peak_tokens_60s,
+                    phases: PhaseCounts::of(&e.config, out.phases.get(i).map_or(&[], |v| v)),
                 },
                 rpm_utilization: ratio(per_min(load.charged_requests), e.config.rpm),
                 tpm_utilization: ratio(per_min(counters.tokens_charged), e.config.tpm),
@@ -312,6 +344,11 @@ impl Summary {
                 counters: *p,
                 peak_requests_per_60s: peak_req,
                 peak_tokens_per_60s: peak_tok,
+                // With several providers, each has its phases in `providers`.
+                phases: match scenario.named_providers {
+                    true => Vec::new(),
+                    false => PhaseCounts::of(one, out.phases.first().map_or(&[], |v| v)),
+                },
             },
             attempts: r.calls.attempts,
             retries: r.calls.retries,

@@ -357,6 +357,14 @@ pub fn render(
     }
     objectives(&mut md, slo);
     point_table(&mut md, points, slo);
+    let keys: Vec<String> = points.first().map_or(Vec::new(), |p| {
+        p.point
+            .values
+            .iter()
+            .map(|(k, _)| markdown(short(k)))
+            .collect()
+    });
+    super::phases::section(&mut md, points, &keys);
     let images = charts_section(&mut md, chart_svgs);
     let name = points.first().map_or("", |p| p.scenario.name.as_str());
     let html = html(name, &md, &images, chart_svgs);

@@ -54,6 +54,17 @@ pub fn mean_json(runs: &[Value]) -> Value {
                     })
                     .collect(),
             ),
+            // Lists of objects (a provider's phases): element by element.
+            Value::Array(items) => Value::Array(
+                items
+                    .iter()
+                    .enumerate()
+                    .map(|(i, v)| {
+                        let children: Vec<&Value> = all.iter().filter_map(|r| r.get(i)).collect();
+                        merge(v, &children)
+                    })
+                    .collect(),
+            ),
             Value::Number(_) => {
                 let xs: Vec<f64> = all.iter().filter_map(|v| v.as_f64()).collect();
                 serde_json::Number::from_f64(mean_ci(&xs).mean).map_or(Value::Null, Value::Number)
@@ -83,5 +94,10 @@ mod tests {
             serde_json::json!({"a": {"b": 3}, "m": "virtual"}),
         ]);
         assert_eq!(j, serde_json::json!({"a": {"b": 2.0}, "m": "virtual"}));
+        let j = mean_json(&[
+            serde_json::json!({"phases": [{"n": 1}, {"n": 10}]}),
+            serde_json::json!({"phases": [{"n": 3}, {"n": 20}]}),
+        ]);
+        assert_eq!(j, serde_json::json!({"phases": [{"n": 2.0}, {"n": 15.0}]}));
     }
 }
