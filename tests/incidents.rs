@@ -3,8 +3,12 @@
 //! a limit cut in half brings 429s to a client sized for the provider's own limit, and only
 //! during the cut; bad phases are refused before anything runs, naming the key.
 
+mod common;
+
 use std::path::Path;
 use std::sync::Mutex;
+
+use common::temp::Temp;
 
 use capsize::engine::scenario::{parse, Scenario};
 use capsize::engine::sim::{self, RealtimeOptions};
@@ -120,12 +124,56 @@ retry = { max_retries = 0 }
 }
 
 #[test]
+fn a_baseline_with_phases_is_a_baseline_check_accepts_and_a_sweep_tables_them() {
+    let t = Temp::new("incidents", "baseline");
+    let swept = format!("{OUTAGE}\n[sweep]\n\"scheduler.max_concurrency\" = [2, 4]\n");
+    let scenario = t.write("outage.toml", &swept);
+    let (s, base) = (scenario.to_str().unwrap(), t.path("base.json"));
+    let base = base.to_str().unwrap();
+    let o = common::capsize(&["baseline", s, "--out", base]);
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let o = common::capsize(&[
+        "check",
+        s,
+        "--baseline",
+        base,
+        "--out",
+        t.path("check").to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", common::stderr(&o));
+    let out = t.path("sweep");
+    let o = common::capsize(&["sweep", s, "--out", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    let table = md
+        .split("## Through the incidents")
+        .nth(1)
+        .expect("the section")
+        .to_string();
+    assert!(
+        table.contains("| max_concurrency | queries failed | 9.5-19.5 s |"),
+        "{table}"
+    );
+    assert!(table.contains("| 2 | 10 | 0 / 10 |"), "{table}");
+    assert!(table.contains("| 4 | 10 | 0 / 10 |"), "{table}");
+}
+
+#[test]
 fn bad_phases_are_one_line_naming_the_key() {
     let with = |phases: &str| OUTAGE.replace("outage = \"503\"\n", phases);
     let cases = [
         (
             OUTAGE.replace("from_s = 9.5\nto_s = 19.5", "at_s = 30"),
             "provider.phases[0]: starts at 30 s, when the run is over (workload.duration_s = 30 s)",
+        ),
+        (
+            OUTAGE
+                .replace(
+                    "[[provider.phases]]",
+                    "[[provider.phases]] # a comment\nat_s = 1\n[[provider.phases]] # another",
+                )
+                .replace("outage = \"503\"", "rpm = \"many\""),
+            "test.toml:12:7: provider.phases[1].rpm: invalid type",
         ),
         (
             OUTAGE

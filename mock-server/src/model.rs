@@ -166,11 +166,11 @@ impl Counters {
     /// What was counted since `before` (an earlier reading of the same counters).
     pub fn since(self, before: Counters) -> Counters {
         Counters {
-            received: self.received - before.received,
-            served: self.served - before.served,
-            rate_limited: self.rate_limited - before.rate_limited,
-            errored: self.errored - before.errored,
-            timed_out: self.timed_out - before.timed_out,
+            received: self.received.saturating_sub(before.received),
+            served: self.served.saturating_sub(before.served),
+            rate_limited: self.rate_limited.saturating_sub(before.rate_limited),
+            errored: self.errored.saturating_sub(before.errored),
+            timed_out: self.timed_out.saturating_sub(before.timed_out),
             tokens_charged: self.tokens_charged.saturating_sub(before.tokens_charged),
         }
     }
@@ -288,12 +288,14 @@ impl ProviderModel {
         decision
     }
 
-    /// Puts the limits and the capacity of `phase` (or the provider's own) in force at `now`:
+    /// Puts the limits and the capacity of `phase` (or the provider's own) in force, from the
+    /// instant it began (the window refills at the old rates until then, not until `now`):
     /// what the window has counted stays counted against the new limits.
     fn enter(&mut self, now: Duration, phase: Option<usize>) {
         self.phase = phase;
+        let began = phases::began(&self.config.phases, now);
         let cfg = in_force(&self.config, phase);
-        self.window.set_limits(now, cfg.rpm, cfg.tpm);
+        self.window.set_limits(began, cfg.rpm, cfg.tpm);
         self.servers = servers(cfg.max_in_flight, self.servers.take());
     }
 

@@ -95,6 +95,16 @@ pub fn active(phases: &[Phase], now: Duration) -> Option<usize> {
     phases[i].covers(now).then_some(i)
 }
 
+/// When what is in force at `now` (a phase, or the provider's own table between phases) began.
+pub fn began(phases: &[Phase], now: Duration) -> Duration {
+    let started = phases.partition_point(|p| p.from <= now);
+    match started.checked_sub(1).map(|i| &phases[i]) {
+        None => Duration::ZERO,
+        Some(p) if p.covers(now) => p.from,
+        Some(p) => p.to.unwrap_or(p.from),
+    }
+}
+
 fn seconds(key: &str, s: f64) -> Result<Duration, ConfigError> {
     if !(s.is_finite() && (0.0..=MAX_DURATION_SECS).contains(&s)) {
         return Err(ConfigError::new(
@@ -196,16 +206,19 @@ pub fn build(base: &RawProvider, dir: &Path) -> Result<Vec<Phase>, ConfigError> 
             ConfigError::new(format!("{key}{rest}"), e.message)
         })?;
         if let Some(prev) = phases.last() {
-            let prev_end = prev.to.unwrap_or(prev.from);
-            if from < prev_end || from == prev.from {
+            let (bound, what) = match prev.to {
+                Some(to) => (to, "ends"),
+                None => (prev.from, "starts"),
+            };
+            if from < bound || from == prev.from {
                 return Err(ConfigError::new(
                     key,
                     format!(
-                        "starts at {} s, before phases[{}] ends ({} s): phases are in time order \
-                         and do not overlap",
+                        "starts at {} s, before phases[{}] {what} ({} s): phases are in time \
+                         order and do not overlap",
                         show(from.as_secs_f64()),
                         i - 1,
-                        show(prev_end.as_secs_f64())
+                        show(bound.as_secs_f64())
                     ),
                 ));
             }

@@ -114,8 +114,10 @@ impl Window {
     }
 
     /// Puts other limits in force from `now` on (a provider's incident): what is counted stays
-    /// counted against them, a bucket keeps its balance (cut to the new size), and a limit that
-    /// was absent starts as at time 0 (an empty window, a full bucket).
+    /// counted against them (a sliding or fixed window counts requests and tokens even for a
+    /// limit it does not have), and a bucket keeps its balance, cut to the new size (a limit it
+    /// did not have starts full). With no limit at all nothing is counted: limits that come
+    /// back after that start as at time 0.
     pub fn set_limits(&mut self, now: Duration, rpm: Option<f64>, tpm: Option<f64>) {
         if (rpm, tpm) == (self.rpm, self.tpm) {
             return;

@@ -154,6 +154,42 @@ fn a_529_storm_fails_what_it_charges() {
 }
 
 #[test]
+fn a_phases_error_rate_holds_even_for_calls_with_their_own() {
+    let mut m = model(
+        "[[phases]]\nfrom_s = 10\nto_s = 20\nerror_rate = 1.0\nerror_mix = { \"500\" = 1 }\n",
+    );
+    let asked = Service {
+        latency: None,
+        error_rate: Some(0.0),
+    };
+    let at = |m: &mut ProviderModel, t: u64| m.on_request_with(secs(t), 1, asked).outcome;
+    assert_eq!(at(&mut m, 9), Outcome::Served);
+    assert_eq!(at(&mut m, 10), Outcome::Error(500));
+    assert_eq!(at(&mut m, 20), Outcome::Served);
+}
+
+#[test]
+fn a_bucket_refills_at_the_old_rate_only_until_the_phase_began() {
+    // 60 a minute, emptied at 0 s; the cut to 6 begins at 30 s, the first request after it
+    // comes at 90 s. Until 30 s the bucket refills 30; from 30 s, at most 6 (the cut's size).
+    let mut m = model(
+        "rpm = 60\nwindow = \"token_bucket\"\n[[phases]]\nfrom_s = 30\nto_s = 100\nrpm = 6\n",
+    );
+    for _ in 0..60 {
+        assert_eq!(m.on_request(secs(0), 1).outcome, Outcome::Served);
+    }
+    let burst = |m: &mut ProviderModel, t: u64, n: usize| {
+        (0..n)
+            .filter(|_| m.on_request(secs(t), 1).outcome == Outcome::Served)
+            .count()
+    };
+    assert_eq!(burst(&mut m, 90, 10), 6);
+    // Empty at 90 s: 1 more at 6 a minute until the cut ends at 100 s, then 10 at 60 a
+    // minute by 110 s (without the phase's end, 2 at the cut's rate).
+    assert_eq!(burst(&mut m, 110, 20), 11);
+}
+
+#[test]
 fn bad_phases_are_refused_naming_the_key() {
     let err = |t: &str| config(t).expect_err(t).to_string();
     let cases = [
@@ -184,7 +220,7 @@ fn bad_phases_are_refused_naming_the_key() {
         ),
         (
             "[[phases]]\nat_s = 20\n[[phases]]\nat_s = 10\n",
-            "provider.phases[1]: starts at 10 s",
+            "provider.phases[1]: starts at 10 s, before phases[0] starts (20 s)",
         ),
         (
             "[[phases]]\nat_s = 1\nrpm = 0.5\n",

@@ -136,6 +136,8 @@ pub fn leaves(json: &Value) -> Vec<(String, &Value)> {
                     walk(v, &path, out);
                 }
             }
+            // Lists (a provider's phases, an agent's command) name no metric.
+            Value::Array(_) => {}
             leaf => out.push((prefix.to_string(), leaf)),
         }
     }

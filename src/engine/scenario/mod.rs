@@ -293,7 +293,9 @@ fn locate(text: &str, key: &str) -> Option<(usize, usize)> {
     let mut parts = key.split('.');
     let section = parts.next()?;
     let last = key.rsplit('.').next()?.split('[').next()?;
-    let start = text.find(&format!("[{section}]")).unwrap_or(0);
+    let start = array_table(text, key)
+        .or_else(|| text.find(&format!("[{section}]")))
+        .unwrap_or(0);
     let mut from = start;
     while let Some(i) = text[from..].find(last) {
         let at = from + i;
@@ -306,6 +308,32 @@ fn locate(text: &str, key: &str) -> Option<(usize, usize)> {
         from = at + last.len();
     }
     None
+}
+
+/// Where the table a key like `provider.phases[2].rpm` is in starts: the third
+/// `[[provider.phases]]` header, if the file writes that array as tables.
+fn array_table(text: &str, key: &str) -> Option<usize> {
+    let (array, rest) = key.split_once('[')?;
+    let index: usize = rest.split(']').next()?.parse().ok()?;
+    let mut offset = 0;
+    let mut seen = 0;
+    for line in text.split_inclusive('\n') {
+        if table_header(line.trim()).is_some_and(|(name, many)| many && name == array) {
+            if seen == index {
+                return Some(offset);
+            }
+            seen += 1;
+        }
+        offset += line.len();
+    }
+    None
+}
+
+/// A `[table]` or `[[array.of.tables]]` header line: its name, and whether it is an array's.
+fn table_header(line: &str) -> Option<(&str, bool)> {
+    let many = line.starts_with("[[");
+    let inner = line.strip_prefix(if many { "[[" } else { "[" })?;
+    Some((inner.split(']').next()?.trim(), many))
 }
 
 /// The dotted key a TOML error at `span` is about: the span is either a key (followed by `=`)
@@ -345,20 +373,22 @@ fn key_of(text: &str, span: std::ops::Range<usize>) -> Option<String> {
             _ => ident.clear(),
         }
     }
-    let header = |l: &str| l.trim_matches(|c| c == '[' || c == ']').trim().to_string();
     let before: Vec<&str> = text[..line_start].lines().map(str::trim).collect();
     // The table the key is in; an array of tables (`[[provider.phases]]`) with its index.
-    let section = before.iter().rposition(|l| l.starts_with('[')).map(|i| {
-        let name = header(before[i]);
-        if !before[i].starts_with("[[") {
-            return name;
-        }
-        let index = before[..i]
-            .iter()
-            .filter(|l| l.starts_with("[[") && header(l) == name)
-            .count();
-        format!("{name}[{index}]")
-    });
+    let section = before
+        .iter()
+        .rposition(|l| l.starts_with('['))
+        .and_then(|i| {
+            let (name, many) = table_header(before[i])?;
+            if !many {
+                return Some(name.to_string());
+            }
+            let index = before[..i]
+                .iter()
+                .filter(|l| table_header(l) == Some((name, true)))
+                .count();
+            Some(format!("{name}[{index}]"))
+        });
     let parts: Vec<String> = section.into_iter().chain(open).chain([name]).collect();
     Some(parts.join("."))
 }
