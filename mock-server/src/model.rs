@@ -245,11 +245,13 @@ impl ProviderModel {
         let (requests, tokens) = self.window.usage(now);
         match outcome {
             Outcome::RateLimited | Outcome::TooLarge(_) => self.counters.rate_limited += 1,
+            Outcome::Timeout => self.counters.timed_out += 1,
             _ => self.counters.errored += 1,
         }
         Decision {
             outcome,
-            latency: Some(Duration::ZERO),
+            // Refused at once, or (an outage with no answer) never.
+            latency: (outcome != Outcome::Timeout).then_some(Duration::ZERO),
             charged: false,
             queued: Duration::ZERO,
             retry_after,
@@ -276,9 +278,9 @@ impl ProviderModel {
         if self.config.phases.is_empty() {
             return self.decide(now, tokens, asked, None);
         }
-        let phase = phases::active(&self.config.phases, now);
+        let (phase, began) = phases::at(&self.config.phases, now);
         if phase != self.phase {
-            self.enter(now, phase);
+            self.enter(began, phase);
         }
         let before = self.counters;
         let decision = self.decide(now, tokens, asked, phase);
@@ -288,12 +290,11 @@ impl ProviderModel {
         decision
     }
 
-    /// Puts the limits and the capacity of `phase` (or the provider's own) in force, from the
-    /// instant it began (the window refills at the old rates until then, not until `now`):
-    /// what the window has counted stays counted against the new limits.
-    fn enter(&mut self, now: Duration, phase: Option<usize>) {
+    /// Puts the limits and the capacity of `phase` (or the provider's own) in force from
+    /// `began`, the instant it began (the window refills at the old rates until then, not
+    /// until the request that found it): what the window has counted stays counted.
+    fn enter(&mut self, began: Duration, phase: Option<usize>) {
         self.phase = phase;
-        let began = phases::began(&self.config.phases, now);
         let cfg = in_force(&self.config, phase);
         self.window.set_limits(began, cfg.rpm, cfg.tpm);
         self.servers = servers(cfg.max_in_flight, self.servers.take());
@@ -316,19 +317,7 @@ impl ProviderModel {
         };
         match outage {
             Some(Outage::Unavailable) => return self.refuse(now, Outcome::Error(503), None),
-            Some(Outage::NoAnswer) => {
-                self.counters.timed_out += 1;
-                let (requests, tokens) = self.window.usage(now);
-                return Decision {
-                    outcome: Outcome::Timeout,
-                    latency: None,
-                    charged: false,
-                    queued: Duration::ZERO,
-                    retry_after: None,
-                    requests,
-                    tokens,
-                };
-            }
+            Some(Outage::NoAnswer) => return self.refuse(now, Outcome::Timeout, None),
             None => {}
         }
         let (overload, retry_after) = {

@@ -88,20 +88,14 @@ impl Phase {
     }
 }
 
-/// The phase in force at `now`, as an index into `phases` (sorted, not overlapping).
-pub fn active(phases: &[Phase], now: Duration) -> Option<usize> {
+/// What is in force at `now` in `phases` (sorted, not overlapping): the phase, as an index
+/// (`None`: the provider's own table), and the instant it began.
+pub fn at(phases: &[Phase], now: Duration) -> (Option<usize>, Duration) {
     let started = phases.partition_point(|p| p.from <= now);
-    let i = started.checked_sub(1)?;
-    phases[i].covers(now).then_some(i)
-}
-
-/// When what is in force at `now` (a phase, or the provider's own table between phases) began.
-pub fn began(phases: &[Phase], now: Duration) -> Duration {
-    let started = phases.partition_point(|p| p.from <= now);
-    match started.checked_sub(1).map(|i| &phases[i]) {
-        None => Duration::ZERO,
-        Some(p) if p.covers(now) => p.from,
-        Some(p) => p.to.unwrap_or(p.from),
+    match started.checked_sub(1) {
+        None => (None, Duration::ZERO),
+        Some(i) if phases[i].covers(now) => (Some(i), phases[i].from),
+        Some(i) => (None, phases[i].to.unwrap_or(phases[i].from)),
     }
 }
 
@@ -123,9 +117,8 @@ impl RawPhase {
     fn over(&self, base: &RawProvider) -> RawProvider {
         let mut p = base.clone();
         p.phases = Vec::new();
-        let pick = |ours: Option<f64>, theirs: Option<f64>| ours.or(theirs);
-        p.rpm = pick(self.rpm, base.rpm);
-        p.tpm = pick(self.tpm, base.tpm);
+        p.rpm = self.rpm.or(base.rpm);
+        p.tpm = self.tpm.or(base.tpm);
         if let Some(r) = &self.retry_after {
             p.retry_after = Some(r.clone());
         }
@@ -253,7 +246,7 @@ mod tests {
     #[test]
     fn a_request_belongs_to_the_phase_in_force_at_its_arrival() {
         let phases = [phase(10, Some(20)), phase(30, None), phase(40, Some(50))];
-        let at = |s: f64| active(&phases, Duration::from_secs_f64(s));
+        let at = |s: f64| at(&phases, Duration::from_secs_f64(s)).0;
         assert_eq!(at(0.0), None);
         assert_eq!(at(10.0), Some(0));
         assert_eq!(at(19.999), Some(0));
@@ -266,5 +259,21 @@ mod tests {
         );
         assert_eq!(at(45.0), Some(2));
         assert_eq!(at(50.0), None);
+    }
+
+    #[test]
+    fn what_is_in_force_began_at_its_phases_edge() {
+        let phases = [phase(10, Some(20)), phase(30, None), phase(40, Some(50))];
+        let began = |s: u64| super::at(&phases, Duration::from_secs(s)).1.as_secs();
+        assert_eq!(began(5), 0, "the provider's own table, from the start");
+        assert_eq!(began(15), 10);
+        assert_eq!(
+            began(25),
+            20,
+            "its own table again, from the end of phases[0]"
+        );
+        assert_eq!(began(35), 30);
+        assert_eq!(began(45), 40);
+        assert_eq!(began(55), 50);
     }
 }

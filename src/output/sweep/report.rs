@@ -356,14 +356,8 @@ pub fn render(
         arithmetic(&mut md, p);
     }
     objectives(&mut md, slo);
-    point_table(&mut md, points, slo);
-    let keys: Vec<String> = points.first().map_or(Vec::new(), |p| {
-        p.point
-            .values
-            .iter()
-            .map(|(k, _)| markdown(short(k)))
-            .collect()
-    });
+    let keys = key_names(points);
+    point_table(&mut md, points, &keys, slo);
     super::phases::section(&mut md, points, &keys);
     let images = charts_section(&mut md, chart_svgs);
     let name = points.first().map_or("", |p| p.scenario.name.as_str());
@@ -485,15 +479,20 @@ fn objectives(md: &mut String, slo: &[Threshold]) {
 }
 
 /// Every point: its values, queries/s, query p95, 429s and whether it passes.
-fn point_table(md: &mut String, points: &[PointResult], slo: &[Threshold]) {
-    let _ = writeln!(md, "\n## Points\n");
-    if let Some(p) = points.first() {
-        let keys: Vec<String> = p
-            .point
+/// The swept keys' short names, escaped, as the report's tables head their columns.
+fn key_names(points: &[PointResult]) -> Vec<String> {
+    points.first().map_or(Vec::new(), |p| {
+        p.point
             .values
             .iter()
             .map(|(k, _)| markdown(short(k)))
-            .collect();
+            .collect()
+    })
+}
+
+fn point_table(md: &mut String, points: &[PointResult], keys: &[String], slo: &[Threshold]) {
+    let _ = writeln!(md, "\n## Points\n");
+    if !points.is_empty() {
         let _ = writeln!(
             md,
             "| {} | queries/s | query p95 (ms) | 429s | passes |",
