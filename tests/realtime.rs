@@ -90,17 +90,28 @@ fn conform(v: &Summary, r: &Summary) {
 
 const RESEARCH_AGENT: &str = include_str!("../scenarios/research-agent.toml");
 
+/// Real time as exact as virtual time: the research agent's query p50, p95 and queries/s
+/// within 2 % in both modes. 40 queries: about 57 s of model time, 29 s of real time at 2x, a
+/// scale at which this holds even with both cores of a 2-core machine taken by other work
+/// (measured: within 1.1 %). `scripts/realtime-fidelity.sh` measures it at 50x on a quiet
+/// machine, where the mock's delays and the client's waits must be exact to tens of µs.
 #[test]
-fn research_agent_agrees_in_both_modes() {
+fn research_agent_agrees_in_both_modes_within_two_percent() {
     let _alone = exclusive();
-    // 70 queries: about 96 s of model time, about 19 s of real time at 5x. (Each HTTP
-    // exchange on loopback costs about 1 ms of real time beyond its latency, more on a busy
-    // machine; the time scale multiplies that: 5 ms of model time here, 1 % of a call.)
-    let s = scenario(RESEARCH_AGENT, &["workload.queries=70"]);
+    let s = scenario(RESEARCH_AGENT, &["workload.queries=40"]);
     let v = summary(Arm::Virtual, &s);
-    let r = summary(Arm::Realtime(5.0), &s);
+    let r = summary(Arm::Realtime(2.0), &s);
     assert_eq!(v.provider.counters.rate_limited, 0);
     conform(&v, &r);
+    let q = |s: &Summary| s.latency_ms.query;
+    agree("query p50", q(&v).p50, q(&r).p50, 0.02);
+    agree("query p95", q(&v).p95, q(&r).p95, 0.02);
+    agree(
+        "queries/s",
+        v.throughput.queries_per_s,
+        r.throughput.queries_per_s,
+        0.02,
+    );
 }
 
 /// The article's TPM burst against fixed windows, no client limiter: 20 queries/s of 25,000

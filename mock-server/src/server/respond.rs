@@ -32,13 +32,6 @@ pub const LATENCY_HEADER: &str = "x-capsize-latency";
 pub const CHARGED_HEADER: &str = "x-capsize-charged";
 /// How long a request the model never answers is held: longer than any client waits.
 pub const NEVER: Duration = Duration::from_secs(3600);
-/// How late a tokio timer fires on average: its deadline is rounded up to the next 1 ms tick,
-/// and the driver's wait is rounded up to whole milliseconds again (measured here: a 100 ms
-/// delay answered after 102.1 ms on loopback, of which 0.6 ms is the HTTP round trip). A delay
-/// is asked for this much shorter, so answers arrive on time on average; under a time scale
-/// the error would otherwise be multiplied by the scale.
-pub const TIMER_LAG: Duration = Duration::from_millis(1);
-
 /// A response as data.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Reply {
@@ -447,7 +440,7 @@ fn render(ask: &Ask, d: &Decision, id: u64, wall_now: Duration) -> Reply {
                 .extend(wire::anthropic_headers(d.requests, d.tokens, wall_now));
         }
     }
-    reply.delay = d.latency.unwrap_or(NEVER).saturating_sub(TIMER_LAG);
+    reply.delay = d.latency.unwrap_or(NEVER);
     reply.orphanable = d.charged && d.latency.is_some();
     reply.decided = Some(Decided {
         status,

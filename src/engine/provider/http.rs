@@ -226,7 +226,13 @@ impl Provider for HttpProvider {
             response.bytes().await?;
             Ok::<_, reqwest::Error>((status, headers))
         };
-        let answer = tokio::time::timeout_at(sent + self.timeout, exchange).await;
+        // The client's timeout on the precise timer: tokio's would end it about 1 ms late,
+        // times the time scale.
+        let answer = tokio::select! {
+            biased;
+            answer = exchange => Ok(answer),
+            () = capsize_timer::sleep_until(sent + self.timeout) => Err(()),
+        };
         // An answer, a transport error or the client's own timeout: the attempt is over either
         // way (only a drop before this point leaves the request orphaned).
         watch.answered = true;

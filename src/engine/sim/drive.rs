@@ -40,7 +40,6 @@ struct Ctx<P, R: Runtime> {
     /// The limiter each route waits in.
     vias: Vec<Via>,
     scale: TimeScale,
-    pace: Pace,
     recorder: Arc<Recorder>,
     planner: RefCell<Planner>,
     turn: TurnPolicy,
@@ -291,7 +290,7 @@ async fn session<P: Provider + 'static, R: Runtime>(ctx: Rc<Ctx<P, R>>) {
         let think = ctx.planner.borrow_mut().think();
         let earliest = started + ctx.scale.to_runtime(MIN_QUERY_SPACING);
         intended = (ctx.rt.now() + ctx.scale.to_runtime(think)).max(earliest);
-        ctx.pace.until(&ctx.rt, intended).await;
+        until(&ctx.rt, intended).await;
     }
 }
 
@@ -305,7 +304,7 @@ async fn open_arrivals<P: Provider + 'static, R: Runtime>(ctx: Rc<Ctx<P, R>>) {
         tokio::select! {
             biased;
             Some(()) = inflight.next(), if !inflight.is_empty() => {}
-            _ = ctx.pace.until(&ctx.rt, next.unwrap_or(ctx.t0)), if next.is_some() => {
+            () = until(&ctx.rt, next.unwrap_or(ctx.t0)), if next.is_some() => {
                 let at = next.unwrap_or(ctx.t0);
                 if ctx.take_ticket() {
                     let query = ctx.clone();
@@ -358,37 +357,12 @@ async fn within<R: Runtime, F: Future>(rt: &R, deadline: Instant, work: F) -> Op
     out
 }
 
-/// How the driver waits for a planned instant (a query's arrival, the end of a think time).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Pace {
-    /// Sleep until it: exact on the virtual clock.
-    Exact,
-    /// Sleep until `lead` before it, then yield until it. tokio's real-time timers fire on a
-    /// 1 ms tick and wake up to about 2 ms late; a load generator that is late by that much
-    /// delays every query it starts. (On a virtual clock yielding would never let time move.)
-    Spin {
-        /// How long before the instant the sleep ends.
-        lead: Duration,
-    },
-}
-
-impl Pace {
-    async fn until<R: Runtime>(self, rt: &R, at: Instant) {
-        // Already there (a closed-loop session with no think time): no timer to build.
-        if rt.now() >= at {
-            return;
-        }
-        match self {
-            Pace::Exact => rt.sleep_until(at).await,
-            Pace::Spin { lead } => {
-                if let Some(early) = at.checked_sub(lead) {
-                    rt.sleep_until(early).await;
-                }
-                while rt.now() < at {
-                    rt.yield_now().await;
-                }
-            }
-        }
+/// Waits for a planned instant (a query's arrival, the end of a think time) on the runtime's
+/// clock: exact on the virtual clock, within tens of µs on the real one.
+async fn until<R: Runtime>(rt: &R, at: Instant) {
+    // Already there (a closed-loop session with no think time): no timer to build.
+    if rt.now() < at {
+        rt.sleep_until(at).await;
     }
 }
 
@@ -428,7 +402,6 @@ pub(super) async fn drive<P: Provider + 'static, R: Runtime>(
     provider: Rc<P>,
     recorder: Arc<Recorder>,
     scale: TimeScale,
-    pace: Pace,
     horizon: Duration,
 ) -> Option<Driven> {
     let rt = scheduler.clock().clone();
@@ -440,7 +413,6 @@ pub(super) async fn drive<P: Provider + 'static, R: Runtime>(
         provider,
         vias,
         scale,
-        pace,
         recorder,
         planner: RefCell::new(Planner::new(&s.workload, s.seed)),
         turn: s.scheduler.turn,

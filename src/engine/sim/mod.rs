@@ -190,7 +190,6 @@ async fn simulate(s: &Scenario, rt: DesRuntime) -> Result<SimOutcome, SimError> 
         provider.clone(),
         recorder.clone(),
         scale,
-        drive::Pace::Exact,
         HORIZON,
     )
     .await

@@ -22,19 +22,13 @@ use capsize_mock::server::{differences, Described, MockProvider, ServerConfig};
 use capsize_mock::Counters;
 use tokio::time::Instant;
 
-use super::drive::Pace;
+use super::runtime::RealClock;
 use super::{drive, scheduler, total, Mode, SimError, SimOutcome, HORIZON};
 use crate::engine::provider::http::{HttpProvider, HttpTarget};
 use crate::engine::recorder::Recorder;
 use crate::engine::routes::Routes;
 use crate::engine::scenario::Scenario;
 use crate::engine::timescale::TimeScale;
-use crate::scheduler::TokioClock;
-
-/// The driver's pacing in real time: sleep to 2 ms before each planned instant, then yield.
-const REAL_TIME_PACE: Pace = Pace::Spin {
-    lead: Duration::from_millis(2),
-};
 
 /// How a real-time run is set up.
 #[derive(Debug, Clone)]
@@ -106,12 +100,15 @@ async fn realtime(s: &Scenario, opts: &RealtimeOptions) -> Result<SimOutcome, Si
         }
         None => {
             for config in &configs {
-                let mock =
-                    MockProvider::start(config.clone(), SocketAddr::from(([127, 0, 0, 1], 0)))
-                        .await
-                        .map_err(|e| {
-                            SimError::Unreachable(format!("cannot start the mock provider: {e}"))
-                        })?;
+                // On this thread: an exchange then wakes no other thread.
+                let mock = MockProvider::start_local(
+                    config.clone(),
+                    SocketAddr::from(([127, 0, 0, 1], 0)),
+                )
+                .await
+                .map_err(|e| {
+                    SimError::Unreachable(format!("cannot start the mock provider: {e}"))
+                })?;
                 mocks.push(mock);
             }
             mocks.iter().map(MockProvider::uri).collect()
@@ -134,7 +131,7 @@ async fn realtime(s: &Scenario, opts: &RealtimeOptions) -> Result<SimOutcome, Si
         same_model(&client, &bases[0], &configs[0]).await?;
     }
     let recorder = Arc::new(Recorder::new(scale, routes.endpoints.len()));
-    let scheduler = scheduler(s, scale, &recorder, TokioClock)?;
+    let scheduler = scheduler(s, scale, &recorder, RealClock)?;
     let target = HttpTarget {
         bases: bases.clone(),
         timeout: s.scheduler.timeout,
@@ -152,12 +149,12 @@ async fn realtime(s: &Scenario, opts: &RealtimeOptions) -> Result<SimOutcome, Si
             provider.clone(),
             recorder.clone(),
             scale,
-            REAL_TIME_PACE,
             HORIZON,
         )) => driven,
         // A header that cannot be read stops the run there.
         () = provider.broken() => None,
         () = progress(&recorder, scale) => None,
+        () = keep_warm(), if opts.time_scale > 1.0 => None,
     };
     if let Some(bad) = provider.bad_header() {
         let base = bases.join(", ");
@@ -181,6 +178,33 @@ async fn realtime(s: &Scenario, opts: &RealtimeOptions) -> Result<SimOutcome, Si
         queries_started: driven.queries_started,
     })
 }
+
+/// Keeps this thread running (yielding to the other tasks and to other threads) so that it never
+/// goes idle: on a virtual machine a thread woken from idle finds its caches cold, and an
+/// exchange with the mock then takes about 0.2 ms instead of 0.02 ms, which a time scale of 50
+/// makes 10 ms of model time per call. The price is one core's time for the run; at a time scale
+/// of 1 or below the error is too small to be worth it, and this is not used. On a machine whose
+/// cores are all taken, spinning would only hand our turns to others: a yield that gives the
+/// core away stops it for [`CONTENDED_PAUSE`] (a thread woken from sleep is run first). Never
+/// ends.
+async fn keep_warm() {
+    loop {
+        let before = Instant::now();
+        std::thread::yield_now();
+        if before.elapsed() > CONTENDED {
+            // Another thread took the core: spinning now only hands it our turns. Sleep, and
+            // let the kernel wake this thread when it has work (a woken sleeper runs first).
+            capsize_timer::sleep(CONTENDED_PAUSE).await;
+        } else {
+            tokio::task::yield_now().await;
+        }
+    }
+}
+
+/// A yield that took longer than this gave the core to another thread.
+const CONTENDED: Duration = Duration::from_micros(200);
+/// How long [`keep_warm`] leaves the thread idle once it has found the core contended.
+const CONTENDED_PAUSE: Duration = Duration::from_millis(200);
 
 /// Reports progress on stderr every 10 s of real time; never ends.
 async fn progress(recorder: &Recorder, scale: TimeScale) {

@@ -1,7 +1,8 @@
 //! What the workload driver runs on: a clock (the scheduler's [`Clock`]) and tasks.
 //!
-//! Two runtimes implement it. [`TokioClock`] is real time: tokio's clock, tasks on the
-//! `LocalSet` the run is inside. [`DesRuntime`] is virtual time: capsize-des's discrete-event
+//! Two runtimes implement it. [`RealClock`] is real time: tokio's clock read directly, timers on
+//! capsize-timer (within tens of µs of their deadline, where tokio's end about 1 ms late),
+//! tasks on the `LocalSet` the run is inside. [`DesRuntime`] is virtual time: capsize-des's discrete-event
 //! executor, whose clock jumps from timer to timer and whose ties go to the timer armed first.
 //! The driver, the scheduler and the provider model read time only through this, so one driver
 //! runs in both modes and the simulation path never touches a tokio timer.
@@ -14,7 +15,7 @@ use std::time::Duration;
 use capsize_des::{Executor, Handle, Stalled};
 use tokio::time::Instant;
 
-use crate::scheduler::{Clock, TokioClock};
+use crate::scheduler::Clock;
 
 /// A clock that can also run tasks.
 pub(crate) trait Runtime: Clock {
@@ -30,10 +31,6 @@ pub(crate) trait Runtime: Clock {
 
     /// Lets `task` run on with nobody waiting for it.
     fn detach<T: 'static>(task: Self::Task<T>);
-
-    /// Lets other tasks run, then resumes at once (real-time pacing only: under a virtual
-    /// clock a task that only yields never lets time move).
-    fn yield_now(&self) -> impl Future<Output = ()>;
 }
 
 /// A tokio task that is cancelled when its handle is dropped (unless detached) and re-raises
@@ -64,9 +61,31 @@ impl<T> Drop for TokioTask<T> {
     }
 }
 
-/// Real time: tasks go to the `LocalSet` the caller runs the driver in.
+/// Real time: the monotonic clock, precise timers, tasks on the caller's `LocalSet`.
+///
+/// The scheduler's [`TokioClock`](crate::scheduler::TokioClock) would serve too, but its timers
+/// end about 1 ms late, and a real-time run at a time scale multiplies that into the model's
+/// figures.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct RealClock;
+
+#[allow(clippy::disallowed_methods)] // the real-time clock is the monotonic clock by design
+impl Clock for RealClock {
+    type Sleep = capsize_timer::Sleep;
+
+    #[inline]
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+
+    #[inline]
+    fn sleep_until(&self, deadline: Instant) -> capsize_timer::Sleep {
+        capsize_timer::sleep_until(deadline)
+    }
+}
+
 #[allow(clippy::disallowed_methods)] // the real-time runtime is tokio's by design
-impl Runtime for TokioClock {
+impl Runtime for RealClock {
     type Task<T: 'static> = TokioTask<T>;
 
     fn spawn<F>(&self, future: F) -> TokioTask<F::Output>
@@ -83,10 +102,6 @@ impl Runtime for TokioClock {
     fn detach<T: 'static>(mut task: TokioTask<T>) {
         // A dropped JoinHandle lets its task run on.
         task.detached = true;
-    }
-
-    fn yield_now(&self) -> impl Future<Output = ()> {
-        tokio::task::yield_now()
     }
 }
 
@@ -158,25 +173,5 @@ impl Runtime for DesRuntime {
 
     fn detach<T: 'static>(task: capsize_des::Task<T>) {
         task.detach();
-    }
-
-    fn yield_now(&self) -> impl Future<Output = ()> {
-        YieldNow(false)
-    }
-}
-
-/// Pending once, waking itself: the task goes to the back of the run queue.
-struct YieldNow(bool);
-
-impl Future for YieldNow {
-    type Output = ();
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if self.0 {
-            return Poll::Ready(());
-        }
-        self.0 = true;
-        cx.waker().wake_by_ref();
-        Poll::Pending
     }
 }
