@@ -81,8 +81,10 @@ async fn a_429_carries_each_apis_own_headers_and_error_shape() {
     let r = post(&m, "/v1/messages", &body).await;
     assert_eq!(r.status(), 429);
     assert_eq!(header(&r, "retry-after"), "30");
-    // Anthropic's API sends whole seconds only, and its own rate-limit headers.
+    // Anthropic's API sends whole seconds only, and its own rate-limit headers; and says the
+    // 429 is worth retrying, which OpenAI's does not.
     assert!(r.headers().get("retry-after-ms").is_none());
+    assert_eq!(header(&r, "x-should-retry"), "true");
     assert!(r.headers().get("x-ratelimit-remaining-requests").is_none());
     assert_eq!(header(&r, "anthropic-ratelimit-requests-limit"), "2");
     assert_eq!(header(&r, "anthropic-ratelimit-requests-remaining"), "0");
@@ -382,10 +384,12 @@ async fn errors_come_in_each_providers_shape() {
         let m = start(&only(status)).await;
         let r = post(&m, "/v1/chat/completions", &chat_body("x", 1)).await;
         assert_eq!(r.status().as_u16(), status);
+        assert!(r.headers().get("x-should-retry").is_none());
         let e: Value = r.json().await.unwrap();
         assert_eq!(e["error"]["type"], openai_type, "{e}");
         let r = post(&m, "/v1/messages", &anthropic).await;
         assert_eq!(r.status().as_u16(), status);
+        assert_eq!(header(&r, "x-should-retry"), "true");
         let e: Value = r.json().await.unwrap();
         assert_eq!(
             (&e["type"], &e["error"]["type"]),

@@ -58,6 +58,8 @@ async fn a_request_larger_than_the_whole_tpm_is_a_429_that_says_it_can_never_be_
     );
     assert_eq!(r.headers()["x-capsize-charged"], "false");
     assert_eq!(r.headers()["x-ratelimit-limit-tokens"], "1000000");
+    // OpenAI's API sends no x-should-retry.
+    assert!(r.headers().get("x-should-retry").is_none());
     let e: Value = r.json().await.unwrap();
     assert_eq!(
         e,
@@ -68,6 +70,8 @@ async fn a_request_larger_than_the_whole_tpm_is_a_429_that_says_it_can_never_be_
     let anthropic = json!({"model": "c", "max_tokens": 1, "messages": []});
     let r = send("/v1/messages", anthropic).await.unwrap();
     assert_eq!(r.status(), 429);
+    // Anthropic's says no wait will help, and its SDK then stops retrying.
+    assert_eq!(r.headers()["x-should-retry"], "false");
     assert!(
         r.headers().get("retry-after").is_none(),
         "{:?}",

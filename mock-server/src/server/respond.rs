@@ -438,6 +438,9 @@ fn render(ask: &Ask, d: &Decision, id: u64, wall_now: Duration) -> Reply {
             reply
                 .headers
                 .extend(wire::anthropic_headers(d.requests, d.tokens, wall_now));
+            if let Some(retry) = should_retry(d.outcome) {
+                reply.headers.push(("x-should-retry", retry.to_string()));
+            }
         }
     }
     reply.delay = d.latency.unwrap_or(NEVER);
@@ -448,6 +451,18 @@ fn render(ask: &Ask, d: &Decision, id: u64, wall_now: Duration) -> Reply {
         tokens: if d.charged { ask.tokens } else { 0 },
     });
     reply
+}
+
+/// The `x-should-retry` an Anthropic-shaped answer carries, as that API sends it: `true` on a
+/// 429 a wait will cure and on a 500, 503 or 529; `false` on a request too large for the limit,
+/// which no wait cures. The anthropic SDK obeys it before the status: it stops at `false`
+/// (capsize's client models still retry it, as openai's SDK does). OpenAI's API sends none.
+fn should_retry(outcome: Outcome) -> Option<bool> {
+    match outcome {
+        Outcome::RateLimited | Outcome::Error(_) => Some(true),
+        Outcome::TooLarge(_) => Some(false),
+        Outcome::Served | Outcome::Timeout => None,
+    }
 }
 
 /// The limit a 429 for a request of `cost` tokens names: tokens if fewer are left than it
