@@ -327,6 +327,9 @@ impl MockArgs {
             error_rate: 0.0,
             error_mix: ErrorMix::default(),
             timeout_rate: 0.0,
+            output_tokens: None,
+            ttft: None,
+            tpot: None,
             phases: Vec::new(),
         }
     }

@@ -10,6 +10,7 @@ use crate::error::ConfigError;
 use crate::latency::{Latency, RawLatency};
 use crate::limits::{show, MAX_DURATION_SECS, MAX_IN_FLIGHT, MAX_PER_MINUTE};
 use crate::phases::{Phase, RawPhase};
+use crate::tokens::{RawTokens, Tokens};
 use crate::window::WindowKind;
 
 /// What a 429 says about when to retry.
@@ -103,9 +104,28 @@ pub struct RawProvider {
     /// Share of accepted requests never answered (the client's timeout ends them).
     #[serde(default)]
     pub timeout_rate: f64,
+    /// Output tokens a model call generates (with `ttft` and `tpot`: a generating provider).
+    pub output_tokens: Option<RawTokens>,
+    /// Time to first token of a model call.
+    pub ttft: Option<RawLatency>,
+    /// Time per output token after the first.
+    pub tpot: Option<RawLatency>,
     /// Incidents: stretches of the run with other values of these keys, or an outage.
     #[serde(default)]
     pub phases: Vec<RawPhase>,
+}
+
+/// How a generating provider answers a model call: it generates a number of output tokens
+/// (at most the request's `max_tokens`), the first after `ttft`, each next one `tpot` later.
+/// The call's latency is `ttft + (output tokens - 1) x tpot`: the time its last token arrives.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Generation {
+    /// Output tokens generated (before the request's `max_tokens` caps them).
+    pub output_tokens: Tokens,
+    /// Time to first token, in ms.
+    pub ttft: Latency,
+    /// Time per output token after the first, in ms.
+    pub tpot: Latency,
 }
 
 /// A validated provider configuration.
@@ -131,6 +151,9 @@ pub struct ProviderConfig {
     pub error_split: [f64; 2],
     /// Share of accepted requests never answered.
     pub timeout_rate: f64,
+    /// How model calls are generated (`None`: a model call is served after `latency`, as
+    /// every other call).
+    pub generation: Option<Generation>,
     /// Incidents, in time order (empty: the provider never changes).
     pub phases: Vec<Phase>,
 }
@@ -150,6 +173,7 @@ impl ProviderConfig {
             error_rate: 0.0,
             error_split: [1.0 / 3.0, 2.0 / 3.0],
             timeout_rate: 0.0,
+            generation: None,
             phases: Vec::new(),
         }
     }
@@ -267,7 +291,39 @@ impl RawProvider {
             error_rate,
             error_split: [w500 / total, (w500 + w503) / total],
             timeout_rate,
+            generation: self.generation(base)?,
             phases: crate::phases::build(self, base)?,
         })
+    }
+
+    /// `output_tokens`, `ttft` and `tpot`, all three or none.
+    fn generation(&self, base: &Path) -> Result<Option<Generation>, ConfigError> {
+        match (&self.output_tokens, &self.ttft, &self.tpot) {
+            (None, None, None) => Ok(None),
+            (Some(out), Some(ttft), Some(tpot)) => Ok(Some(Generation {
+                output_tokens: out.build("provider.output_tokens")?,
+                ttft: ttft.build("provider.ttft", base)?,
+                tpot: tpot.build("provider.tpot", base)?,
+            })),
+            (out, ttft, tpot) => {
+                let missing: Vec<&str> = [
+                    ("output_tokens", out.is_none()),
+                    ("ttft", ttft.is_none()),
+                    ("tpot", tpot.is_none()),
+                ]
+                .into_iter()
+                .filter_map(|(k, m)| m.then_some(k))
+                .collect();
+                Err(ConfigError::new(
+                    format!("provider.{}", missing[0]),
+                    format!(
+                        "missing: a generating provider needs output_tokens, ttft and tpot \
+                         together (a model call's latency is ttft + (output tokens - 1) x \
+                         tpot); add {}, or remove the others",
+                        missing.join(" and ")
+                    ),
+                ))
+            }
+        }
     }
 }

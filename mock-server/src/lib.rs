@@ -20,11 +20,13 @@ pub mod limits;
 pub mod model;
 pub mod phases;
 pub mod server;
+pub mod tokens;
 pub mod window;
 
-pub use config::{ProviderConfig, RawProvider};
+pub use config::{Generation, ProviderConfig, RawProvider};
 pub use error::ConfigError;
 pub use latency::{Latency, RawLatency};
-pub use model::{Counters, Decision, Outcome, ProviderModel, Service};
+pub use model::{Counters, Decision, Generated, Outcome, ProviderModel, Service};
 pub use server::{MockProvider, ServerConfig, ServerError};
+pub use tokens::{RawTokens, Tokens};
 pub use window::Limit;

@@ -59,6 +59,18 @@ pub struct Decision {
     pub requests: Option<Usage>,
     /// Token quota after this request, if tokens are limited.
     pub tokens: Option<Usage>,
+    /// A generated answer (a model call to a generating provider, served): its output tokens
+    /// and when its first token is ready, from arrival (queueing included).
+    pub generated: Option<Generated>,
+}
+
+/// What a generating provider made of a model call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Generated {
+    /// Output tokens: the provider's draw, capped at the request's `max_tokens`.
+    pub output_tokens: u64,
+    /// From arrival to the first token (the answer's `latency` is to the last).
+    pub first_token: Duration,
 }
 
 impl Decision {
@@ -119,6 +131,11 @@ pub struct Service<'a> {
     /// The share of accepted requests that fail instead of the provider's `error_rate`
     /// (split over the statuses as the provider's `error_mix` says).
     pub error_rate: Option<f64>,
+    /// A model call (not a tool call): a generating provider generates its answer (see
+    /// [`crate::config::Generation`]) instead of drawing `latency`.
+    pub model_call: bool,
+    /// A model call's `max_tokens`: the most output tokens it may get (`None`: no cap).
+    pub max_tokens: Option<u64>,
 }
 
 impl<'a> Service<'a> {
@@ -126,7 +143,7 @@ impl<'a> Service<'a> {
     pub fn latency(latency: Option<&'a Latency>) -> Self {
         Service {
             latency,
-            error_rate: None,
+            ..Service::default()
         }
     }
 }
@@ -257,6 +274,7 @@ impl ProviderModel {
             retry_after,
             requests,
             tokens,
+            generated: None,
         }
     }
 
@@ -365,8 +383,20 @@ impl ProviderModel {
             Some(own) if !own_latency => own,
             _ => &cfg.latency,
         };
-        // Drawn in [0, one year] (`Latency::sample` clamps), and converted without panicking.
-        let service = duration_from_ms(dist.sample(&mut self.rng));
+        let generation = cfg.generation.as_ref().filter(|_| asked.model_call);
+        let (service, made) = match generation {
+            // Drawn in [0, one year] (`Latency::sample` clamps), and converted without panicking.
+            None => (duration_from_ms(dist.sample(&mut self.rng)), None),
+            // Three draws, in this order, whatever the outcome.
+            Some(g) => {
+                let drawn = g.output_tokens.sample(&mut self.rng);
+                let ttft = g.ttft.sample(&mut self.rng);
+                let tpot = g.tpot.sample(&mut self.rng);
+                let n = asked.max_tokens.map_or(drawn, |cap| drawn.min(cap.max(1)));
+                let last = duration_from_ms(ttft + tpot * (n - 1) as f64);
+                (last, Some((n, duration_from_ms(ttft))))
+            }
+        };
         let start = match &mut self.servers {
             Some((n, heap)) => {
                 let free = if heap.len() >= *n {
@@ -412,6 +442,12 @@ impl ProviderModel {
             retry_after: None,
             requests,
             tokens,
+            generated: made
+                .filter(|_| outcome == Outcome::Served)
+                .map(|(output_tokens, first)| Generated {
+                    output_tokens,
+                    first_token: (start - now).saturating_add(first),
+                }),
         }
     }
 }

@@ -16,6 +16,7 @@ use crate::config::{ErrorMix, Overload, ProviderConfig, RawProvider, RawRetryAft
 use crate::error::ConfigError;
 use crate::latency::RawLatency;
 use crate::limits::{show, MAX_DURATION_SECS};
+use crate::tokens::RawTokens;
 
 /// The most phases one provider may have.
 pub const MAX_PHASES: usize = 1_000;
@@ -61,6 +62,12 @@ pub struct RawPhase {
     pub error_mix: Option<ErrorMix>,
     /// Overrides `timeout_rate`.
     pub timeout_rate: Option<f64>,
+    /// Overrides `output_tokens` (of a generating provider).
+    pub output_tokens: Option<RawTokens>,
+    /// Overrides `ttft` (of a generating provider).
+    pub ttft: Option<RawLatency>,
+    /// Overrides `tpot` (of a generating provider).
+    pub tpot: Option<RawLatency>,
 }
 
 /// A validated phase: when it is in force and the provider during it.
@@ -130,6 +137,12 @@ impl RawPhase {
         p.error_rate = self.error_rate.unwrap_or(base.error_rate);
         p.error_mix = self.error_mix.unwrap_or(base.error_mix);
         p.timeout_rate = self.timeout_rate.unwrap_or(base.timeout_rate);
+        p.output_tokens = self
+            .output_tokens
+            .clone()
+            .or_else(|| base.output_tokens.clone());
+        p.ttft = self.ttft.clone().or_else(|| base.ttft.clone());
+        p.tpot = self.tpot.clone().or_else(|| base.tpot.clone());
         p
     }
 

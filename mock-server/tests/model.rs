@@ -381,6 +381,7 @@ fn on_request_with_overrides_the_error_rate_for_one_request() {
     let flaky = Service {
         latency: None,
         error_rate: Some(1.0),
+        ..Service::default()
     };
     let sound = Service {
         error_rate: Some(0.0),

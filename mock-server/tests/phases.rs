@@ -161,6 +161,7 @@ fn a_phases_error_rate_holds_even_for_calls_with_their_own() {
     let asked = Service {
         latency: None,
         error_rate: Some(0.0),
+        ..Service::default()
     };
     let at = |m: &mut ProviderModel, t: u64| m.on_request_with(secs(t), 1, asked).outcome;
     assert_eq!(at(&mut m, 9), Outcome::Served);

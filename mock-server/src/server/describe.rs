@@ -3,7 +3,8 @@
 //! another scenario or at another time scale is refused instead of measured.
 //!
 //! Every value that decides what the provider does is here: limits, how they are counted,
-//! Retry-After, latency, capacity, errors, the time scale and named latencies. The seed is
+//! Retry-After, latency, generation (output tokens, time to first token, time per token),
+//! capacity, errors, the time scale and named latencies. The seed is
 //! not: it changes which draws come out, not the model they come from.
 
 use std::collections::BTreeMap;
@@ -53,6 +54,14 @@ impl ServerConfig {
         put("provider.error_rate", p.error_rate.to_string());
         put("provider.error_split", format!("{:?}", p.error_split));
         put("provider.timeout_rate", p.timeout_rate.to_string());
+        if let Some(g) = &p.generation {
+            put(
+                "provider.output_tokens",
+                format!("{:?}", g.output_tokens.as_latency()),
+            );
+            put("provider.ttft", format!("{:?}", g.ttft));
+            put("provider.tpot", format!("{:?}", g.tpot));
+        }
         if !p.phases.is_empty() {
             put("provider.phases", format!("{:?}", p.phases));
         }

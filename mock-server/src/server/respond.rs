@@ -21,7 +21,7 @@ use super::traffic::{Traffic, TrafficLog};
 use super::wire::{self, Api};
 use crate::latency::Latency;
 use crate::limits::{divide_duration, scale_duration};
-use crate::model::{Counters, Decision, Outcome, ProviderModel, Service};
+use crate::model::{Counters, Decision, Generated, Outcome, ProviderModel, Service};
 use crate::window::{Limit, Usage};
 
 /// Header giving a request's token cost, overriding the body's estimate.
@@ -154,6 +154,7 @@ impl Named {
         (latency.is_some() || error_rate.is_some()).then_some(Service {
             latency,
             error_rate,
+            ..Service::default()
         })
     }
 
@@ -328,6 +329,7 @@ impl Shared {
                 )
             })?),
         };
+        let mut service = service;
         let (kind, estimate) = match call.tool.as_deref() {
             Some(name) => (
                 Kind::Tool(name),
@@ -336,6 +338,10 @@ impl Shared {
             None => {
                 let prompt = wire::parse_prompt(call.api, body)?;
                 let cost = prompt.cost();
+                // A chat request is a model call: a generating provider generates its answer,
+                // at most `max_tokens` of it (0: the request set none).
+                service.model_call = true;
+                service.max_tokens = (prompt.max_tokens > 0).then_some(prompt.max_tokens);
                 (Kind::Chat(prompt), cost)
             }
         };
@@ -391,7 +397,13 @@ fn too_large_message(ask: &Ask, limit: Limit, d: &Decision) -> String {
 fn render(ask: &Ask, d: &Decision, id: u64, wall_now: Duration) -> Reply {
     let status = d.status();
     let body = match (d.outcome, &ask.kind) {
-        (Outcome::Served, Kind::Chat(p)) => wire::served(ask.api, id, wall_now.as_secs(), p),
+        (Outcome::Served, Kind::Chat(p)) => wire::served(
+            ask.api,
+            id,
+            wall_now.as_secs(),
+            p,
+            d.generated.map(|g| g.output_tokens),
+        ),
         (Outcome::Served, Kind::Tool(name)) => wire::tool_result(name, id),
         (Outcome::RateLimited, _) => {
             let wait = d
@@ -501,6 +513,10 @@ fn scaled(d: &Decision, scale: f64) -> Decision {
         retry_after: d.retry_after.map(|r| ceil_ms(real(r))),
         requests: usage(d.requests),
         tokens: usage(d.tokens),
+        generated: d.generated.map(|g| Generated {
+            first_token: real(g.first_token),
+            ..g
+        }),
         ..d.clone()
     }
 }

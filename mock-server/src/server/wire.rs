@@ -125,9 +125,11 @@ pub fn parse_prompt(api: Api, body: &[u8]) -> Result<Prompt, String> {
     }
 }
 
-/// The body of a served chat request. Its usage reports what the quota was charged from the
-/// body: the prompt estimate and `max_tokens`.
-pub fn served(api: Api, id: u64, created_secs: u64, p: &Prompt) -> Value {
+/// The body of a served chat request. Its usage reports the prompt estimate, and the output
+/// tokens a generating provider drew (`generated`), else `max_tokens` (what the quota was
+/// charged).
+pub fn served(api: Api, id: u64, created_secs: u64, p: &Prompt, generated: Option<u64>) -> Value {
+    let output = generated.unwrap_or(p.max_tokens);
     match api {
         Api::OpenAi => json!({
             "id": format!("chatcmpl-mock-{id}"),
@@ -142,8 +144,8 @@ pub fn served(api: Api, id: u64, created_secs: u64, p: &Prompt) -> Value {
             }],
             "usage": {
                 "prompt_tokens": p.prompt_tokens,
-                "completion_tokens": p.max_tokens,
-                "total_tokens": p.cost(),
+                "completion_tokens": output,
+                "total_tokens": p.prompt_tokens.saturating_add(output),
             },
         }),
         Api::Anthropic => json!({
@@ -154,7 +156,7 @@ pub fn served(api: Api, id: u64, created_secs: u64, p: &Prompt) -> Value {
             "content": [{ "type": "text", "text": REPLY }],
             "stop_reason": "end_turn",
             "stop_sequence": null,
-            "usage": { "input_tokens": p.prompt_tokens, "output_tokens": p.max_tokens },
+            "usage": { "input_tokens": p.prompt_tokens, "output_tokens": output },
         }),
     }
 }

@@ -28,8 +28,7 @@ use crate::scheduler::retry::retry_after_from_headers;
 use crate::scheduler::ProviderError;
 
 /// The body of a model turn: a minimal OpenAI-style chat request.
-const CHAT_BODY: &str =
-    r#"{"model":"capsize","max_tokens":1,"messages":[{"role":"user","content":"next step"}]}"#;
+const CHAT_BODY: &str = r#"{"model":"capsize","messages":[{"role":"user","content":"next step"}]}"#;
 
 /// Where a run's requests go and how the client treats them.
 #[derive(Debug, Clone)]

@@ -20,6 +20,8 @@ struct Way {
     endpoint: usize,
     latency: Option<Latency>,
     error_rate: Option<f64>,
+    /// A model turn: a generating provider generates its answer.
+    model_turn: bool,
 }
 
 /// The provider models in-process, on `clock` at `scale`.
@@ -65,6 +67,7 @@ impl<C: Clock> VirtualProvider<C> {
                     endpoint: r.endpoint,
                     latency,
                     error_rate,
+                    model_turn: r.model_turn,
                 }
             })
             .collect();
@@ -124,6 +127,8 @@ impl<C: Clock> Provider for VirtualProvider<C> {
         let service = Service {
             latency: way.latency.as_ref(),
             error_rate: way.error_rate,
+            model_call: way.model_turn,
+            max_tokens: None,
         };
         let decision = self.models.borrow_mut()[way.endpoint].on_request_with(now, tokens, service);
         self.recorder.arrival(Arrival {

@@ -161,6 +161,22 @@ pub(super) fn targets(
         )?,
         false => Target::Unlimited,
     };
+    // A generating provider times its model calls itself: a latency of their own would be
+    // ignored, so it is refused rather than silently dropped.
+    if let (Target::Provider(i), Some(turn)) = (model_target, &w.model_turn) {
+        let generates = providers[i].config.generation.is_some();
+        if generates && turn.latency.is_some() {
+            return Err(bad(
+                "workload.model_turn.latency",
+                format!(
+                    "the model turns' provider {:?} generates its answers (output_tokens, \
+                     ttft, tpot): a model turn lasts ttft + (output tokens - 1) x tpot; remove \
+                     this latency, or those keys",
+                    providers[i].name
+                ),
+            ));
+        }
+    }
     Ok((tool_target, model_target, tools))
 }
 

@@ -1,0 +1,83 @@
+//! A generating provider in scenarios (`output_tokens`, `ttft`, `tpot` on a provider): its
+//! model turns last ttft + (output tokens - 1) x tpot, on both arms (virtual time exactly, real
+//! time over HTTP within a few per cent), and a model turn with a latency of its own on such a
+//! provider is refused before anything runs.
+
+use std::path::Path;
+
+use capsize::engine::scenario::{parse, Scenario};
+use capsize::engine::sim::{self, RealtimeOptions};
+use capsize::output::report::summary::Summary;
+
+/// One session, ten queries: a local tool call (100 ms), a model turn (400 ms to the first of
+/// 100 tokens, 10 ms each after it: 1,390 ms), a tool call again: 1,590 ms a query.
+const GENERATING: &str = r#"
+name = "generating"
+seed = 1
+[providers.llm]
+rpm = 6000
+output_tokens = 100
+ttft = { dist = "constant", ms = 400 }
+tpot = { dist = "constant", ms = 10 }
+latency = { dist = "constant", ms = 1 }
+[workload]
+sessions = 1
+queries = 10
+rounds = 2
+calls_per_query = 1
+tokens_per_call = 0
+provider = "none"
+model_turn = { tokens = 100, provider = "llm" }
+tools = [ { name = "calc", provider = "none", latency = { dist = "constant", ms = 100 } } ]
+[scheduler]
+max_concurrency = 1
+"#;
+
+fn scenario(toml: &str) -> Result<Scenario, String> {
+    parse(toml, Path::new("test.toml"), &[]).map_err(|e| e.to_string())
+}
+
+#[test]
+fn a_model_turn_lasts_its_first_token_and_the_rest_in_virtual_time() {
+    let s = scenario(GENERATING).unwrap();
+    let sum = Summary::new(&s, &sim::run(&s).unwrap());
+    assert_eq!(sum.calls, 30);
+    // The recorder's histograms keep 3 significant digits: 1,590 ms reads back as 1,590.271.
+    let q = sum.latency_ms.query;
+    assert_eq!((q.count, q.p50, q.max), (10, 1590.271, 1590.271));
+}
+
+#[test]
+fn real_time_agrees_with_virtual_time_on_a_generating_provider() {
+    let s = scenario(GENERATING).unwrap();
+    let out = sim::run_realtime(
+        &s,
+        &RealtimeOptions {
+            time_scale: 10.0,
+            target: None,
+        },
+    )
+    .unwrap();
+    let sum = Summary::new(&s, &out);
+    let p50 = sum.latency_ms.query.p50;
+    assert!(
+        (p50 - 1590.0).abs() < 0.05 * 1590.0,
+        "real-time query p50 {p50}"
+    );
+}
+
+#[test]
+fn a_model_turn_latency_on_a_generating_provider_is_refused() {
+    let toml = GENERATING.replace(
+        "model_turn = { tokens = 100, provider = \"llm\" }",
+        "model_turn = { tokens = 100, provider = \"llm\", latency = { dist = \"constant\", ms = 5 } }",
+    );
+    let err = scenario(&toml).unwrap_err();
+    assert!(
+        err.contains(
+            "workload.model_turn.latency: the model turns' provider \"llm\" generates its \
+             answers (output_tokens, ttft, tpot)"
+        ),
+        "{err}"
+    );
+}
