@@ -1,7 +1,8 @@
 //! A generating provider in scenarios (`output_tokens`, `ttft`, `tpot` on a provider): its
 //! model turns last ttft + (output tokens - 1) x tpot, on both arms (virtual time exactly, real
-//! time over HTTP within a few per cent), and a model turn with a latency of its own on such a
-//! provider is refused before anything runs.
+//! time over HTTP within a few per cent), summary.json's `generation` says so (tokens, end to
+//! end, first token and time per token where seen), and a model turn with a latency of its own
+//! on such a provider is refused before anything runs.
 
 use std::path::Path;
 
@@ -45,6 +46,14 @@ fn a_model_turn_lasts_its_first_token_and_the_rest_in_virtual_time() {
     // The recorder's histograms keep 3 significant digits: 1,590 ms reads back as 1,590.271.
     let q = sum.latency_ms.query;
     assert_eq!((q.count, q.p50, q.max), (10, 1590.271, 1590.271));
+    // summary.json's `generation`: 10 answers of 100 tokens, each 400 ms to the first token,
+    // 10 ms between the others, 1,390 ms in all; 1,000 tokens over the run's 15.9 s.
+    let g = sum.generation.expect("a generating provider answered");
+    assert_eq!((g.calls, g.output_tokens), (10, 1000));
+    assert_eq!(g.output_tokens_per_s, 62.893);
+    assert_eq!(g.end_to_end_ms.p50, 1390.591);
+    assert_eq!(g.ttft_ms.map(|t| (t.count, t.p50)), Some((10, 400.127)));
+    assert_eq!(g.tpot_ms.map(|t| (t.count, t.p50)), Some((10, 10.007)));
 }
 
 #[test]
@@ -64,6 +73,15 @@ fn real_time_agrees_with_virtual_time_on_a_generating_provider() {
         (p50 - 1590.0).abs() < 0.05 * 1590.0,
         "real-time query p50 {p50}"
     );
+    // The tokens come from each answer's `usage`; not streamed, no first token is seen.
+    let g = sum.generation.expect("a generating provider answered");
+    assert_eq!((g.calls, g.output_tokens), (10, 1000));
+    let e2e = g.end_to_end_ms.p50;
+    assert!(
+        (e2e - 1390.0).abs() < 0.05 * 1390.0,
+        "real-time end to end {e2e}"
+    );
+    assert_eq!((g.ttft_ms, g.tpot_ms), (None, None));
 }
 
 #[test]

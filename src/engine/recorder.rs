@@ -187,6 +187,25 @@ pub struct Recording {
     /// The same three counts per endpoint, when a run has more than one (empty otherwise:
     /// the run's own are its one endpoint's).
     pub endpoints: Vec<EndpointLoad>,
+    /// Model calls a generating provider answered (`None`: there were none).
+    pub generation: Option<Generation>,
+}
+
+/// What the answers of a generating provider's model calls took, in model time (µs).
+#[derive(Debug, Clone)]
+pub struct Generation {
+    /// Answers received.
+    pub calls: u64,
+    /// Output tokens they carried.
+    pub output_tokens: u64,
+    /// From sending to the last token, per answer.
+    pub end_to_end: Histogram<u64>,
+    /// From sending to the first token, per answer whose first token was seen (in real time
+    /// only a streamed answer shows it).
+    pub first_token: Histogram<u64>,
+    /// Per answer of at least two tokens whose first was seen: the time between tokens after
+    /// the first, (end to end - first token) / (output tokens - 1).
+    pub per_token: Histogram<u64>,
 }
 
 /// What one endpoint (a provider of several) was charged, and its busiest minute.
@@ -291,6 +310,7 @@ impl Recorder {
                     peak_requests_60s: 0,
                     peak_tokens_60s: 0,
                     endpoints: vec![EndpointLoad::default(); several],
+                    generation: None,
                 },
                 peak: Peak60::default(),
                 peaks: vec![Peak60::default(); several],
@@ -382,6 +402,32 @@ impl Recorder {
                     &mut s.zeros.provider_queue,
                     micros(q),
                 );
+            }
+        }
+    }
+
+    /// A generating provider's answer to a model call: it came `latency` (runtime) after the
+    /// request was sent, its first token `first_token` after it where that was seen, with
+    /// `output_tokens` tokens.
+    pub fn generated(&self, latency: Duration, first_token: Option<Duration>, output_tokens: u64) {
+        let mut s = self.lock();
+        let scale = s.scale;
+        let model = |d: Duration| micros(scale.to_model(d));
+        let g = s.rec.generation.get_or_insert_with(|| Generation {
+            calls: 0,
+            output_tokens: 0,
+            end_to_end: histogram(),
+            first_token: histogram(),
+            per_token: histogram(),
+        });
+        g.calls += 1;
+        g.output_tokens = g.output_tokens.saturating_add(output_tokens);
+        g.end_to_end.saturating_record(model(latency));
+        if let Some(first) = first_token {
+            g.first_token.saturating_record(model(first));
+            if output_tokens > 1 {
+                let rest = model(latency.saturating_sub(first));
+                g.per_token.saturating_record(rest / (output_tokens - 1));
             }
         }
     }

@@ -50,6 +50,9 @@ const DIRECTIONS: &[(Metric, Direction)] = {
         (SYNTHESIS_REFUSED, HigherIsWorse),
         (SYNTHESIS_LEFT_TOKENS_MEAN, LowerIsWorse),
         (SYNTHESIS_LEFT_TOKENS_MIN, LowerIsWorse),
+        (GENERATION_CALLS, NotGated),
+        (GENERATION_OUTPUT_TOKENS, NotGated),
+        (GENERATION_OUTPUT_TOKENS_PER_S, LowerIsWorse),
         (RPM_UTILIZATION, NotGated),
         (TPM_UTILIZATION, NotGated),
         (PEAK_RPM_UTILIZATION, NotGated),
@@ -61,7 +64,11 @@ const DIRECTIONS: &[(Metric, Direction)] = {
 pub fn direction(path: &str) -> Option<Direction> {
     use Direction::*;
     // The latencies, `latency_ms.<histogram>.<statistic>`, by their statistic.
-    if let Some(rest) = path.strip_prefix("latency_ms.") {
+    let latency = path.strip_prefix("latency_ms.").or_else(|| {
+        path.strip_prefix("generation.")
+            .filter(|_| metrics::is_latency(path))
+    });
+    if let Some(rest) = latency {
         let (hist, stat) = rest.split_once('.')?;
         return match (hist, stat) {
             // Queries answered in full: fewer is worse. Call counts include calls whose

@@ -45,6 +45,9 @@ struct Way {
     service: Option<String>,
     model_turn: bool,
     endpoint: usize,
+    /// A model turn to a generating provider: its answer's `usage` says how many tokens it
+    /// generated.
+    generates: bool,
 }
 
 /// The provider over HTTP, on the real clock at `scale`.
@@ -124,6 +127,8 @@ impl HttpProvider {
                     service: r.service.clone(),
                     model_turn: r.model_turn,
                     endpoint: r.endpoint,
+                    generates: r.model_turn
+                        && routes.endpoints[r.endpoint].config.generation.is_some(),
                 }
             })
             .collect();
@@ -187,6 +192,12 @@ fn charged(status: u16, headers: &HeaderMap) -> bool {
     }
 }
 
+/// The output tokens an OpenAI-shaped answer reports in `usage.completion_tokens`, if it does.
+fn output_tokens(body: &[u8]) -> Option<u64> {
+    let v: serde_json::Value = serde_json::from_slice(body).ok()?;
+    v.get("usage")?.get("completion_tokens")?.as_u64()
+}
+
 impl Provider for HttpProvider {
     async fn request(
         &self,
@@ -222,8 +233,12 @@ impl Provider for HttpProvider {
             let status = response.status().as_u16();
             let headers = response.headers().clone();
             // Read the body so the connection can be reused.
-            response.bytes().await?;
-            Ok::<_, reqwest::Error>((status, headers))
+            let body = response.bytes().await?;
+            let generated = match way.generates && status == 200 {
+                true => output_tokens(&body),
+                false => None,
+            };
+            Ok::<_, reqwest::Error>((status, headers, generated))
         };
         // The client's timeout on the precise timer: tokio's would end it about 1 ms late,
         // times the time scale.
@@ -236,7 +251,11 @@ impl Provider for HttpProvider {
         // way (only a drop before this point leaves the request orphaned).
         watch.answered = true;
         match answer {
-            Ok(Ok((status, headers))) => {
+            Ok(Ok((status, headers, generated))) => {
+                if let Some(n) = generated {
+                    // Not streamed: the first token is not seen, only the whole answer.
+                    self.recorder.generated(Instant::now() - sent, None, n);
+                }
                 let charged = charged(status, &headers);
                 watch.charged = charged;
                 booking.book(charged, status == 429); // (charged, rate_limited)

@@ -162,6 +162,13 @@ impl<C: Clock> Provider for VirtualProvider<C> {
         };
         self.clock.sleep_until(arrived + wait).await;
         watch.answered = true;
+        if let (Ok(()), Some(g)) = (&result, decision.generated) {
+            self.recorder.generated(
+                wait,
+                Some(self.scale.to_runtime(g.first_token)),
+                g.output_tokens,
+            );
+        }
         result
     }
 }

@@ -111,12 +111,30 @@ pub const SYNTHESIS_LEFT_TOKENS_MEAN: Metric = Metric("synthesis.left_tokens_mea
 /// The fewest tokens left when a synthesis started (tokens).
 pub const SYNTHESIS_LEFT_TOKENS_MIN: Metric = Metric("synthesis.left_tokens_min");
 
+/// Answers of a generating provider's model calls (count; only with a generating provider;
+/// its latencies, `generation.{end_to_end,ttft,tpot}_ms.*`, are named like `latency_ms.*`).
+pub const GENERATION_CALLS: Metric = Metric("generation.calls");
+/// Output tokens those answers carried (tokens).
+pub const GENERATION_OUTPUT_TOKENS: Metric = Metric("generation.output_tokens");
+/// Output tokens per second over the run (tokens/s).
+pub const GENERATION_OUTPUT_TOKENS_PER_S: Metric = Metric("generation.output_tokens_per_s");
+
 /// Charged requests per minute over the provider's RPM (a ratio; `null` without an RPM).
 pub const RPM_UTILIZATION: Metric = Metric("rpm_utilization");
 /// Charged tokens per minute over the provider's TPM (a ratio; `null` without a TPM).
 pub const TPM_UTILIZATION: Metric = Metric("tpm_utilization");
 /// The busiest 60 s window's requests over the provider's RPM (a ratio; `null` without an RPM).
 pub const PEAK_RPM_UTILIZATION: Metric = Metric("peak_rpm_utilization");
+
+/// Whether `path` is a latency statistic (`latency_ms.H.S`, `generation.H_ms.S`): those are
+/// named by their histogram and statistic, not by a constant each.
+pub fn is_latency(path: &str) -> bool {
+    path.starts_with("latency_ms.")
+        || path.strip_prefix("generation.").is_some_and(|rest| {
+            rest.split_once('.')
+                .is_some_and(|(h, _)| h.ends_with("_ms"))
+        })
+}
 
 /// Every constant of this module, in the order summary.json writes them.
 pub const ALL: &[Metric] = &[
@@ -156,6 +174,9 @@ pub const ALL: &[Metric] = &[
     SYNTHESIS_REFUSED,
     SYNTHESIS_LEFT_TOKENS_MEAN,
     SYNTHESIS_LEFT_TOKENS_MIN,
+    GENERATION_CALLS,
+    GENERATION_OUTPUT_TOKENS,
+    GENERATION_OUTPUT_TOKENS_PER_S,
     RPM_UTILIZATION,
     TPM_UTILIZATION,
     PEAK_RPM_UTILIZATION,
@@ -168,8 +189,8 @@ mod tests {
     use super::*;
     use crate::output::report::summary::Summary;
 
-    /// A small run with both limits and a synthesis turn: every metric of summary.json is a
-    /// number in it.
+    /// A small run with both limits, a synthesis turn and a generating provider: every metric
+    /// of summary.json is a number in it.
     fn summary_json() -> Value {
         let scenario = crate::engine::scenario::parse(
             r#"
@@ -178,6 +199,9 @@ mod tests {
             rpm = 600
             tpm = 1_000_000
             latency = { dist = "uniform", min_ms = 100, max_ms = 300 }
+            output_tokens = 50
+            ttft = { dist = "constant", ms = 200 }
+            tpot = { dist = "constant", ms = 5 }
             [workload]
             queries = 4
             calls_per_query = 3
@@ -214,7 +238,7 @@ mod tests {
         let named: Vec<&str> = ALL.iter().map(|m| m.path()).collect();
         let unnamed: Vec<String> = Summary::metric_paths()
             .into_iter()
-            .filter(|p| !p.starts_with("latency_ms.") && !named.contains(&p.as_str()))
+            .filter(|p| !is_latency(p) && !named.contains(&p.as_str()))
             .collect();
         assert!(unnamed.is_empty(), "no constant for {unnamed:?}");
     }

@@ -7,7 +7,7 @@ use capsize_mock::Counters;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
-use crate::engine::recorder::{EndpointLoad, Syntheses};
+use crate::engine::recorder::{EndpointLoad, Generation, Syntheses};
 use crate::engine::routes::Routes;
 use crate::engine::scenario::Scenario;
 use crate::engine::sim::SimOutcome;
@@ -203,6 +203,9 @@ pub struct Summary {
     /// The orchestrators' synthesis turns (only for workloads with a synthesis turn).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub synthesis: Option<SynthesisSummary>,
+    /// Model calls a generating provider answered (only for runs that had any).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub generation: Option<GenerationSummary>,
     /// Charged requests per minute over the provider's RPM (`null` if unlimited; with
     /// several providers, the highest of theirs).
     pub rpm_utilization: Option<f64>,
@@ -210,6 +213,45 @@ pub struct Summary {
     pub tpm_utilization: Option<f64>,
     /// The busiest 60 s window's requests over the provider's RPM (the highest).
     pub peak_rpm_utilization: Option<f64>,
+}
+
+/// The answers of a generating provider's model calls (`output_tokens`, `ttft`, `tpot`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct GenerationSummary {
+    /// Answers received.
+    pub calls: u64,
+    /// Output tokens they carried.
+    pub output_tokens: u64,
+    /// Output tokens per second, over the whole run.
+    pub output_tokens_per_s: f64,
+    /// Per answer, from sending the request to its last token.
+    pub end_to_end_ms: Percentiles,
+    /// Per answer, from sending the request to its first token. Absent when no first token
+    /// was seen (a real-time run whose answers were not streamed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ttft_ms: Option<Percentiles>,
+    /// Per answer of two tokens or more: the time between tokens after the first. Absent
+    /// with `ttft_ms`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tpot_ms: Option<Percentiles>,
+}
+
+impl GenerationSummary {
+    fn of(g: &Generation, span_s: f64) -> Self {
+        let seen = |h: &Histogram<u64>| (!h.is_empty()).then(|| Percentiles::of(h));
+        GenerationSummary {
+            calls: g.calls,
+            output_tokens: g.output_tokens,
+            output_tokens_per_s: if span_s > 0.0 {
+                round3(g.output_tokens as f64 / span_s)
+            } else {
+                0.0
+            },
+            end_to_end_ms: Percentiles::of(&g.end_to_end),
+            ttft_ms: seen(&g.first_token),
+            tpot_ms: seen(&g.per_token),
+        }
+    }
 }
 
 /// What the orchestrators had left for their synthesis turns.
@@ -358,6 +400,10 @@ impl Summary {
             budget_exhausted: r.calls.budget_exhausted,
             orphaned_requests: r.orphaned_requests,
             synthesis: SynthesisSummary::of(&r.syntheses),
+            generation: r
+                .generation
+                .as_ref()
+                .map(|g| GenerationSummary::of(g, out.span.as_secs_f64())),
             rpm_utilization: highest(|p| p.rpm_utilization, ratio(per_min(charged), one.rpm)),
             tpm_utilization: highest(
                 |p| p.tpm_utilization,
@@ -385,10 +431,16 @@ impl Summary {
 
     /// Every metric summary.json can hold, as dotted paths in the file's order: what an
     /// objective or a tolerance may name. (The `synthesis` fields appear only in runs of
-    /// workloads with a synthesis turn.)
+    /// workloads with a synthesis turn, the `generation` fields only in runs with a generating
+    /// provider.)
     pub fn metric_paths() -> Vec<String> {
         let template = Summary {
             synthesis: Some(SynthesisSummary::default()),
+            generation: Some(GenerationSummary {
+                ttft_ms: Some(Percentiles::default()),
+                tpot_ms: Some(Percentiles::default()),
+                ..GenerationSummary::default()
+            }),
             ..Summary::default()
         };
         let json = serde_json::to_value(template).expect("a summary always serialises");
