@@ -31,6 +31,7 @@ mod respond;
 #[cfg(feature = "wiremock")]
 mod responder;
 mod series;
+mod sse;
 mod traffic;
 pub mod wire;
 
@@ -362,7 +363,7 @@ async fn read_body(body: Incoming, max: usize) -> Result<Bytes, BodyError> {
 async fn handle(
     shared: Arc<Shared>,
     req: Request<Incoming>,
-) -> Result<Response<Full<Bytes>>, Infallible> {
+) -> Result<Response<Answer>, Infallible> {
     let (parts, body) = req.into_parts();
     // A model request is in flight from here until its answer is handed over, or until the
     // connection closes and hyper drops this future (an orphan, if it was charged).
@@ -410,11 +411,51 @@ async fn handle(
     Ok(response(reply))
 }
 
-/// The HTTP response for a reply. A header that is not valid in HTTP is left out (none of ours
-/// is; this only keeps a future mistake from being a panic).
-fn response(reply: Reply) -> Response<Full<Bytes>> {
+/// A response body: whole, or a stream of events paced by the model.
+enum Answer {
+    Whole(Full<Bytes>),
+    Streamed(sse::SseBody),
+}
+
+impl Body for Answer {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Infallible>>> {
+        match self.get_mut() {
+            Answer::Whole(b) => std::pin::Pin::new(b).poll_frame(cx),
+            Answer::Streamed(b) => std::pin::Pin::new(b).poll_frame(cx),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            Answer::Whole(b) => b.is_end_stream(),
+            Answer::Streamed(b) => b.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        match self {
+            Answer::Whole(b) => b.size_hint(),
+            Answer::Streamed(_) => hyper::body::SizeHint::default(),
+        }
+    }
+}
+
+/// The HTTP response for a reply: a streamed one from now on. A header that is not valid in
+/// HTTP is left out (none of ours is; this only keeps a future mistake from being a panic).
+#[allow(clippy::disallowed_methods)] // a real-time server: the stream starts now
+fn response(reply: Reply) -> Response<Answer> {
     use hyper::header::{HeaderName, HeaderValue, CONTENT_TYPE};
-    let mut r = Response::new(Full::new(Bytes::from(reply.body)));
+    let body = match reply.stream {
+        Some(s) => Answer::Streamed(s.body(tokio::time::Instant::now())),
+        None => Answer::Whole(Full::new(Bytes::from(reply.body))),
+    };
+    let mut r = Response::new(body);
     *r.status_mut() =
         StatusCode::from_u16(reply.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let headers: &mut HeaderMap = r.headers_mut();

@@ -17,6 +17,7 @@ use tokio::time::Instant;
 
 use super::describe::Described;
 use super::series::Decided;
+use super::sse::Stream;
 use super::traffic::{Traffic, TrafficLog};
 use super::wire::{self, Api};
 use crate::latency::Latency;
@@ -50,6 +51,8 @@ pub(crate) struct Reply {
     pub(crate) orphanable: bool,
     /// What the model decided, for the traffic series (`None`: refused before the model).
     pub(crate) decided: Option<Decided>,
+    /// A streamed answer: its events, sent from `delay` on (the first token) instead of `body`.
+    pub(crate) stream: Option<Stream>,
 }
 
 impl Reply {
@@ -64,6 +67,7 @@ impl Reply {
             delay: Duration::ZERO,
             orphanable: false,
             decided: None,
+            stream: None,
         }
     }
 
@@ -456,6 +460,26 @@ fn render(ask: &Ask, d: &Decision, id: u64, wall_now: Duration) -> Reply {
         }
     }
     reply.delay = d.latency.unwrap_or(NEVER);
+    // A streamed answer starts at its first token; its last token is its latency. (Not a
+    // generating provider: every token at once, after the latency.)
+    if let (Outcome::Served, Kind::Chat(p)) = (d.outcome, &ask.kind) {
+        if p.stream {
+            let (tokens, first) = match d.generated {
+                Some(g) => (g.output_tokens, g.first_token),
+                None => (p.max_tokens.max(1), reply.delay),
+            };
+            let rest = reply.delay.saturating_sub(first);
+            let per_token = match tokens {
+                0 | 1 => Duration::ZERO,
+                n => rest / u32::try_from(n - 1).unwrap_or(u32::MAX),
+            };
+            let stream = Stream::new(ask.api, id, wall_now.as_secs(), p, tokens, per_token);
+            reply.content_type = "text/event-stream";
+            reply.body = Vec::new();
+            reply.delay = first;
+            reply.stream = Some(stream);
+        }
+    }
     reply.orphanable = d.charged && d.latency.is_some();
     reply.decided = Some(Decided {
         status,

@@ -77,9 +77,14 @@ impl Respond for ProviderResponder {
                 .shared
                 .model_call(&call, &request.headers, &request.body),
         };
+        // wiremock cannot pace a body: a streamed answer comes whole, at its last token.
+        let (body, delay) = match &reply.stream {
+            Some(s) => (s.whole(), reply.delay.saturating_add(s.duration())),
+            None => (reply.body, reply.delay),
+        };
         let mut template = ResponseTemplate::new(reply.status)
-            .set_body_raw(reply.body, reply.content_type)
-            .set_delay(reply.delay);
+            .set_body_raw(body, reply.content_type)
+            .set_delay(delay);
         for (name, value) in reply.headers {
             template = template.append_header(name, value.as_str());
         }

@@ -61,6 +61,17 @@ struct ChatRequest {
     messages: Vec<Message>,
     max_tokens: Option<u64>,
     max_completion_tokens: Option<u64>,
+    #[serde(default)]
+    stream: Option<bool>,
+    #[serde(default)]
+    stream_options: Option<StreamOptions>,
+}
+
+/// OpenAI's `stream_options`: whether a streamed answer ends with a usage chunk.
+#[derive(Debug, Deserialize)]
+struct StreamOptions {
+    #[serde(default)]
+    include_usage: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -70,6 +81,8 @@ struct MessagesRequest {
     max_tokens: u64,
     #[serde(default)]
     system: Option<Content>,
+    #[serde(default)]
+    stream: Option<bool>,
 }
 
 /// A chat request as the mock sees it: the model named and the tokens it would use.
@@ -81,6 +94,10 @@ pub struct Prompt {
     pub prompt_tokens: u64,
     /// `max_tokens` (or OpenAI's `max_completion_tokens`), 0 if absent.
     pub max_tokens: u64,
+    /// `"stream": true`: the answer comes as Server-Sent Events, token by token.
+    pub stream: bool,
+    /// OpenAI's `stream_options.include_usage`: the stream ends with a usage chunk.
+    pub include_usage: bool,
 }
 
 impl Prompt {
@@ -110,6 +127,11 @@ pub fn parse_prompt(api: Api, body: &[u8]) -> Result<Prompt, String> {
                 model: r.model,
                 prompt_tokens: tokens_of(chars),
                 max_tokens: r.max_tokens.or(r.max_completion_tokens).unwrap_or(0),
+                stream: r.stream.unwrap_or(false),
+                include_usage: r
+                    .stream_options
+                    .and_then(|o| o.include_usage)
+                    .unwrap_or(false),
             })
         }
         Api::Anthropic => {
@@ -120,6 +142,8 @@ pub fn parse_prompt(api: Api, body: &[u8]) -> Result<Prompt, String> {
                 model: r.model,
                 prompt_tokens: tokens_of(chars),
                 max_tokens: r.max_tokens,
+                stream: r.stream.unwrap_or(false),
+                include_usage: false,
             })
         }
     }
