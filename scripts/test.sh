@@ -8,7 +8,8 @@
 # 2. cargo test --workspace.
 # 3. The tests that run real Python clients against the mock, ignored by a bare `cargo test`,
 #    with CAPSIZE_SDK_PYTHON naming the venv's python: tests/sdk_clients.rs (the SDKs and our
-#    own clients against their models) and tests/exec_sdk.rs (an SDK agent under capsize exec).
+#    own clients against their models), tests/sdk_streaming.rs (the SDKs' streaming helpers
+#    against the mock's events) and tests/exec_sdk.rs (an SDK agent under capsize exec).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,4 +28,5 @@ fi
 
 cargo test --workspace
 CAPSIZE_SDK_PYTHON="$PWD/$venv/bin/python" cargo test --test sdk_clients -- --ignored
+CAPSIZE_SDK_PYTHON="$PWD/$venv/bin/python" cargo test --test sdk_streaming -- --ignored
 CAPSIZE_SDK_PYTHON="$PWD/$venv/bin/python" cargo test --test exec_sdk -- --ignored
