@@ -34,13 +34,21 @@ tools = [ { name = "calc", provider = "none", latency = { dist = "constant", ms 
 max_concurrency = 1
 "#;
 
+/// [`GENERATING`] with its model turns streamed (and so their first tokens seen).
+fn streamed() -> String {
+    GENERATING.replace(
+        "model_turn = { tokens = 100, provider = \"llm\" }",
+        "model_turn = { tokens = 100, provider = \"llm\", stream = true }",
+    )
+}
+
 fn scenario(toml: &str) -> Result<Scenario, String> {
     parse(toml, Path::new("test.toml"), &[]).map_err(|e| e.to_string())
 }
 
 #[test]
 fn a_model_turn_lasts_its_first_token_and_the_rest_in_virtual_time() {
-    let s = scenario(GENERATING).unwrap();
+    let s = scenario(&streamed()).unwrap();
     let sum = Summary::new(&s, &sim::run(&s).unwrap());
     assert_eq!(sum.calls, 30);
     // The recorder's histograms keep 3 significant digits: 1,590 ms reads back as 1,590.271.
@@ -54,6 +62,58 @@ fn a_model_turn_lasts_its_first_token_and_the_rest_in_virtual_time() {
     assert_eq!(g.end_to_end_ms.p50, 1390.591);
     assert_eq!(g.ttft_ms.map(|t| (t.count, t.p50)), Some((10, 400.127)));
     assert_eq!(g.tpot_ms.map(|t| (t.count, t.p50)), Some((10, 10.007)));
+}
+
+#[test]
+fn an_answer_not_streamed_shows_no_first_token() {
+    let s = scenario(GENERATING).unwrap();
+    let g = Summary::new(&s, &sim::run(&s).unwrap())
+        .generation
+        .expect("a generating provider answered");
+    assert_eq!((g.calls, g.output_tokens), (10, 1000));
+    assert_eq!(g.end_to_end_ms.p50, 1390.591);
+    assert_eq!((g.ttft_ms, g.tpot_ms), (None, None));
+}
+
+#[test]
+fn max_tokens_caps_the_answer_and_is_charged() {
+    let toml = GENERATING.replace(
+        "model_turn = { tokens = 100, provider = \"llm\" }",
+        "model_turn = { tokens = 100, max_tokens = 50, provider = \"llm\" }",
+    );
+    let s = scenario(&toml).unwrap();
+    assert_eq!(s.workload.model_turn.as_ref().map(|t| t.tokens), Some(150));
+    let sum = Summary::new(&s, &sim::run(&s).unwrap());
+    // 400 ms to the first of 50 tokens, 49 x 10 ms after it: 890 ms; with the tools, 1,090.
+    let g = sum.generation.expect("a generating provider answered");
+    assert_eq!((g.calls, g.output_tokens), (10, 500));
+    assert_eq!(g.end_to_end_ms.p50, 890.367);
+    assert_eq!(sum.latency_ms.query.p50, 1090.559);
+}
+
+#[test]
+fn real_time_agrees_with_virtual_time_on_a_streamed_answer() {
+    let s = scenario(&streamed()).unwrap();
+    let out = sim::run_realtime(
+        &s,
+        &RealtimeOptions {
+            time_scale: 10.0,
+            target: None,
+        },
+    )
+    .unwrap();
+    let g = Summary::new(&s, &out)
+        .generation
+        .expect("a generating provider answered");
+    // Tokens and the first token read from the event stream as it came.
+    assert_eq!((g.calls, g.output_tokens), (10, 1000));
+    let ttft = g
+        .ttft_ms
+        .expect("a streamed answer shows its first token")
+        .p50;
+    assert!((ttft - 400.0).abs() < 0.05 * 400.0, "real-time ttft {ttft}");
+    let tpot = g.tpot_ms.expect("and its time per token").p50;
+    assert!((tpot - 10.0).abs() < 0.05 * 10.0, "real-time tpot {tpot}");
 }
 
 #[test]
@@ -97,5 +157,39 @@ fn a_model_turn_latency_on_a_generating_provider_is_refused() {
              answers (output_tokens, ttft, tpot)"
         ),
         "{err}"
+    );
+}
+
+#[test]
+fn output_tokens_are_settled_to_what_was_generated_in_a_run() {
+    // otpm 1,000 and max_tokens 500: charged as 500 at admission, the third turn of the
+    // minute would be refused; settled to the 100 generated at each last token, six fit
+    // (5 x 100 + 500 = 1,000).
+    let toml = GENERATING
+        .replace("rpm = 6000", "rpm = 6000\notpm = 1000")
+        .replace("queries = 10", "queries = 6")
+        .replace(
+            "model_turn = { tokens = 100, provider = \"llm\" }",
+            "model_turn = { tokens = 100, max_tokens = 500, provider = \"llm\" }",
+        );
+    let s = scenario(&toml).unwrap();
+    let sum = Summary::new(&s, &sim::run(&s).unwrap());
+    let llm = &sum.providers["llm"].counts.counters;
+    assert_eq!((llm.received, llm.served, llm.rate_limited), (6, 6, 0));
+    assert_eq!(sum.calls, 18);
+}
+
+#[test]
+fn a_max_tokens_over_the_output_limit_is_refused_before_the_run() {
+    let toml = GENERATING
+        .replace("rpm = 6000", "rpm = 6000\notpm = 1000")
+        .replace(
+            "model_turn = { tokens = 100, provider = \"llm\" }",
+            "model_turn = { tokens = 100, max_tokens = 2000, provider = \"llm\" }",
+        );
+    assert_eq!(
+        scenario(&toml).unwrap_err(),
+        "test.toml:18:30: workload.model_turn.max_tokens: a request of 2000 output tokens can never \
+         be served under provider.otpm = 1000: it is more than the whole per-minute limit"
     );
 }

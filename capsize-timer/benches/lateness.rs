@@ -2,8 +2,9 @@
 //! current-thread runtime (as capsize's real-time client and mock use them).
 //!
 //! Run: `cargo bench -p capsize-timer --bench lateness`. Prints the median, 90th and 99th
-//! percentile lateness in µs for one timer at a time at three delays, and for 64 tasks waiting
-//! at once with deadlines spread over 0-20 ms.
+//! percentile lateness in µs (negative: early) and how many of the timers ended before their
+//! deadline, for one timer at a time at three delays, and for 64 tasks waiting at once with
+//! deadlines spread over 0-20 ms.
 
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
 
@@ -21,8 +22,8 @@ fn main() {
         .build()
         .expect("a runtime");
     println!(
-        "{:<34} {:>8} {:>8} {:>8}",
-        "timer, delay", "p50 µs", "p90 µs", "p99 µs"
+        "{:<34} {:>8} {:>8} {:>8} {:>6}",
+        "timer, delay", "p50 µs", "p90 µs", "p99 µs", "early"
     );
     for delay_us in [500, 3_000, 20_000] {
         let d = Duration::from_micros(delay_us);
@@ -46,7 +47,7 @@ where
     for _ in 0..ROUNDS {
         let deadline = Instant::now() + delay;
         sleep(deadline).await;
-        late.push((Instant::now() - deadline).as_secs_f64() * 1e6);
+        late.push(lateness(deadline));
     }
     late
 }
@@ -67,7 +68,7 @@ where
                 let sleep = sleep.clone();
                 local.spawn_local(async move {
                     sleep(deadline).await;
-                    (Instant::now() - deadline).as_secs_f64() * 1e6
+                    lateness(deadline)
                 })
             })
             .collect();
@@ -78,11 +79,22 @@ where
     late
 }
 
+/// How long after `deadline` it is now, in µs; negative if it has not come yet (a timer that
+/// ended early).
+fn lateness(deadline: Instant) -> f64 {
+    let now = Instant::now();
+    match now.checked_duration_since(deadline) {
+        Some(late) => late.as_secs_f64() * 1e6,
+        None => -(deadline - now).as_secs_f64() * 1e6,
+    }
+}
+
 fn row(name: &str, mut late: Vec<f64>) {
     late.sort_by(f64::total_cmp);
     let at = |q: f64| late[((late.len() - 1) as f64 * q).round() as usize];
+    let early = late.iter().filter(|&&l| l < 0.0).count();
     println!(
-        "{name:<34} {:>8.1} {:>8.1} {:>8.1}",
+        "{name:<34} {:>8.1} {:>8.1} {:>8.1} {early:>6}",
         at(0.5),
         at(0.9),
         at(0.99)

@@ -70,6 +70,13 @@ pub struct MockArgs {
     /// Tokens per minute (default: unlimited).
     #[arg(long)]
     pub tpm: Option<f64>,
+    /// Input tokens per minute, Anthropic's ITPM (default: unlimited).
+    #[arg(long)]
+    pub itpm: Option<f64>,
+    /// Output tokens per minute, Anthropic's OTPM: charged as max_tokens, settled to the tokens
+    /// generated (default: unlimited).
+    #[arg(long)]
+    pub otpm: Option<f64>,
     /// How the limits are counted (default: sliding).
     #[arg(long, value_enum)]
     pub window: Option<WindowArg>,
@@ -319,6 +326,8 @@ impl MockArgs {
         RawProvider {
             rpm: None,
             tpm: None,
+            itpm: None,
+            otpm: None,
             window: WindowKind::default(),
             retry_after: None,
             latency: RawLatency::Constant { ms: 0.0 },
@@ -341,6 +350,12 @@ impl MockArgs {
         }
         if self.tpm.is_some() {
             raw.tpm = self.tpm;
+        }
+        if self.itpm.is_some() {
+            raw.itpm = self.itpm;
+        }
+        if self.otpm.is_some() {
+            raw.otpm = self.otpm;
         }
         if let Some(w) = self.window {
             raw.window = w.into();

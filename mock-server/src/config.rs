@@ -83,6 +83,11 @@ pub struct RawProvider {
     pub rpm: Option<f64>,
     /// Tokens per minute (absent: unlimited), in [1, [`MAX_PER_MINUTE`]].
     pub tpm: Option<f64>,
+    /// Input tokens per minute, Anthropic's ITPM (absent: unlimited): a request's prompt.
+    pub itpm: Option<f64>,
+    /// Output tokens per minute, Anthropic's OTPM (absent: unlimited): charged as a model
+    /// call's `max_tokens` at admission, settled to the tokens generated on completion.
+    pub otpm: Option<f64>,
     /// How the limits are counted.
     #[serde(default)]
     pub window: WindowKind,
@@ -135,6 +140,10 @@ pub struct ProviderConfig {
     pub rpm: Option<f64>,
     /// Tokens per minute.
     pub tpm: Option<f64>,
+    /// Input tokens per minute.
+    pub itpm: Option<f64>,
+    /// Output tokens per minute.
+    pub otpm: Option<f64>,
     /// How the limits are counted.
     pub window: WindowKind,
     /// Retry-After on 429s.
@@ -165,6 +174,8 @@ impl ProviderConfig {
         ProviderConfig {
             rpm: None,
             tpm: None,
+            itpm: None,
+            otpm: None,
             window: WindowKind::default(),
             retry_after: RetryAfter::Auto,
             latency,
@@ -283,6 +294,8 @@ impl RawProvider {
         Ok(ProviderConfig {
             rpm: rate("rpm", self.rpm)?,
             tpm: rate("tpm", self.tpm)?,
+            itpm: rate("itpm", self.itpm)?,
+            otpm: rate("otpm", self.otpm)?,
             window: self.window,
             retry_after,
             latency: self.latency.build("provider.latency", base)?,

@@ -20,6 +20,7 @@ pub mod limits;
 pub mod model;
 pub mod phases;
 pub mod server;
+pub mod split;
 pub mod tokens;
 pub mod window;
 

@@ -22,6 +22,7 @@ use crate::headers::go_duration;
 use crate::latency::Latency;
 use crate::limits::duration_from_ms;
 use crate::phases::{self, Outage};
+use crate::split::{Split, SplitLimits};
 use crate::window::{Limit, Usage, Window};
 
 /// How a request ends.
@@ -59,6 +60,13 @@ pub struct Decision {
     pub requests: Option<Usage>,
     /// Token quota after this request, if tokens are limited.
     pub tokens: Option<Usage>,
+    /// Input-token quota (`itpm`) after this request, if input tokens are limited.
+    pub input_tokens: Option<Usage>,
+    /// Output-token quota (`otpm`) after this request, if output tokens are limited.
+    pub output_tokens: Option<Usage>,
+    /// The limit that refused a 429 whose limit the usage alone cannot tell (input or output
+    /// tokens); `None` for the others (requests, tokens, capacity).
+    pub limited_by: Option<Limit>,
     /// A generated answer (a model call to a generating provider, served): its output tokens
     /// and when its first token is ready, from arrival (queueing included).
     pub generated: Option<Generated>,
@@ -198,6 +206,8 @@ impl Counters {
 pub struct ProviderModel {
     config: ProviderConfig,
     window: Window,
+    /// `itpm` and `otpm`.
+    split: SplitLimits,
     rng: Xoshiro256PlusPlus,
     /// `max_in_flight` and when each server used so far is next free; a server not in the heap
     /// has never been used (it is free), so the heap only grows as requests arrive.
@@ -234,6 +244,7 @@ impl ProviderModel {
     pub fn new(config: ProviderConfig, seed: u64) -> Self {
         ProviderModel {
             window: Window::new(config.window, config.rpm, config.tpm),
+            split: SplitLimits::new(config.window, config.itpm, config.otpm),
             rng: Xoshiro256PlusPlus::seed_from_u64(seed),
             servers: servers(config.max_in_flight, None),
             counters: Counters::default(),
@@ -260,6 +271,7 @@ impl ProviderModel {
         retry_after: Option<Duration>,
     ) -> Decision {
         let (requests, tokens) = self.window.usage(now);
+        let (input_tokens, output_tokens) = self.split.usage(now);
         match outcome {
             Outcome::RateLimited | Outcome::TooLarge(_) => self.counters.rate_limited += 1,
             Outcome::Timeout => self.counters.timed_out += 1,
@@ -274,8 +286,33 @@ impl ProviderModel {
             retry_after,
             requests,
             tokens,
+            input_tokens,
+            output_tokens,
+            limited_by: match outcome {
+                Outcome::TooLarge(limit) => Some(limit),
+                _ => None,
+            },
             generated: None,
         }
+    }
+
+    /// [`ProviderModel::refuse`] with a 429 from `limit`, which asks to wait `fits_in` (per
+    /// the provider's `retry_after`).
+    fn limited(
+        &mut self,
+        now: Duration,
+        limit: Option<Limit>,
+        fits_in: Duration,
+        retry_after: RetryAfter,
+    ) -> Decision {
+        let retry_after = match retry_after {
+            RetryAfter::Auto => Some(fits_in),
+            RetryAfter::Fixed(d) => Some(d),
+            RetryAfter::None => None,
+        };
+        let mut d = self.refuse(now, Outcome::RateLimited, retry_after);
+        d.limited_by = limit;
+        d
     }
 
     /// Decides the fate of a request of `tokens` arriving at `now`.
@@ -293,6 +330,8 @@ impl ProviderModel {
     /// instead of the provider's own where it gives them (a model turn, say, slower than a
     /// tool call). The draws are the same either way, so a seed gives the same stream.
     pub fn on_request_with(&mut self, now: Duration, tokens: u64, asked: Service<'_>) -> Decision {
+        // Answers completed by now settle their output tokens first.
+        self.split.settle_until(now);
         if self.config.phases.is_empty() {
             return self.decide(now, tokens, asked, None);
         }
@@ -315,6 +354,7 @@ impl ProviderModel {
         self.phase = phase;
         let cfg = in_force(&self.config, phase);
         self.window.set_limits(began, cfg.rpm, cfg.tpm);
+        self.split.set_limits(began, cfg.itpm, cfg.otpm);
         self.servers = servers(cfg.max_in_flight, self.servers.take());
     }
 
@@ -342,7 +382,13 @@ impl ProviderModel {
             let cfg = in_force(&self.config, phase);
             (cfg.overload, cfg.retry_after)
         };
-        if let Err(limit) = self.window.admits(tokens) {
+        // A model call's output is charged as its max_tokens until it completes; the rest of
+        // its tokens are its prompt.
+        let cost = Split {
+            input: tokens.saturating_sub(asked.max_tokens.unwrap_or(0)),
+            output: asked.max_tokens.unwrap_or(0).min(tokens),
+        };
+        if let Err(limit) = self.window.admits(tokens).and(self.split.admits(cost)) {
             // No wait can help: a 429 without Retry-After, before capacity and quota.
             return self.refuse(now, Outcome::TooLarge(limit), None);
         }
@@ -362,19 +408,21 @@ impl ProviderModel {
                 }
             }
         }
-        match self.window.try_charge(now, tokens) {
-            Ok(()) => {}
+        // Every limit is asked before any is charged; the one that refuses longest answers.
+        let refused = match (self.window.fit(now, tokens), self.split.fit(now, cost)) {
+            (Ok(()), Ok(())) => None,
             // Only float noise reaches this past `admits`; it is still never going to fit.
-            Err(None) => return self.refuse(now, Outcome::TooLarge(Limit::Tokens), None),
-            Err(Some(fits_in)) => {
-                let retry_after = match retry_after {
-                    RetryAfter::Auto => Some(fits_in),
-                    RetryAfter::Fixed(d) => Some(d),
-                    RetryAfter::None => None,
-                };
-                return self.refuse(now, Outcome::RateLimited, retry_after);
-            }
+            (Err(None), _) => return self.refuse(now, Outcome::TooLarge(Limit::Tokens), None),
+            (_, Err((l, None))) => return self.refuse(now, Outcome::TooLarge(l), None),
+            (Err(Some(w)), Err((l, Some(v)))) if v > w => Some((Some(l), v)),
+            (Err(Some(w)), _) => Some((None, w)),
+            (Ok(()), Err((l, Some(v)))) => Some((Some(l), v)),
+        };
+        if let Some((limit, fits_in)) = refused {
+            return self.limited(now, limit, fits_in, retry_after);
         }
+        self.window.commit(now, tokens);
+        let ticket = self.split.commit(now, cost);
         self.counters.tokens_charged = self.counters.tokens_charged.saturating_add(tokens);
         // Always two draws, in this order, so a seed gives the same stream whatever the outcome.
         let fate: f64 = self.rng.random();
@@ -433,7 +481,13 @@ impl ProviderModel {
             Outcome::Timeout => self.counters.timed_out += 1,
             _ => self.counters.errored += 1,
         }
+        if let (Outcome::Served, Some((n, _))) = (outcome, made) {
+            // The output is charged as max_tokens until the last token, then as what it was.
+            self.split
+                .settle_at(now.saturating_add(latency), ticket, cost.output, n);
+        }
         let (requests, tokens) = self.window.usage(now);
+        let (input_tokens, output_tokens) = self.split.usage(now);
         Decision {
             outcome,
             latency: (outcome != Outcome::Timeout).then_some(latency),
@@ -442,6 +496,9 @@ impl ProviderModel {
             retry_after: None,
             requests,
             tokens,
+            input_tokens,
+            output_tokens,
+            limited_by: None,
             generated: made
                 .filter(|_| outcome == Outcome::Served)
                 .map(|(output_tokens, first)| Generated {

@@ -48,6 +48,10 @@ pub struct RawPhase {
     pub rpm: Option<f64>,
     /// Overrides `tpm`.
     pub tpm: Option<f64>,
+    /// Overrides `itpm`.
+    pub itpm: Option<f64>,
+    /// Overrides `otpm`.
+    pub otpm: Option<f64>,
     /// Overrides `retry_after`.
     pub retry_after: Option<RawRetryAfter>,
     /// Overrides `latency`.
@@ -126,6 +130,8 @@ impl RawPhase {
         p.phases = Vec::new();
         p.rpm = self.rpm.or(base.rpm);
         p.tpm = self.tpm.or(base.tpm);
+        p.itpm = self.itpm.or(base.itpm);
+        p.otpm = self.otpm.or(base.otpm);
         if let Some(r) = &self.retry_after {
             p.retry_after = Some(r.clone());
         }

@@ -403,12 +403,15 @@ async fn handle(
     if !reply.delay.is_zero() {
         // Within tens of µs of the delay: tokio's timer ends about 1 ms late, and a time
         // scale multiplies that into the model's figures.
-        capsize_timer::sleep(reply.delay).await;
+        match shared.precise() {
+            true => capsize_timer::sleep(reply.delay).await,
+            false => capsize_timer::coarse_sleep(reply.delay).await,
+        }
     }
     if let Some(v) = &mut visit {
         v.answered = true;
     }
-    Ok(response(reply))
+    Ok(response(reply, shared.precise()))
 }
 
 /// A response body: whole, or a stream of events paced by the model.
@@ -449,10 +452,10 @@ impl Body for Answer {
 /// The HTTP response for a reply: a streamed one from now on. A header that is not valid in
 /// HTTP is left out (none of ours is; this only keeps a future mistake from being a panic).
 #[allow(clippy::disallowed_methods)] // a real-time server: the stream starts now
-fn response(reply: Reply) -> Response<Answer> {
+fn response(reply: Reply, precise: bool) -> Response<Answer> {
     use hyper::header::{HeaderName, HeaderValue, CONTENT_TYPE};
     let body = match reply.stream {
-        Some(s) => Answer::Streamed(s.body(tokio::time::Instant::now())),
+        Some(s) => Answer::Streamed(s.body(tokio::time::Instant::now(), precise)),
         None => Answer::Whole(Full::new(Bytes::from(reply.body))),
     };
     let mut r = Response::new(body);

@@ -1,6 +1,12 @@
 //! The provider's rate-limit accounting: requests and tokens per minute over a sliding window, a
 //! fixed window, or a continuously refilled bucket. Clockless: every call is told the time, as a
 //! `Duration` since the model started.
+//!
+//! A charge can be settled later ([`Window::settle`]): output tokens are charged as `max_tokens`
+//! when a request is admitted and corrected to what was generated when it completes, as the
+//! Anthropic API counts its output-tokens limit. A sliding window corrects the request's own
+//! entry (if it is still in the window), a fixed window corrects the minute it was charged in
+//! (if that is still the minute), and a bucket is credited (or debited) the difference.
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -35,14 +41,29 @@ pub enum WindowKind {
     TokenBucket,
 }
 
-/// The limit a request can never fit, however long it waits.
+/// A limit: the one a request can never fit, however long it waits, or the one that refused
+/// it for now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Limit {
-    /// Fewer than one request a minute: no request fits (only a configuration built without
-    /// [`crate::RawProvider::build`] can say so).
+    /// Requests per minute (never: fewer than one request a minute, which only a configuration
+    /// built without [`crate::RawProvider::build`] can say).
     Requests,
-    /// The request costs more tokens than a whole minute's `tpm`.
+    /// Tokens per minute, `tpm` (never: the request costs more than a whole minute's worth).
     Tokens,
+    /// Input tokens per minute, `itpm` (the prompt).
+    InputTokens,
+    /// Output tokens per minute, `otpm` (charged as `max_tokens`, settled on completion).
+    OutputTokens,
+}
+
+/// Where a charge went, so that it can be settled later.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ticket {
+    /// The window's epoch: a window rebuilt since (limits removed and put back) has nothing
+    /// of it left to settle.
+    epoch: u64,
+    /// A sliding window's entry number, or a fixed window's minute (its start, in ns).
+    at: u64,
 }
 
 /// The state of one limit, for rate-limit headers.
@@ -63,6 +84,8 @@ enum State {
     Sliding {
         log: VecDeque<(Duration, u64)>,
         tokens: u64,
+        /// Entries ever logged (the back entry is number `pushed - 1`).
+        pushed: u64,
     },
     Fixed {
         start: Duration,
@@ -83,6 +106,8 @@ pub struct Window {
     rpm: Option<f64>,
     tpm: Option<f64>,
     state: State,
+    /// How many times the window was rebuilt from empty.
+    epoch: u64,
 }
 
 impl Window {
@@ -93,6 +118,7 @@ impl Window {
             WindowKind::Sliding => State::Sliding {
                 log: VecDeque::new(),
                 tokens: 0,
+                pushed: 0,
             },
             WindowKind::Fixed => State::Fixed {
                 start: Duration::ZERO,
@@ -110,6 +136,15 @@ impl Window {
             rpm,
             tpm,
             state,
+            epoch: 0,
+        }
+    }
+
+    /// Rebuilt empty with limits `rpm` and `tpm`, in a new epoch.
+    fn rebuilt(&self, rpm: Option<f64>, tpm: Option<f64>) -> Self {
+        Window {
+            epoch: self.epoch + 1,
+            ..Window::new(self.kind, rpm, tpm)
         }
     }
 
@@ -123,11 +158,11 @@ impl Window {
             return;
         }
         if rpm.is_none() && tpm.is_none() {
-            *self = Window::new(self.kind, None, None);
+            *self = self.rebuilt(None, None);
             return;
         }
         if let State::Unlimited = self.state {
-            *self = Window::new(self.kind, rpm, tpm);
+            *self = self.rebuilt(rpm, tpm);
             return;
         }
         self.advance(now);
@@ -150,7 +185,7 @@ impl Window {
     fn advance(&mut self, now: Duration) {
         match &mut self.state {
             State::Unlimited => {}
-            State::Sliding { log, tokens } => {
+            State::Sliding { log, tokens, .. } => {
                 while let Some(&(t, cost)) = log.front() {
                     if t.saturating_add(MINUTE) > now {
                         break;
@@ -214,25 +249,31 @@ impl Window {
         if let State::Unlimited = self.state {
             return Ok(());
         }
-        self.charge(now, cost)
+        self.fit(now, cost)?;
+        self.commit(now, cost);
+        Ok(())
     }
 
-    fn charge(&mut self, now: Duration, cost: u64) -> Result<(), Option<Duration>> {
+    /// Whether one request of `cost` tokens fits now, charging nothing: `Err` holds how long
+    /// until it would fit (`None`: never). A caller with several windows asks each before it
+    /// charges any ([`Window::commit`]).
+    pub fn fit(&mut self, now: Duration, cost: u64) -> Result<(), Option<Duration>> {
+        if let State::Unlimited = self.state {
+            return Ok(());
+        }
         self.advance(now);
         if self.admits(cost).is_err() {
             return Err(None);
         }
         let (rpm, tpm) = (self.rpm, self.tpm);
-        match &mut self.state {
+        match &self.state {
             State::Unlimited => Ok(()),
-            State::Sliding { log, tokens } => {
+            State::Sliding { log, tokens, .. } => {
                 let fits = |n: usize, used: u64| {
                     rpm.is_none_or(|r| (n + 1) as f64 <= r)
                         && tpm.is_none_or(|t| used.saturating_add(cost) as f64 <= t)
                 };
                 if fits(log.len(), *tokens) {
-                    log.push_back((now, cost));
-                    *tokens = tokens.saturating_add(cost);
                     return Ok(());
                 }
                 // Walk the log in arrival order until enough of it has expired.
@@ -254,8 +295,6 @@ impl Window {
                 let fits = rpm.is_none_or(|r| requests.saturating_add(1) as f64 <= r)
                     && tpm.is_none_or(|t| tokens.saturating_add(cost) as f64 <= t);
                 if fits {
-                    *requests = requests.saturating_add(1);
-                    *tokens = tokens.saturating_add(cost);
                     return Ok(());
                 }
                 Err(Some(start.saturating_add(MINUTE).saturating_sub(now)))
@@ -269,11 +308,83 @@ impl Window {
                 // Within a nanosecond of refill counts as there: float noise must not refuse a
                 // client that waited exactly the Retry-After it was given.
                 if wait <= 1e-9 {
-                    *requests -= 1.0;
-                    *tokens -= cost as f64;
                     return Ok(());
                 }
                 Err(Some(ceil_nanos(wait)))
+            }
+        }
+    }
+
+    /// Charges one request of `cost` tokens at `now` (after [`Window::fit`] said it fits), and
+    /// says where, for [`Window::settle`].
+    pub fn commit(&mut self, now: Duration, cost: u64) -> Ticket {
+        self.advance(now);
+        let epoch = self.epoch;
+        let at = match &mut self.state {
+            State::Unlimited => 0,
+            State::Sliding {
+                log,
+                tokens,
+                pushed,
+            } => {
+                log.push_back((now, cost));
+                *tokens = tokens.saturating_add(cost);
+                *pushed += 1;
+                *pushed - 1
+            }
+            State::Fixed {
+                start,
+                requests,
+                tokens,
+            } => {
+                *requests = requests.saturating_add(1);
+                *tokens = tokens.saturating_add(cost);
+                u64::try_from(start.as_nanos()).unwrap_or(u64::MAX)
+            }
+            State::Bucket {
+                requests, tokens, ..
+            } => {
+                *requests -= 1.0;
+                *tokens -= cost as f64;
+                0
+            }
+        };
+        Ticket { epoch, at }
+    }
+
+    /// Corrects the charge `ticket` names from `charged` tokens to `actual` at `now` (see the
+    /// module docs): a charge already out of its window stays as it was.
+    pub fn settle(&mut self, now: Duration, ticket: Ticket, charged: u64, actual: u64) {
+        if ticket.epoch != self.epoch || charged == actual {
+            return;
+        }
+        self.advance(now);
+        let tpm = self.tpm;
+        match &mut self.state {
+            State::Unlimited => {}
+            State::Sliding {
+                log,
+                tokens,
+                pushed,
+            } => {
+                let first = *pushed - log.len() as u64;
+                let entry = ticket
+                    .at
+                    .checked_sub(first)
+                    .and_then(|i| log.get_mut(usize::try_from(i).ok()?));
+                if let Some((_, cost)) = entry {
+                    *tokens = tokens.saturating_sub(*cost).saturating_add(actual);
+                    *cost = actual;
+                }
+            }
+            State::Fixed { start, tokens, .. } => {
+                if u64::try_from(start.as_nanos()).ok() == Some(ticket.at) {
+                    *tokens = tokens.saturating_sub(charged).saturating_add(actual);
+                }
+            }
+            State::Bucket { tokens, .. } => {
+                let credit = charged as f64 - actual as f64;
+                *tokens = (*tokens + credit).min(tpm.unwrap_or(f64::INFINITY));
             }
         }
     }
@@ -294,7 +405,7 @@ impl Window {
         // is back when it has refilled what is used.
         let (used_requests, used_tokens, back_at) = match &self.state {
             State::Unlimited => return (None, None),
-            State::Sliding { log, tokens } => {
+            State::Sliding { log, tokens, .. } => {
                 let reset = log.back().map_or(Duration::ZERO, |&(t, _)| {
                     t.saturating_add(MINUTE).saturating_sub(now)
                 });
@@ -364,6 +475,60 @@ mod tests {
             Err(None),
             "bigger than a minute's tokens"
         );
+    }
+
+    #[test]
+    fn a_settled_charge_corrects_each_kind_of_window() {
+        // 1,000 output tokens a minute; a request charged 800 (its max_tokens) generated 100.
+        for kind in [
+            WindowKind::Sliding,
+            WindowKind::Fixed,
+            WindowKind::TokenBucket,
+        ] {
+            let mut w = Window::new(kind, None, Some(1_000.0));
+            let ticket = w.commit(s(1.0), 800);
+            assert!(w.fit(s(2.0), 300).is_err(), "{kind:?}: 800 + 300 > 1,000");
+            w.settle(s(2.0), ticket, 800, 100);
+            assert_eq!(w.fit(s(2.0), 900), Ok(()), "{kind:?}: 100 + 900 fits");
+            let (_, t) = w.usage(s(2.0));
+            // The bucket refilled 1 s x 1,000/min = 16.7 tokens since the charge.
+            let left = t.unwrap().remaining;
+            match kind {
+                WindowKind::TokenBucket => assert!((left - 916.67).abs() < 0.01, "{left}"),
+                _ => assert_eq!(left, 900.0, "{kind:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_charge_out_of_its_window_is_not_settled() {
+        // Sliding: the entry left the window at 61 s; fixed: the minute is over.
+        for kind in [WindowKind::Sliding, WindowKind::Fixed] {
+            let mut w = Window::new(kind, None, Some(1_000.0));
+            let ticket = w.commit(s(1.0), 800);
+            w.commit(s(61.5), 500);
+            w.settle(s(62.0), ticket, 800, 100);
+            let (_, t) = w.usage(s(62.0));
+            assert_eq!(t.unwrap().remaining, 500.0, "{kind:?}");
+        }
+        // A window rebuilt since (its limit removed and put back) has nothing to settle.
+        let mut w = Window::new(WindowKind::Sliding, None, Some(1_000.0));
+        let ticket = w.commit(s(1.0), 800);
+        w.set_limits(s(2.0), None, None);
+        w.set_limits(s(3.0), None, Some(1_000.0));
+        w.commit(s(3.0), 800);
+        w.settle(s(4.0), ticket, 800, 100);
+        assert_eq!(w.usage(s(4.0)).1.unwrap().remaining, 200.0);
+    }
+
+    #[test]
+    fn a_settlement_above_the_charge_debits_the_window() {
+        // No max_tokens: charged 0 at admission, 300 generated.
+        let mut w = Window::new(WindowKind::TokenBucket, None, Some(600.0));
+        let ticket = w.commit(s(0.0), 0);
+        w.settle(s(0.0), ticket, 0, 900);
+        // 300 in debt: 600 more need 900 tokens of refill, at 10 a second 90 s.
+        assert_eq!(w.fit(s(0.0), 600), Err(Some(s(90.0))));
     }
 
     #[test]

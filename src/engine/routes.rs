@@ -53,6 +53,10 @@ pub struct Route {
     pub model_turn: bool,
     /// The tool's name on the wire.
     pub tool: String,
+    /// A model turn's `max_tokens` (`None`: it asks for no cap).
+    pub max_tokens: Option<u64>,
+    /// A model turn that asks for its answer streamed.
+    pub stream: bool,
 }
 
 /// Every endpoint and route of a run.
@@ -116,6 +120,8 @@ impl Routes {
             service: None,
             model_turn: false,
             tool: "call".into(),
+            max_tokens: None,
+            stream: false,
         });
         let model_latency = w.model_turn.as_ref().and_then(|t| t.latency.as_ref());
         let model = endpoint_of(if models { w.model_target } else { unused }, model_latency);
@@ -124,6 +130,8 @@ impl Routes {
             service: model_latency.map(|_| MODEL_TURN.to_string()),
             model_turn: true,
             tool: String::new(),
+            max_tokens: w.model_turn.as_ref().and_then(|t| t.max_tokens),
+            stream: w.model_turn.as_ref().is_some_and(|t| t.stream),
         });
         let mut services = Vec::new();
         if let Some(l) = model_latency {
@@ -141,6 +149,8 @@ impl Routes {
                 service,
                 model_turn: false,
                 tool: t.name.clone(),
+                max_tokens: None,
+                stream: false,
             });
         }
         for (e, name, latency, error_rate) in services {

@@ -42,6 +42,8 @@ impl ServerConfig {
         };
         put("provider.rpm", limit(p.rpm));
         put("provider.tpm", limit(p.tpm));
+        put("provider.itpm", limit(p.itpm));
+        put("provider.otpm", limit(p.otpm));
         put("provider.window", format!("{:?}", p.window));
         put("provider.retry_after", format!("{:?}", p.retry_after));
         put("provider.latency", format!("{:?}", p.latency));

@@ -212,6 +212,13 @@ struct Stats {
 }
 
 impl Shared {
+    /// Whether answers are timed on the precise timer: at a time scale above 1, tokio's
+    /// millisecond of lateness is multiplied into the model's figures; at 1 it is not worth
+    /// the CPU the precise timer spends.
+    pub(crate) fn precise(&self) -> bool {
+        self.time_scale > 1.0
+    }
+
     pub(crate) fn new(
         model: ProviderModel,
         described: Described,
@@ -378,9 +385,27 @@ impl Shared {
     }
 }
 
+/// A limit as the APIs' messages name it.
+fn limit_name(limit: Limit) -> &'static str {
+    match limit {
+        Limit::Requests => "requests per min (RPM)",
+        Limit::Tokens => "tokens per min (TPM)",
+        Limit::InputTokens => "input tokens per min (ITPM)",
+        Limit::OutputTokens => "output tokens per min (OTPM)",
+    }
+}
+
 /// The message of a 429 for a request the limits can never admit.
 fn too_large_message(ask: &Ask, limit: Limit, d: &Decision) -> String {
     let per_minute = |u: Option<Usage>| u.map_or("?".to_string(), |u| u.limit.to_string());
+    let tokens = |usage: Option<Usage>, what: &str| {
+        format!(
+            "Request too large on {}: it asks for more {what} than the limit of {} a minute, \
+             so it can never be served; they must be reduced (capsize mock provider).",
+            limit_name(limit),
+            per_minute(usage)
+        )
+    };
     match limit {
         Limit::Tokens => format!(
             "Request too large on tokens per min (TPM): it costs {} tokens, more than the limit \
@@ -389,6 +414,8 @@ fn too_large_message(ask: &Ask, limit: Limit, d: &Decision) -> String {
             ask.tokens,
             per_minute(d.tokens)
         ),
+        Limit::InputTokens => tokens(d.input_tokens, "input tokens"),
+        Limit::OutputTokens => tokens(d.output_tokens, "output tokens (max_tokens)"),
         Limit::Requests => format!(
             "Request too large on requests per min (RPM): a limit of {} requests per minute \
              admits no request, so it can never be served (capsize mock provider).",
@@ -414,12 +441,11 @@ fn render(ask: &Ask, d: &Decision, id: u64, wall_now: Duration) -> Reply {
                 .retry_after
                 .map(|r| format!(" Please try again in {}.", crate::headers::go_duration(r)))
                 .unwrap_or_default();
-            let limit = refused_by(d, ask.tokens);
-            let on = match limit {
-                Limit::Requests => "requests per min (RPM)",
-                Limit::Tokens => "tokens per min (TPM)",
-            };
-            let message = format!("Rate limit reached on {on} (capsize mock provider).{wait}");
+            let limit = d.limited_by.unwrap_or_else(|| refused_by(d, ask.tokens));
+            let message = format!(
+                "Rate limit reached on {} (capsize mock provider).{wait}",
+                limit_name(limit)
+            );
             wire::rate_limited(ask.api, limit, &message)
         }
         (Outcome::TooLarge(limit), _) => {
@@ -451,9 +477,7 @@ fn render(ask: &Ask, d: &Decision, id: u64, wall_now: Duration) -> Reply {
         Api::Anthropic => {
             let retry_after = d.headers().into_iter().filter(|(k, _)| *k == "retry-after");
             reply.headers.extend(retry_after);
-            reply
-                .headers
-                .extend(wire::anthropic_headers(d.requests, d.tokens, wall_now));
+            reply.headers.extend(wire::anthropic_headers(d, wall_now));
             if let Some(retry) = should_retry(d.outcome) {
                 reply.headers.push(("x-should-retry", retry.to_string()));
             }
@@ -537,6 +561,8 @@ fn scaled(d: &Decision, scale: f64) -> Decision {
         retry_after: d.retry_after.map(|r| ceil_ms(real(r))),
         requests: usage(d.requests),
         tokens: usage(d.tokens),
+        input_tokens: usage(d.input_tokens),
+        output_tokens: usage(d.output_tokens),
         generated: d.generated.map(|g| Generated {
             first_token: real(g.first_token),
             ..g

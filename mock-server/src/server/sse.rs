@@ -171,11 +171,12 @@ impl Stream {
     }
 
     /// The body: token `k`'s events at `first + k x per_token`.
-    pub(crate) fn body(self, first: Instant) -> SseBody {
+    pub(crate) fn body(self, first: Instant, precise: bool) -> SseBody {
         SseBody {
             stream: self,
             first,
             next: 0,
+            precise,
             sleep: None,
         }
     }
@@ -199,6 +200,8 @@ pub(crate) struct SseBody {
     first: Instant,
     /// The next token to send.
     next: u64,
+    /// Paced on the precise timer (else tokio's).
+    precise: bool,
     sleep: Option<Pin<Box<capsize_timer::Sleep>>>,
 }
 
@@ -216,9 +219,13 @@ impl Body for SseBody {
         }
         let k = u32::try_from(this.next).unwrap_or(u32::MAX);
         let at = this.first + this.stream.per_token.saturating_mul(k);
-        let sleep = this
-            .sleep
-            .get_or_insert_with(|| Box::pin(capsize_timer::sleep_until(at)));
+        let precise = this.precise;
+        let sleep = this.sleep.get_or_insert_with(|| {
+            Box::pin(match precise {
+                true => capsize_timer::sleep_until(at),
+                false => capsize_timer::coarse_sleep_until(at),
+            })
+        });
         if sleep.as_mut().poll(cx).is_pending() {
             return Poll::Pending;
         }

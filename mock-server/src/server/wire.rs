@@ -7,7 +7,8 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::window::{Limit, Usage};
+use crate::model::Decision;
+use crate::window::Limit;
 
 /// The reply every served chat request gets.
 pub const REPLY: &str = "This is a reply from the capsize mock provider.";
@@ -197,7 +198,8 @@ pub fn rate_limited(api: Api, limit: Limit, message: &str) -> Value {
         Api::OpenAi => {
             let kind = match limit {
                 Limit::Requests => "requests",
-                Limit::Tokens => "tokens",
+                // OpenAI has no split token limits: a mock that has them names tokens.
+                Limit::Tokens | Limit::InputTokens | Limit::OutputTokens => "tokens",
             };
             json!({ "error": { "message": message, "type": kind, "param": null, "code": "rate_limit_exceeded" } })
         }
@@ -237,17 +239,14 @@ pub fn error(api: Api, status: u16, message: &str) -> Value {
     }
 }
 
-/// Anthropic's `anthropic-ratelimit-{requests,tokens}-{limit,remaining,reset}` headers; `now`
-/// is the wall-clock time since the Unix epoch, each reset is `now` plus the (real) reset delay.
-pub fn anthropic_headers(
-    requests: Option<Usage>,
-    tokens: Option<Usage>,
-    now: Duration,
-) -> Vec<(&'static str, String)> {
+/// Anthropic's `anthropic-ratelimit-{requests,tokens,input-tokens,output-tokens}-{limit,
+/// remaining,reset}` headers for the limits `d` has; `now` is the wall-clock time since the
+/// Unix epoch, each reset is `now` plus the (real) reset delay.
+pub fn anthropic_headers(d: &Decision, now: Duration) -> Vec<(&'static str, String)> {
     let mut h = Vec::new();
     let dims = [
         (
-            requests,
+            d.requests,
             [
                 "anthropic-ratelimit-requests-limit",
                 "anthropic-ratelimit-requests-remaining",
@@ -255,11 +254,27 @@ pub fn anthropic_headers(
             ],
         ),
         (
-            tokens,
+            d.tokens,
             [
                 "anthropic-ratelimit-tokens-limit",
                 "anthropic-ratelimit-tokens-remaining",
                 "anthropic-ratelimit-tokens-reset",
+            ],
+        ),
+        (
+            d.input_tokens,
+            [
+                "anthropic-ratelimit-input-tokens-limit",
+                "anthropic-ratelimit-input-tokens-remaining",
+                "anthropic-ratelimit-input-tokens-reset",
+            ],
+        ),
+        (
+            d.output_tokens,
+            [
+                "anthropic-ratelimit-output-tokens-limit",
+                "anthropic-ratelimit-output-tokens-remaining",
+                "anthropic-ratelimit-output-tokens-reset",
             ],
         ),
     ];

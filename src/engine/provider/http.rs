@@ -3,7 +3,8 @@
 //!
 //! Each endpoint of the run's routes (a provider, or the tools sent to none) is a server of its
 //! own. A tool call is `POST {base}/tools/{tool}`; a model turn is `POST
-//! {base}/v1/chat/completions`. Each request carries its token cost in `x-capsize-tokens` (and,
+//! {base}/v1/chat/completions` (with its `max_tokens`, and streamed when it asks to be: then
+//! its first token is timed as the events arrive). Each request carries its token cost in `x-capsize-tokens` (and,
 //! for a kind of call with a latency or error rate of its own, `x-capsize-latency: NAME`). The answer's status and headers become
 //! the result the scheduler classifies: 2xx served; 429 rate limited, with the wait from
 //! `retry-after-ms` / `retry-after`; other 5xx (and 529) a status error. Dropping an attempt
@@ -27,8 +28,23 @@ use crate::engine::timescale::TimeScale;
 use crate::scheduler::retry::retry_after_from_headers;
 use crate::scheduler::ProviderError;
 
-/// The body of a model turn: a minimal OpenAI-style chat request.
-const CHAT_BODY: &str = r#"{"model":"capsize","messages":[{"role":"user","content":"next step"}]}"#;
+/// The body of a model turn: a minimal OpenAI-style chat request, with its `max_tokens` and,
+/// streamed, `stream` and `stream_options.include_usage` (so the last event says how many
+/// tokens came).
+fn chat_body(max_tokens: Option<u64>, stream: bool) -> String {
+    let mut body = serde_json::json!({
+        "model": "capsize",
+        "messages": [{"role": "user", "content": "next step"}],
+    });
+    if let Some(m) = max_tokens {
+        body["max_tokens"] = m.into();
+    }
+    if stream {
+        body["stream"] = true.into();
+        body["stream_options"] = serde_json::json!({"include_usage": true});
+    }
+    body.to_string()
+}
 
 /// Where a run's requests go and how the client treats them.
 #[derive(Debug, Clone)]
@@ -39,11 +55,13 @@ pub struct HttpTarget {
     pub timeout: Duration,
 }
 
-/// One route, resolved: the URL it posts to and the service it names.
+/// One route, resolved: the URL it posts to, the body it sends and the service it names.
 struct Way {
     url: String,
+    body: String,
+    /// A streamed model turn: its answer is read event by event.
+    stream: bool,
     service: Option<String>,
-    model_turn: bool,
     endpoint: usize,
     /// A model turn to a generating provider: its answer's `usage` says how many tokens it
     /// generated.
@@ -124,8 +142,12 @@ impl HttpProvider {
                 };
                 Way {
                     url,
+                    body: match r.model_turn {
+                        true => chat_body(r.max_tokens, r.stream),
+                        false => "{}".into(),
+                    },
+                    stream: r.model_turn && r.stream,
                     service: r.service.clone(),
-                    model_turn: r.model_turn,
                     endpoint: r.endpoint,
                     generates: r.model_turn
                         && routes.endpoints[r.endpoint].config.generation.is_some(),
@@ -198,6 +220,39 @@ fn output_tokens(body: &[u8]) -> Option<u64> {
     v.get("usage")?.get("completion_tokens")?.as_u64()
 }
 
+/// What a streamed answer showed: when its first token came, and the tokens its usage chunk
+/// reports.
+#[derive(Default)]
+struct Streamed {
+    first_token: Option<Instant>,
+    output_tokens: Option<u64>,
+    /// A line not yet ended.
+    partial: Vec<u8>,
+}
+
+impl Streamed {
+    /// Reads `chunk` of an OpenAI event stream that arrived at `at`.
+    fn read(&mut self, chunk: &[u8], at: Instant) {
+        self.partial.extend_from_slice(chunk);
+        while let Some(end) = self.partial.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = self.partial.drain(..=end).collect();
+            let Some(data) = line.strip_prefix(b"data: ") else {
+                continue;
+            };
+            let Ok(event) = serde_json::from_slice::<serde_json::Value>(data) else {
+                continue; // `[DONE]`, or not JSON: nothing to count
+            };
+            let text = event["choices"][0]["delta"]["content"].as_str();
+            if self.first_token.is_none() && text.is_some_and(|t| !t.is_empty()) {
+                self.first_token = Some(at);
+            }
+            if let Some(n) = event["usage"]["completion_tokens"].as_u64() {
+                self.output_tokens = Some(n);
+            }
+        }
+    }
+}
+
 impl Provider for HttpProvider {
     async fn request(
         &self,
@@ -220,8 +275,7 @@ impl Provider for HttpProvider {
             abandoned,
             recorder: &self.recorder,
         };
-        let body = if way.model_turn { CHAT_BODY } else { "{}" };
-        let mut request = self.client.post(&way.url).body(body);
+        let mut request = self.client.post(&way.url).body(way.body.clone());
         if let Some(service) = &way.service {
             request = request.header("x-capsize-latency", service);
         }
@@ -229,14 +283,24 @@ impl Provider for HttpProvider {
             .header(CONTENT_TYPE, "application/json")
             .header("x-capsize-tokens", tokens);
         let exchange = async {
-            let response = request.send().await?;
+            let mut response = request.send().await?;
             let status = response.status().as_u16();
             let headers = response.headers().clone();
-            // Read the body so the connection can be reused.
-            let body = response.bytes().await?;
-            let generated = match way.generates && status == 200 {
-                true => output_tokens(&body),
-                false => None,
+            let read = way.generates && status == 200;
+            // Read the body (so the connection can be reused), a streamed one as it comes.
+            let generated = if way.stream && read {
+                let mut streamed = Streamed::default();
+                while let Some(chunk) = response.chunk().await? {
+                    streamed.read(&chunk, Instant::now());
+                }
+                streamed
+                    .output_tokens
+                    .map(|n| (n, streamed.first_token.map(|t| t - sent)))
+            } else {
+                let body = response.bytes().await?;
+                read.then(|| output_tokens(&body))
+                    .flatten()
+                    .map(|n| (n, None))
             };
             Ok::<_, reqwest::Error>((status, headers, generated))
         };
@@ -252,9 +316,9 @@ impl Provider for HttpProvider {
         watch.answered = true;
         match answer {
             Ok(Ok((status, headers, generated))) => {
-                if let Some(n) = generated {
-                    // Not streamed: the first token is not seen, only the whole answer.
-                    self.recorder.generated(Instant::now() - sent, None, n);
+                if let Some((n, first)) = generated {
+                    // Not streamed, the first token is not seen, only the whole answer.
+                    self.recorder.generated(Instant::now() - sent, first, n);
                 }
                 let charged = charged(status, &headers);
                 watch.charged = charged;

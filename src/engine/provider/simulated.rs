@@ -22,6 +22,10 @@ struct Way {
     error_rate: Option<f64>,
     /// A model turn: a generating provider generates its answer.
     model_turn: bool,
+    /// The model turn's `max_tokens`, capping a generated answer.
+    max_tokens: Option<u64>,
+    /// A streamed model turn: the client sees its first token.
+    stream: bool,
 }
 
 /// The provider models in-process, on `clock` at `scale`.
@@ -68,6 +72,8 @@ impl<C: Clock> VirtualProvider<C> {
                     latency,
                     error_rate,
                     model_turn: r.model_turn,
+                    max_tokens: r.max_tokens,
+                    stream: r.stream,
                 }
             })
             .collect();
@@ -128,7 +134,7 @@ impl<C: Clock> Provider for VirtualProvider<C> {
             latency: way.latency.as_ref(),
             error_rate: way.error_rate,
             model_call: way.model_turn,
-            max_tokens: None,
+            max_tokens: way.max_tokens,
         };
         let decision = self.models.borrow_mut()[way.endpoint].on_request_with(now, tokens, service);
         self.recorder.arrival(Arrival {
@@ -163,11 +169,9 @@ impl<C: Clock> Provider for VirtualProvider<C> {
         self.clock.sleep_until(arrived + wait).await;
         watch.answered = true;
         if let (Ok(()), Some(g)) = (&result, decision.generated) {
-            self.recorder.generated(
-                wait,
-                Some(self.scale.to_runtime(g.first_token)),
-                g.output_tokens,
-            );
+            // Only a streamed answer shows its first token; otherwise it all comes at the end.
+            let first = way.stream.then(|| self.scale.to_runtime(g.first_token));
+            self.recorder.generated(wait, first, g.output_tokens);
         }
         result
     }

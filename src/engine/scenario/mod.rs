@@ -106,8 +106,13 @@ pub enum Stop {
 /// A model turn between rounds of tool calls.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelTurn {
-    /// Tokens of the LLM call.
+    /// Tokens of the LLM call: its prompt, and `max_tokens` on top (what the provider and the
+    /// client's buckets are charged).
     pub tokens: u64,
+    /// The most output tokens it asks for (`None`: no cap).
+    pub max_tokens: Option<u64>,
+    /// Whether its answer is streamed.
+    pub stream: bool,
     /// Its latency; `None`: the provider's.
     pub latency: Option<Latency>,
 }

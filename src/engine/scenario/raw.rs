@@ -86,8 +86,14 @@ pub enum RawArrival {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawModelTurn {
-    /// Tokens of the call.
+    /// Tokens of the call (its prompt, when `max_tokens` is given).
     pub tokens: u64,
+    /// The most output tokens it asks for: charged on top of `tokens` and capping the answer
+    /// of a generating provider.
+    pub max_tokens: Option<u64>,
+    /// Whether it asks for its answer streamed (then the client sees its first token).
+    #[serde(default)]
+    pub stream: bool,
     /// Its latency (absent: the provider's).
     pub latency: Option<RawLatency>,
     /// The provider it goes to (absent: `workload.provider`'s).

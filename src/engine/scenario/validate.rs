@@ -197,13 +197,20 @@ fn write_fraction(v: f64) -> Result<f64, Invalid> {
 
 /// The model turn between rounds: its tokens and its own latency, if it has one.
 fn model_turn(t: &RawModelTurn, base: &Path) -> Result<ModelTurn, Invalid> {
+    let prompt = within(
+        "workload.model_turn.tokens",
+        t.tokens,
+        0,
+        bounds::MAX_TOKENS,
+    )?;
+    let max_tokens = t
+        .max_tokens
+        .map(|m| within("workload.model_turn.max_tokens", m, 1, bounds::MAX_TOKENS))
+        .transpose()?;
     Ok(ModelTurn {
-        tokens: within(
-            "workload.model_turn.tokens",
-            t.tokens,
-            0,
-            bounds::MAX_TOKENS,
-        )?,
+        tokens: prompt.saturating_add(max_tokens.unwrap_or(0)),
+        max_tokens,
+        stream: t.stream,
         latency: latency("workload.model_turn.latency", t.latency.as_ref(), base)?,
     })
 }
@@ -320,22 +327,45 @@ fn fits(w: &Workload, providers: &[NamedProvider]) -> Result<(), Invalid> {
         };
         requests.push((key, Some(tokens), t.target));
     }
+    let max_tokens = w.model_turn.as_ref().and_then(|t| t.max_tokens);
     for (key, tokens, target) in requests {
         let Target::Provider(p) = target else {
             continue;
         };
-        let Some(tpm) = providers[p].config.tpm else {
+        let Some(n) = tokens else {
             continue;
         };
-        if let Some(n) = tokens.filter(|&n| n as f64 > tpm) {
-            let limit = match providers.len() {
-                1 => "provider.tpm".to_string(),
-                _ => format!("providers.{}.tpm", providers[p].name),
-            };
-            return Err(bad(
-                &key,
-                format!("a request of {n} tokens can never be served under {limit} = {tpm}: it is more than the whole per-minute limit"),
-            ));
+        let config = &providers[p].config;
+        let limit = |name: &str| match providers.len() {
+            1 => format!("provider.{name}"),
+            _ => format!("providers.{}.{name}", providers[p].name),
+        };
+        // A model turn's prompt goes to itpm, its max_tokens to otpm; a tool's tokens are input.
+        let output = match key.as_str() {
+            "workload.model_turn.tokens" => max_tokens.unwrap_or(0),
+            _ => 0,
+        };
+        let checks = [
+            (key.clone(), "tpm", config.tpm, n, "tokens"),
+            (key.clone(), "itpm", config.itpm, n - output, "input tokens"),
+            (
+                "workload.model_turn.max_tokens".to_string(),
+                "otpm",
+                config.otpm,
+                output,
+                "output tokens",
+            ),
+        ];
+        for (key, name, per_minute, cost, what) in checks {
+            if let Some(pm) = per_minute.filter(|&pm| cost as f64 > pm) {
+                return Err(bad(
+                    &key,
+                    format!(
+                        "a request of {cost} {what} can never be served under {} = {pm}: it is more than the whole per-minute limit",
+                        limit(name)
+                    ),
+                ));
+            }
         }
     }
     Ok(())
