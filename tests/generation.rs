@@ -34,12 +34,22 @@ tools = [ { name = "calc", provider = "none", latency = { dist = "constant", ms 
 max_concurrency = 1
 "#;
 
-/// [`GENERATING`] with its model turns streamed (and so their first tokens seen).
-fn streamed() -> String {
+/// [`GENERATING`] with `keys` added to its model turn (`"stream = true, "`).
+fn with_turn(keys: &str) -> String {
     GENERATING.replace(
         "model_turn = { tokens = 100, provider = \"llm\" }",
-        "model_turn = { tokens = 100, provider = \"llm\", stream = true }",
+        &format!("model_turn = {{ tokens = 100, {keys}provider = \"llm\" }}"),
     )
+}
+
+/// [`GENERATING`] with its model turns streamed (and so their first tokens seen).
+fn streamed() -> String {
+    with_turn("stream = true, ")
+}
+
+/// The summary of `s`'s virtual-time run.
+fn run(s: &Scenario) -> Summary {
+    Summary::new(s, &sim::run(s).unwrap())
 }
 
 fn scenario(toml: &str) -> Result<Scenario, String> {
@@ -48,8 +58,7 @@ fn scenario(toml: &str) -> Result<Scenario, String> {
 
 #[test]
 fn a_model_turn_lasts_its_first_token_and_the_rest_in_virtual_time() {
-    let s = scenario(&streamed()).unwrap();
-    let sum = Summary::new(&s, &sim::run(&s).unwrap());
+    let sum = run(&scenario(&streamed()).unwrap());
     assert_eq!(sum.calls, 30);
     // The recorder's histograms keep 3 significant digits: 1,590 ms reads back as 1,590.271.
     let q = sum.latency_ms.query;
@@ -66,8 +75,7 @@ fn a_model_turn_lasts_its_first_token_and_the_rest_in_virtual_time() {
 
 #[test]
 fn an_answer_not_streamed_shows_no_first_token() {
-    let s = scenario(GENERATING).unwrap();
-    let g = Summary::new(&s, &sim::run(&s).unwrap())
+    let g = run(&scenario(GENERATING).unwrap())
         .generation
         .expect("a generating provider answered");
     assert_eq!((g.calls, g.output_tokens), (10, 1000));
@@ -77,13 +85,9 @@ fn an_answer_not_streamed_shows_no_first_token() {
 
 #[test]
 fn max_tokens_caps_the_answer_and_is_charged() {
-    let toml = GENERATING.replace(
-        "model_turn = { tokens = 100, provider = \"llm\" }",
-        "model_turn = { tokens = 100, max_tokens = 50, provider = \"llm\" }",
-    );
-    let s = scenario(&toml).unwrap();
+    let s = scenario(&with_turn("max_tokens = 50, ")).unwrap();
     assert_eq!(s.workload.model_turn.as_ref().map(|t| t.tokens), Some(150));
-    let sum = Summary::new(&s, &sim::run(&s).unwrap());
+    let sum = run(&s);
     // 400 ms to the first of 50 tokens, 49 x 10 ms after it: 890 ms; with the tools, 1,090.
     let g = sum.generation.expect("a generating provider answered");
     assert_eq!((g.calls, g.output_tokens), (10, 500));
@@ -165,15 +169,10 @@ fn output_tokens_are_settled_to_what_was_generated_in_a_run() {
     // otpm 1,000 and max_tokens 500: charged as 500 at admission, the third turn of the
     // minute would be refused; settled to the 100 generated at each last token, six fit
     // (5 x 100 + 500 = 1,000).
-    let toml = GENERATING
+    let toml = with_turn("max_tokens = 500, ")
         .replace("rpm = 6000", "rpm = 6000\notpm = 1000")
-        .replace("queries = 10", "queries = 6")
-        .replace(
-            "model_turn = { tokens = 100, provider = \"llm\" }",
-            "model_turn = { tokens = 100, max_tokens = 500, provider = \"llm\" }",
-        );
-    let s = scenario(&toml).unwrap();
-    let sum = Summary::new(&s, &sim::run(&s).unwrap());
+        .replace("queries = 10", "queries = 6");
+    let sum = run(&scenario(&toml).unwrap());
     let llm = &sum.providers["llm"].counts.counters;
     assert_eq!((llm.received, llm.served, llm.rate_limited), (6, 6, 0));
     assert_eq!(sum.calls, 18);
@@ -181,12 +180,7 @@ fn output_tokens_are_settled_to_what_was_generated_in_a_run() {
 
 #[test]
 fn a_max_tokens_over_the_output_limit_is_refused_before_the_run() {
-    let toml = GENERATING
-        .replace("rpm = 6000", "rpm = 6000\notpm = 1000")
-        .replace(
-            "model_turn = { tokens = 100, provider = \"llm\" }",
-            "model_turn = { tokens = 100, max_tokens = 2000, provider = \"llm\" }",
-        );
+    let toml = with_turn("max_tokens = 2000, ").replace("rpm = 6000", "rpm = 6000\notpm = 1000");
     assert_eq!(
         scenario(&toml).unwrap_err(),
         "test.toml:18:30: workload.model_turn.max_tokens: a request of 2000 output tokens can never \

@@ -133,6 +133,50 @@ fn repeats_report_means_with_intervals() {
 }
 
 #[test]
+fn a_key_of_words_is_swept_after_one_of_numbers() {
+    // fleet.limiter takes words: each point sets one, quoted, and the table shows them.
+    let t = Temp::new("sweep", "words");
+    let out = t.path("out");
+    let o = out.to_str().expect("UTF-8");
+    let r = capsize(&[
+        "sweep",
+        "scenarios/fleet.toml",
+        "--out",
+        o,
+        "--sweep",
+        "fleet.replicas=1,4",
+        "--sweep",
+        "fleet.limiter=local,shared",
+        "--set",
+        "workload.duration_s=60",
+    ]);
+    assert_eq!(
+        r.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    let report = read(out.join("report.md"));
+    assert!(report.contains("| 4 | local |"), "{report}");
+    assert!(report.contains("| 4 | shared |"), "{report}");
+    // Words cannot be the charts' x axis: a sweep whose first key takes words is refused.
+    let r = capsize(&[
+        "sweep",
+        "scenarios/stock-quotes.toml",
+        "--out",
+        o,
+        "--sweep",
+        "fleet.limiter=local,shared",
+    ]);
+    assert_eq!(r.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&r.stderr);
+    assert!(
+        stderr.contains("sweep.\"fleet.limiter\": the first swept key must take numbers"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn bad_grids_are_refused_in_one_line() {
     let t = Temp::new("sweep", "bad");
     let out = t.path("out");

@@ -297,9 +297,9 @@ type BoxRng = Box<dyn Rng + Send>;
 struct Inner<C: Clock> {
     clock: C,
     permits: Option<Semaphore>,
-    limiter: Option<RateLimiter<C>>,
+    limiter: Option<Arc<RateLimiter<C>>>,
     /// The named limiters, in the order configured (a [`LimitId`] is an index).
-    named: Vec<(String, RateLimiter<C>)>,
+    named: Vec<(String, Arc<RateLimiter<C>>)>,
     retry: RetryPolicy,
     rng: Mutex<BoxRng>,
     observer: Option<Arc<dyn Observer>>,
@@ -314,6 +314,8 @@ pub struct Builder<C: Clock = TokioClock> {
     config: SchedulerConfig,
     rng: BoxRng,
     observer: Option<Arc<dyn Observer>>,
+    /// Another scheduler whose limiters this one shares.
+    shared: Option<Scheduler<C>>,
 }
 
 impl<C: Clock> Builder<C> {
@@ -324,7 +326,18 @@ impl<C: Clock> Builder<C> {
             config: self.config,
             rng: self.rng,
             observer: self.observer,
+            shared: None,
         }
+    }
+
+    /// Shares `other`'s rate limiters (buckets, queue and Retry-After pause) instead of
+    /// building its own: replicas of one client keeping one limit between them, as a fleet on
+    /// one API key does with a shared limiter. This configuration's `limits` and
+    /// `named_limits` are then not used; its concurrency and retry policy are its own. Call
+    /// it after [`Builder::clock`]: `other` reads the same clock.
+    pub fn share_limiters(mut self, other: &Scheduler<C>) -> Self {
+        self.shared = Some(other.clone());
+        self
     }
 
     /// Seeds the jitter RNG (Xoshiro256++; the default seed is 0).
@@ -348,23 +361,10 @@ impl<C: Clock> Builder<C> {
     /// Checks the configuration and builds the scheduler. Rate-limit buckets start full now.
     pub fn build(self) -> Result<Scheduler<C>, ConfigError> {
         self.config.retry.validate()?;
-        let limiter = match &self.config.limits {
-            Some(l) => Some(RateLimiter::with_clock(l, self.clock.clone())?),
-            None => None,
+        let (limiter, named) = match &self.shared {
+            Some(other) => (other.inner.limiter.clone(), other.inner.named.clone()),
+            None => self.limiters()?,
         };
-        let mut named: Vec<(String, RateLimiter<C>)> = Vec::new();
-        for (name, config) in &self.config.named_limits {
-            if name.is_empty() || named.iter().any(|(n, _)| n == name) {
-                return Err(ConfigError::LimitName(name.clone()));
-            }
-            let limiter = RateLimiter::with_clock(config, self.clock.clone()).map_err(|e| {
-                ConfigError::NamedLimit {
-                    name: name.clone(),
-                    error: Box::new(e),
-                }
-            })?;
-            named.push((name.clone(), limiter));
-        }
         let permits = match self.config.max_concurrency {
             0 => None,
             n => Some(Semaphore::new(n.min(Semaphore::MAX_PERMITS))),
@@ -382,6 +382,36 @@ impl<C: Clock> Builder<C> {
                 next_id: AtomicU64::new(0),
             }),
         })
+    }
+}
+
+/// A scheduler's default limiter and its named ones.
+type Limiters<C> = (
+    Option<Arc<RateLimiter<C>>>,
+    Vec<(String, Arc<RateLimiter<C>>)>,
+);
+
+impl<C: Clock> Builder<C> {
+    /// The limiters of the configuration, buckets full now.
+    fn limiters(&self) -> Result<Limiters<C>, ConfigError> {
+        let limiter = match &self.config.limits {
+            Some(l) => Some(Arc::new(RateLimiter::with_clock(l, self.clock.clone())?)),
+            None => None,
+        };
+        let mut named: Vec<(String, Arc<RateLimiter<C>>)> = Vec::new();
+        for (name, config) in &self.config.named_limits {
+            if name.is_empty() || named.iter().any(|(n, _)| n == name) {
+                return Err(ConfigError::LimitName(name.clone()));
+            }
+            let limiter = RateLimiter::with_clock(config, self.clock.clone()).map_err(|e| {
+                ConfigError::NamedLimit {
+                    name: name.clone(),
+                    error: Box::new(e),
+                }
+            })?;
+            named.push((name.clone(), Arc::new(limiter)));
+        }
+        Ok((limiter, named))
     }
 }
 
@@ -407,6 +437,7 @@ impl Scheduler {
             config,
             rng: Box::new(Xoshiro256PlusPlus::seed_from_u64(0)),
             observer: None,
+            shared: None,
         }
     }
 }
@@ -419,7 +450,7 @@ impl<C: Clock> Scheduler<C> {
 
     /// The default rate limiter, if limits are set.
     pub fn limiter(&self) -> Option<&RateLimiter<C>> {
-        self.inner.limiter.as_ref()
+        self.inner.limiter.as_deref()
     }
 
     /// The id of the named limiter `name`, if there is one.
@@ -431,8 +462,8 @@ impl<C: Clock> Scheduler<C> {
     /// The limiter a call through `via` waits in, if any.
     pub fn limiter_for(&self, via: Via) -> Option<&RateLimiter<C>> {
         match via {
-            Via::Default => self.inner.limiter.as_ref(),
-            Via::Named(LimitId(i)) => self.inner.named.get(i as usize).map(|(_, l)| l),
+            Via::Default => self.inner.limiter.as_deref(),
+            Via::Named(LimitId(i)) => self.inner.named.get(i as usize).map(|(_, l)| &**l),
             Via::Unlimited => None,
         }
     }

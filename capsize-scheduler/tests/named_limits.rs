@@ -138,3 +138,42 @@ fn named_limits_are_checked_when_the_scheduler_is_built() {
         "names the limit: {bad}"
     );
 }
+
+#[test]
+fn schedulers_that_share_limiters_keep_one_limit_between_them() {
+    paused_runtime().block_on(async {
+        // Two replicas of a client on one key: the second shares the first's limiters (and
+        // ignores the 6,000 RPM of its own configuration).
+        let a = two_providers(RetryPolicy::default());
+        let b = Scheduler::builder(SchedulerConfig {
+            named_limits: vec![("llm".into(), rpm(6000.0))],
+            ..SchedulerConfig::default()
+        })
+        .share_limiters(&a)
+        .build()
+        .expect("valid config");
+        let llm = Via::Named(b.limit_id("llm").expect("shared names"));
+        assert_eq!(b.limit_id("tools"), a.limit_id("tools"));
+        // Alternating between the replicas, the calls are paced at 60 RPM together: 0, 1, 2, 3 s.
+        let t0 = Instant::now();
+        let sent = join_all([&a, &b, &a, &b].into_iter().map(|s| {
+            s.call(CallSpec::new(1).via(llm), move |_| async move {
+                Ok::<_, ProviderError>(Instant::now() - t0)
+            })
+        }))
+        .await;
+        let secs: Vec<u64> = sent.into_iter().map(|r| r.unwrap().as_secs()).collect();
+        assert_eq!(secs, [0, 1, 2, 3]);
+        // Built on its own, the same configuration has a limiter of its own.
+        let c = Scheduler::builder(SchedulerConfig {
+            named_limits: vec![("llm".into(), rpm(6000.0))],
+            ..SchedulerConfig::default()
+        })
+        .build()
+        .expect("valid config");
+        let own = c
+            .limiter_for(Via::Named(c.limit_id("llm").unwrap()))
+            .unwrap();
+        assert_eq!(own.rates().0, Some(100.0));
+    });
+}

@@ -5,6 +5,7 @@
 //! is one line naming the file, the key, and line:column where known.
 
 pub mod bounds;
+pub mod fleet;
 pub mod providers;
 pub mod raw;
 pub mod sweep_slo;
@@ -20,6 +21,7 @@ use thiserror::Error;
 
 use crate::analysis::slo::Threshold;
 use crate::scheduler::{RetryPolicy, TurnPolicy};
+pub use fleet::{Fleet, FleetLimiter};
 use raw::RawScenario;
 pub use sweep_slo::{Axis, AxisValue};
 
@@ -242,6 +244,8 @@ pub struct Scenario {
     pub workload: Workload,
     /// The scheduler.
     pub scheduler: SchedulerSettings,
+    /// Replicas of the client on one key (one unless `[fleet]` says otherwise).
+    pub fleet: Fleet,
     /// What `capsize sweep` varies (empty: nothing).
     pub sweep: Vec<Axis>,
     /// Objectives on summary.json fields.

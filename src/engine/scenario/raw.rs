@@ -29,6 +29,9 @@ pub struct RawScenario {
     /// The client-side scheduler.
     #[serde(default)]
     pub scheduler: RawScheduler,
+    /// Replicas of the client on one key.
+    #[serde(default)]
+    pub fleet: Option<super::fleet::RawFleet>,
     /// What `capsize sweep` varies: dotted key path → values.
     #[serde(default)]
     pub sweep: Option<toml::Table>,

@@ -14,21 +14,38 @@ use crate::analysis::slo::Threshold;
 use super::bounds::{bad, Invalid};
 
 /// One value of a swept key: an integer stays an integer (`4`, not `4.0`), so integer keys
-/// accept it.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// accept it; a word is a choice (`fleet.limiter = ["local", "shared"]`).
+#[derive(Debug, Clone, PartialEq)]
 pub enum AxisValue {
     /// An integer.
     Int(i64),
     /// A number with a fraction.
     Float(f64),
+    /// A word.
+    Text(String),
 }
 
 impl AxisValue {
-    /// As a number.
-    pub fn as_f64(self) -> f64 {
+    /// As a number (NaN for a word: a word's axis is never a chart's x axis, see
+    /// [`AxisValue::is_number`]).
+    pub fn as_f64(&self) -> f64 {
         match self {
-            AxisValue::Int(i) => i as f64,
-            AxisValue::Float(f) => f,
+            AxisValue::Int(i) => *i as f64,
+            AxisValue::Float(f) => *f,
+            AxisValue::Text(_) => f64::NAN,
+        }
+    }
+
+    /// Whether it is a number.
+    pub fn is_number(&self) -> bool {
+        !matches!(self, AxisValue::Text(_))
+    }
+
+    /// As a TOML value, for `--set` (a word quoted).
+    pub fn to_toml(&self) -> String {
+        match self {
+            AxisValue::Text(t) => toml::Value::String(t.clone()).to_string(),
+            other => other.to_string(),
         }
     }
 }
@@ -38,6 +55,7 @@ impl fmt::Display for AxisValue {
         match self {
             AxisValue::Int(i) => write!(f, "{i}"),
             AxisValue::Float(x) => write!(f, "{x:?}"),
+            AxisValue::Text(t) => f.write_str(t),
         }
     }
 }
@@ -113,6 +131,17 @@ pub fn axis(key: &str, value: &toml::Value) -> Result<Axis, Invalid> {
         _ => None,
     };
     let values = match value {
+        // All words, or all numbers.
+        toml::Value::Array(items) if items.first().is_some_and(toml::Value::is_str) => items
+            .iter()
+            .map(|v| match v {
+                toml::Value::String(t) => Ok(AxisValue::Text(t.clone())),
+                other => Err(bad(
+                    &k,
+                    format!("{other} is not a word like the first value"),
+                )),
+            })
+            .collect::<Result<Vec<_>, _>>()?,
         toml::Value::Array(items) => items
             .iter()
             .map(|v| number(v).ok_or_else(|| bad(&k, format!("{v} is not a number"))))
@@ -134,7 +163,7 @@ pub fn axis(key: &str, value: &toml::Value) -> Result<Axis, Invalid> {
             let from = get("from").ok_or_else(|| bad(&k, "a range needs from"))??;
             let to = get("to").ok_or_else(|| bad(&k, "a range needs to"))??;
             let step = get("step").transpose()?.unwrap_or(AxisValue::Int(1));
-            let ints = [from, to, step]
+            let ints = [&from, &to, &step]
                 .iter()
                 .all(|v| matches!(v, AxisValue::Int(_)));
             range(key, from.as_f64(), to.as_f64(), step.as_f64(), ints)?

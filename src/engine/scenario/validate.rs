@@ -537,6 +537,7 @@ pub(super) fn validate(raw: RawScenario, base: &Path) -> Result<Scenario, Invali
         named_providers,
         workload,
         scheduler: scheduler(&raw.scheduler)?,
+        fleet: super::fleet::fleet(raw.fleet.as_ref())?,
         sweep: raw
             .sweep
             .as_ref()

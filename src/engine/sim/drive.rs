@@ -10,6 +10,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::future::Future;
+use std::ops::Deref;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::task::{Poll, Waker};
@@ -33,12 +34,10 @@ use crate::scheduler::{
     Via, Work,
 };
 
+/// What the replicas of a run share: the workload, the clock, the provider, the recorder.
 struct Ctx<P, R: Runtime> {
     rt: R,
-    scheduler: Scheduler<R>,
     provider: Rc<P>,
-    /// The limiter each route waits in.
-    vias: Vec<Via>,
     scale: TimeScale,
     recorder: Arc<Recorder>,
     planner: RefCell<Planner>,
@@ -57,6 +56,25 @@ struct Ctx<P, R: Runtime> {
     last_end: Cell<Instant>,
     detached: Cell<usize>,
     detached_done: Notify,
+}
+
+/// One replica of the client: its own scheduler, and the limiter each route waits in, over
+/// the run's shared [`Ctx`]. A run without `[fleet]` has one.
+struct Replica<P, R: Runtime> {
+    run: Rc<Ctx<P, R>>,
+    scheduler: Scheduler<R>,
+    /// The limiter each route waits in.
+    vias: Vec<Via>,
+    /// Queries it finished.
+    queries: Cell<u64>,
+}
+
+impl<P, R: Runtime> Deref for Replica<P, R> {
+    type Target = Ctx<P, R>;
+
+    fn deref(&self) -> &Ctx<P, R> {
+        &self.run
+    }
 }
 
 impl<P: Provider, R: Runtime> Ctx<P, R> {
@@ -79,7 +97,9 @@ impl<P: Provider, R: Runtime> Ctx<P, R> {
     fn stopped(&self, scope: &Scope, work: Work) -> bool {
         scope.watches(work) && scope.interrupted_at(work, self.rt.now()).is_some()
     }
+}
 
+impl<P: Provider, R: Runtime> Replica<P, R> {
     /// One call of `tokens` along `route` through the scheduler to the provider. (The
     /// scheduler's future itself, not awaited inside another: one layer less to poll.)
     fn call<'a>(
@@ -101,7 +121,7 @@ impl<P: Provider, R: Runtime> Ctx<P, R> {
 /// Runs one agent's rounds in `scope`; returns true if any call failed or was stopped. A budget
 /// in the scope counts one iteration per round and stops the agent when it is spent.
 async fn run_agent<P: Provider, R: Runtime>(
-    ctx: &Ctx<P, R>,
+    ctx: &Replica<P, R>,
     rounds: &[Vec<PlannedCall>],
     scope: Scope,
     abandoned: &Cell<bool>,
@@ -150,7 +170,7 @@ async fn run_agent<P: Provider, R: Runtime>(
 /// then synthesises. Returns true if any call failed or was stopped. (A single agent's rounds
 /// are the future itself, not awaited inside another: one layer less to poll per call.)
 fn run_query<'a, P: Provider, R: Runtime>(
-    ctx: &'a Ctx<P, R>,
+    ctx: &'a Replica<P, R>,
     plan: &'a QueryPlan,
     scope: Scope,
     abandoned: &'a Cell<bool>,
@@ -166,7 +186,7 @@ fn run_query<'a, P: Provider, R: Runtime>(
 
 /// An orchestrator's query: budgeted subagents in parallel, then a synthesis turn.
 async fn run_orchestrator<P: Provider, R: Runtime>(
-    ctx: &Ctx<P, R>,
+    ctx: &Replica<P, R>,
     plan: &QueryPlan,
     sub: Subagents,
     scope: Scope,
@@ -208,7 +228,7 @@ async fn run_orchestrator<P: Provider, R: Runtime>(
 /// Runs one query that should have started at `intended`, planned into `plan` (a buffer the
 /// caller reuses), and records how it ended.
 async fn one_query<P: Provider + 'static, R: Runtime>(
-    ctx: &Rc<Ctx<P, R>>,
+    ctx: &Rc<Replica<P, R>>,
     intended: Instant,
     plan: &mut QueryPlan,
 ) {
@@ -241,6 +261,7 @@ async fn one_query<P: Provider + 'static, R: Runtime>(
     }
     let now = ctx.rt.now();
     ctx.last_end.set(ctx.last_end.get().max(now));
+    ctx.queries.set(ctx.queries.get() + 1);
     ctx.recorder.query_done(late, now - intended, failed);
 }
 
@@ -249,7 +270,7 @@ async fn one_query<P: Provider + 'static, R: Runtime>(
 /// keeps its result, whatever order tasks run in), and handed to a task of its own after, its
 /// answers from then on orphaned. Returns true if any call failed, or the wait was stopped.
 async fn detachable_query<P: Provider + 'static, R: Runtime>(
-    ctx: &Rc<Ctx<P, R>>,
+    ctx: &Rc<Replica<P, R>>,
     plan: QueryPlan,
     scope: &Scope,
 ) -> bool {
@@ -279,7 +300,7 @@ async fn detachable_query<P: Provider + 'static, R: Runtime>(
 /// at the same instant, for ever, under a duration stop. No query of real latency is affected.
 const MIN_QUERY_SPACING: Duration = Duration::from_micros(1);
 
-async fn session<P: Provider + 'static, R: Runtime>(ctx: Rc<Ctx<P, R>>) {
+async fn session<P: Provider + 'static, R: Runtime>(ctx: Rc<Replica<P, R>>) {
     let mut intended = ctx.rt.now();
     let mut plan = QueryPlan::default();
     let mut mine = 0;
@@ -294,7 +315,11 @@ async fn session<P: Provider + 'static, R: Runtime>(ctx: Rc<Ctx<P, R>>) {
     }
 }
 
-async fn open_arrivals<P: Provider + 'static, R: Runtime>(ctx: Rc<Ctx<P, R>>) {
+/// Starts queries as they arrive, the `n`-th on replica `n mod K` (a round-robin balancer).
+async fn open_arrivals<P: Provider + 'static, R: Runtime>(
+    ctx: Rc<Ctx<P, R>>,
+    replicas: &[Rc<Replica<P, R>>],
+) {
     // One task per query in flight (bounded by the queries in flight, not by the calls).
     let mut inflight = FuturesUnordered::new();
     let mut next = Some(ctx.t0);
@@ -307,7 +332,8 @@ async fn open_arrivals<P: Provider + 'static, R: Runtime>(ctx: Rc<Ctx<P, R>>) {
             () = until(&ctx.rt, next.unwrap_or(ctx.t0)), if next.is_some() => {
                 let at = next.unwrap_or(ctx.t0);
                 if ctx.take_ticket() {
-                    let query = ctx.clone();
+                    let n = usize::try_from(ctx.started.get() - 1).unwrap_or(0);
+                    let query = replicas[n % replicas.len()].clone();
                     inflight.push(ctx.rt.spawn(async move {
                         one_query(&query, at, &mut QueryPlan::default()).await;
                     }));
@@ -392,26 +418,25 @@ pub(super) struct Driven {
     pub span: Duration,
     /// Queries started.
     pub queries_started: u64,
+    /// Queries each replica finished, in replica order.
+    pub replica_queries: Vec<u64>,
 }
 
 /// Runs `s`'s workload through `scheduler` to `provider` until it is done: every query ended
 /// and every detached piece of work finished. `None` if `horizon` (model time) passes first.
 pub(super) async fn drive<P: Provider + 'static, R: Runtime>(
     s: &Scenario,
-    scheduler: Scheduler<R>,
+    schedulers: Vec<Scheduler<R>>,
     provider: Rc<P>,
     recorder: Arc<Recorder>,
     scale: TimeScale,
     horizon: Duration,
 ) -> Option<Driven> {
-    let rt = scheduler.clock().clone();
+    let rt = schedulers.first()?.clock().clone();
     let t0 = rt.now();
-    let vias = vias(s, &scheduler);
     let ctx = Rc::new(Ctx {
         rt: rt.clone(),
-        scheduler,
         provider,
-        vias,
         scale,
         recorder,
         planner: RefCell::new(Planner::new(&s.workload, s.seed)),
@@ -434,6 +459,17 @@ pub(super) async fn drive<P: Provider + 'static, R: Runtime>(
         detached: Cell::new(0),
         detached_done: Notify::new(),
     });
+    let replicas: Vec<_> = schedulers
+        .into_iter()
+        .map(|scheduler| {
+            Rc::new(Replica {
+                run: ctx.clone(),
+                vias: vias(s, &scheduler),
+                scheduler,
+                queries: Cell::new(0),
+            })
+        })
+        .collect();
     let traffic = async {
         match s.workload.arrivals {
             Arrivals::Closed { sessions } => {
@@ -444,11 +480,17 @@ pub(super) async fn drive<P: Provider + 'static, R: Runtime>(
                     Stop::Queries(n) => sessions.min(n),
                     Stop::Duration(_) => sessions,
                 };
-                let mut all: FuturesUnordered<_> =
-                    (0..busy).map(|_| rt.spawn(session(ctx.clone()))).collect();
+                // Session `j` runs on replica `j mod K`.
+                let k = replicas.len() as u64;
+                let mut all: FuturesUnordered<_> = (0..busy)
+                    .map(|j| {
+                        let replica = replicas[usize::try_from(j % k).unwrap_or(0)].clone();
+                        rt.spawn(session(replica))
+                    })
+                    .collect();
                 while all.next().await.is_some() {}
             }
-            Arrivals::Open { .. } => open_arrivals(ctx.clone()).await,
+            Arrivals::Open { .. } => open_arrivals(ctx.clone(), &replicas).await,
         }
     };
     let run = async {
@@ -468,5 +510,6 @@ pub(super) async fn drive<P: Provider + 'static, R: Runtime>(
         elapsed: scale.to_model(ctx.last_end.get() - t0),
         span: scale.to_model(rt.now() - t0),
         queries_started: ctx.started.get(),
+        replica_queries: replicas.iter().map(|r| r.queries.get()).collect(),
     })
 }

@@ -31,7 +31,7 @@ use self::runtime::DesRuntime;
 use crate::engine::provider::simulated::VirtualProvider;
 use crate::engine::recorder::{Recorder, Recording};
 use crate::engine::routes::Routes;
-use crate::engine::scenario::Scenario;
+use crate::engine::scenario::{FleetLimiter, Scenario};
 use crate::engine::timescale::TimeScale;
 use crate::engine::workload::{stream_seed, streams};
 use crate::scheduler::{
@@ -113,14 +113,22 @@ pub struct SimOutcome {
     pub span: Duration,
     /// Queries started.
     pub queries_started: u64,
+    /// Queries each replica of the fleet finished (one entry without `[fleet]`).
+    pub replica_queries: Vec<u64>,
 }
 
 /// The scheduler configuration for a scenario on a runtime clock at `scale` (durations and
-/// rates converted from model time).
+/// rates converted from model time). A fleet with `limiter = "split"` gives each replica 1/K of
+/// every limit (and of its burst).
 pub fn scheduler_config(s: &Scenario, scale: TimeScale) -> SchedulerConfig {
     let sc = &s.scheduler;
+    let share = match s.fleet.limiter {
+        FleetLimiter::Split => s.fleet.replicas as f64,
+        FleetLimiter::Local | FleetLimiter::Shared => 1.0,
+    };
     let limit = |per_minute: Option<f64>| {
         per_minute.map(|pm| {
+            let pm = pm / share;
             // Capacity in tokens does not depend on the scale: `burst_s` of the scaled refill.
             let burst = (pm * sc.headroom / 60.0 * sc.burst_s).max(1.0);
             Limit::per_minute(scale.rate_to_runtime(pm)).with_burst(burst)
@@ -158,25 +166,39 @@ pub fn scheduler_config(s: &Scenario, scale: TimeScale) -> SchedulerConfig {
     }
 }
 
-fn scheduler<C: Clock>(
+/// The schedulers of the fleet's replicas (one without `[fleet]`), each with its own jitter
+/// stream; with `limiter = "shared"` every one shares the first's limiters.
+fn schedulers<C: Clock>(
     s: &Scenario,
     scale: TimeScale,
     recorder: &Arc<Recorder>,
     clock: C,
-) -> Result<Scheduler<C>, SimError> {
-    let jitter = Xoshiro256PlusPlus::seed_from_u64(stream_seed(s.seed, streams::JITTER));
-    Ok(Scheduler::builder(scheduler_config(s, scale))
-        .clock(clock)
-        .rng(jitter)
-        .observer(recorder.clone())
-        .build()?)
+) -> Result<Vec<Scheduler<C>>, SimError> {
+    let config = scheduler_config(s, scale);
+    let mut all: Vec<Scheduler<C>> = Vec::with_capacity(s.fleet.replicas);
+    for i in 0..s.fleet.replicas {
+        // Replica 0 keeps the single client's stream, so a fleet of one is today's run.
+        let seed = match i {
+            0 => stream_seed(s.seed, streams::JITTER),
+            i => stream_seed(stream_seed(s.seed, streams::JITTER), i as u64),
+        };
+        let mut builder = Scheduler::builder(config.clone())
+            .clock(clock.clone())
+            .rng(Xoshiro256PlusPlus::seed_from_u64(seed))
+            .observer(recorder.clone());
+        if let (FleetLimiter::Shared, Some(first)) = (s.fleet.limiter, all.first()) {
+            builder = builder.share_limiters(first);
+        }
+        all.push(builder.build()?);
+    }
+    Ok(all)
 }
 
 async fn simulate(s: &Scenario, rt: DesRuntime) -> Result<SimOutcome, SimError> {
     let scale = TimeScale::VIRTUAL;
     let routes = Routes::of(s);
     let recorder = Arc::new(Recorder::new(scale, routes.endpoints.len()));
-    let scheduler = scheduler(s, scale, &recorder, rt.clone())?;
+    let schedulers = schedulers(s, scale, &recorder, rt.clone())?;
     let provider = Rc::new(VirtualProvider::new(
         &routes,
         recorder.clone(),
@@ -186,7 +208,7 @@ async fn simulate(s: &Scenario, rt: DesRuntime) -> Result<SimOutcome, SimError> 
     ));
     let driven = drive::drive(
         s,
-        scheduler,
+        schedulers,
         provider.clone(),
         recorder.clone(),
         scale,
@@ -204,6 +226,7 @@ async fn simulate(s: &Scenario, rt: DesRuntime) -> Result<SimOutcome, SimError> 
         elapsed: driven.elapsed,
         span: driven.span,
         queries_started: driven.queries_started,
+        replica_queries: driven.replica_queries,
     })
 }
 

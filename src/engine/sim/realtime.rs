@@ -23,7 +23,7 @@ use capsize_mock::Counters;
 use tokio::time::Instant;
 
 use super::runtime::RealClock;
-use super::{drive, scheduler, total, Mode, SimError, SimOutcome, HORIZON};
+use super::{drive, schedulers, total, Mode, SimError, SimOutcome, HORIZON};
 use crate::engine::provider::http::{HttpProvider, HttpTarget};
 use crate::engine::recorder::Recorder;
 use crate::engine::routes::Routes;
@@ -131,7 +131,7 @@ async fn realtime(s: &Scenario, opts: &RealtimeOptions) -> Result<SimOutcome, Si
         same_model(&client, &bases[0], &configs[0]).await?;
     }
     let recorder = Arc::new(Recorder::new(scale, routes.endpoints.len()));
-    let scheduler = scheduler(s, scale, &recorder, RealClock)?;
+    let schedulers = schedulers(s, scale, &recorder, RealClock)?;
     let target = HttpTarget {
         bases: bases.clone(),
         timeout: s.scheduler.timeout,
@@ -145,7 +145,7 @@ async fn realtime(s: &Scenario, opts: &RealtimeOptions) -> Result<SimOutcome, Si
     let driven = tokio::select! {
         driven = local.run_until(drive::drive(
             s,
-            scheduler,
+            schedulers,
             provider.clone(),
             recorder.clone(),
             scale,
@@ -176,6 +176,7 @@ async fn realtime(s: &Scenario, opts: &RealtimeOptions) -> Result<SimOutcome, Si
         elapsed: driven.elapsed,
         span: driven.span,
         queries_started: driven.queries_started,
+        replica_queries: driven.replica_queries,
     })
 }
 

@@ -206,6 +206,10 @@ pub struct Summary {
     /// Model calls a generating provider answered (only for runs that had any).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub generation: Option<GenerationSummary>,
+    /// The replicas of a fleet and how evenly they were served (only with `[fleet]` of two
+    /// or more; the fields above are the fleet's totals).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fleet: Option<FleetSummary>,
     /// Charged requests per minute over the provider's RPM (`null` if unlimited; with
     /// several providers, the highest of theirs).
     pub rpm_utilization: Option<f64>,
@@ -213,6 +217,41 @@ pub struct Summary {
     pub tpm_utilization: Option<f64>,
     /// The busiest 60 s window's requests over the provider's RPM (the highest).
     pub peak_rpm_utilization: Option<f64>,
+}
+
+/// A fleet's replicas: how many, how they kept the limit, and the spread of their throughput.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct FleetSummary {
+    /// Replicas of the client.
+    pub replicas: u64,
+    /// `local`, `split` or `shared`.
+    pub limiter: String,
+    /// The fewest queries one replica finished.
+    pub queries_min: u64,
+    /// The most queries one replica finished.
+    pub queries_max: u64,
+    /// The slowest replica's queries per second (over the run's model seconds).
+    pub queries_per_s_min: f64,
+    /// The fastest replica's queries per second.
+    pub queries_per_s_max: f64,
+}
+
+impl FleetSummary {
+    fn of(scenario: &Scenario, per_replica: &[u64], secs: f64) -> Option<Self> {
+        if scenario.fleet.replicas < 2 {
+            return None;
+        }
+        let min = per_replica.iter().copied().min().unwrap_or(0);
+        let max = per_replica.iter().copied().max().unwrap_or(0);
+        Some(FleetSummary {
+            replicas: per_replica.len() as u64,
+            limiter: scenario.fleet.limiter.name().into(),
+            queries_min: min,
+            queries_max: max,
+            queries_per_s_min: rate(min, secs),
+            queries_per_s_max: rate(max, secs),
+        })
+    }
 }
 
 /// The answers of a generating provider's model calls (`output_tokens`, `ttft`, `tpot`).
@@ -318,18 +357,20 @@ fn per_provider(
         .collect()
 }
 
+/// `n` per second over `over` seconds, to three decimals (0 over no time).
+fn rate(n: u64, over: f64) -> f64 {
+    if over > 0.0 {
+        round3(n as f64 / over)
+    } else {
+        0.0
+    }
+}
+
 impl Summary {
     /// The summary of a virtual run of `scenario`.
     pub fn new(scenario: &Scenario, out: &SimOutcome) -> Self {
         let r = &out.recording;
         let secs = out.elapsed.as_secs_f64();
-        let rate = |n: u64, over: f64| {
-            if over > 0.0 {
-                round3(n as f64 / over)
-            } else {
-                0.0
-            }
-        };
         // Utilization is over the whole time the provider was sent traffic.
         let minutes = out.span.as_secs_f64() / 60.0;
         let (peak_req, peak_tok) = (r.peak_requests_60s, r.peak_tokens_60s);
@@ -404,6 +445,7 @@ impl Summary {
                 .generation
                 .as_ref()
                 .map(|g| GenerationSummary::of(g, out.span.as_secs_f64())),
+            fleet: FleetSummary::of(scenario, &out.replica_queries, secs),
             rpm_utilization: highest(|p| p.rpm_utilization, ratio(per_min(charged), one.rpm)),
             tpm_utilization: highest(
                 |p| p.tpm_utilization,
@@ -436,6 +478,7 @@ impl Summary {
     pub fn metric_paths() -> Vec<String> {
         let template = Summary {
             synthesis: Some(SynthesisSummary::default()),
+            fleet: Some(FleetSummary::default()),
             generation: Some(GenerationSummary {
                 ttft_ms: Some(Percentiles::default()),
                 tpot_ms: Some(Percentiles::default()),

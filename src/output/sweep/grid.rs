@@ -22,7 +22,7 @@ impl Point {
     pub fn sets(&self) -> Vec<String> {
         self.values
             .iter()
-            .map(|(k, v)| format!("{k}={v}"))
+            .map(|(k, v)| format!("{k}={}", v.to_toml()))
             .collect()
     }
 
@@ -36,8 +36,8 @@ impl Point {
     }
 
     /// The value of `key` at this point, if it is swept.
-    pub fn get(&self, key: &str) -> Option<AxisValue> {
-        self.values.iter().find(|(k, _)| k == key).map(|(_, v)| *v)
+    pub fn get(&self, key: &str) -> Option<&AxisValue> {
+        self.values.iter().find(|(k, _)| k == key).map(|(_, v)| v)
     }
 }
 
@@ -57,7 +57,7 @@ pub fn seed(base: u64, point: &Point, repeat: u32) -> u64 {
 }
 
 /// Reads a `--sweep key=values` flag: values as in `[sweep]` (`[1, 2, 4]`, `"1..=64"`,
-/// `{ from = 1, to = 64 }`), or written bare: `1,2,4` or `1..=64`.
+/// `{ from = 1, to = 64 }`), or written bare: `1,2,4`, `1..=64` or words, `local,shared`.
 pub fn flag(text: &str) -> Result<Axis, String> {
     let (key, values) = text.split_once('=').ok_or_else(|| {
         format!("--sweep {text:?}: expected key.path=values, e.g. scheduler.max_concurrency=1,2,4")
@@ -70,9 +70,21 @@ pub fn flag(text: &str) -> Result<Axis, String> {
     } else {
         format!("[{values}]")
     };
-    let value = toml::from_str::<toml::Table>(&format!("v = {literal}"))
-        .ok()
-        .and_then(|mut t| t.remove("v"))
+    let read = |literal: &str| {
+        toml::from_str::<toml::Table>(&format!("v = {literal}"))
+            .ok()
+            .and_then(|mut t| t.remove("v"))
+    };
+    // Bare words are quoted one by one: `local,shared` is `["local", "shared"]`.
+    let words = || {
+        let quoted: Vec<String> = values
+            .split(',')
+            .map(|w| toml::Value::String(w.trim().to_string()).to_string())
+            .collect();
+        read(&format!("[{}]", quoted.join(", ")))
+    };
+    let value = read(&literal)
+        .or_else(|| (!values.starts_with(['[', '{', '"'])).then(words).flatten())
         .ok_or_else(|| format!("--sweep {text:?}: cannot read {values:?} as a list or a range"))?;
     sweep_slo::axis(key, &value).map_err(|e| format!("--sweep {key}: {}", e.message))
 }
@@ -120,6 +132,14 @@ impl Grid {
                 path.display()
             )));
         }
+        // The first key is the charts' x axis and orders the recommendation: a number.
+        if let Some(words) = axes.first().filter(|a| !a.values[0].is_number()) {
+            return Err(GridError::Flag(format!(
+                "{}: sweep.\"{}\": the first swept key must take numbers (it is the charts' x axis); put a key of words such as fleet.limiter after one of numbers",
+                path.display(),
+                words.key
+            )));
+        }
         let size = axes
             .iter()
             .try_fold(1usize, |n, a| n.checked_mul(a.values.len()))
@@ -135,7 +155,7 @@ impl Grid {
             let mut values = vec![(String::new(), AxisValue::Int(0)); axes.len()];
             for (slot, axis) in values.iter_mut().zip(&axes).rev() {
                 let n = axis.values.len();
-                *slot = (axis.key.clone(), axis.values[rest % n]);
+                *slot = (axis.key.clone(), axis.values[rest % n].clone());
                 rest /= n;
             }
             let point = Point { values };
