@@ -5,8 +5,10 @@
 #    client behaviour models are validated against (scripts/clients/requirements.txt, every
 #    version pinned), made once and remade when the requirements change. Needs python3 with
 #    venv and pip, and PyPI.
-# 2. cargo test --workspace.
-# 3. The tests that run real Python clients against the mock, ignored by a bare `cargo test`,
+# 2. redis-server, for the tests of the limiter a fleet shares on Redis (each starts its own
+#    on a free port and stops it): installed with apt-get where it is missing.
+# 3. cargo test --workspace.
+# 4. The tests that run real Python clients against the mock, ignored by a bare `cargo test`,
 #    with CAPSIZE_SDK_PYTHON naming the venv's python: tests/sdk_clients.rs (the SDKs and our
 #    own clients against their models), tests/sdk_streaming.rs (the SDKs' streaming helpers
 #    against the mock's events) and tests/exec_sdk.rs (an SDK agent under capsize exec).
@@ -24,6 +26,18 @@ if ! cmp -s "$req" "$venv/requirements.txt" 2>/dev/null; then
   fi
   "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$req"
   cp "$req" "$venv/requirements.txt"
+fi
+
+if ! command -v redis-server >/dev/null; then
+  echo "scripts/test.sh: installing redis-server (the shared limiter's tests start their own)" >&2
+  if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null
+    # Only the binary is wanted: the tests start their own servers on free ports.
+    if command -v systemctl >/dev/null; then systemctl stop redis-server 2>/dev/null || true; fi
+  else
+    echo "scripts/test.sh: redis-server is missing: install it (Debian: apt-get install redis-server)" >&2
+    exit 2
+  fi
 fi
 
 cargo test --workspace

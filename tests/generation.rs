@@ -101,7 +101,7 @@ fn real_time_agrees_with_virtual_time_on_a_streamed_answer() {
     let out = sim::run_realtime(
         &s,
         &RealtimeOptions {
-            time_scale: 10.0,
+            time_scale: 5.0,
             target: None,
         },
     )
@@ -109,15 +109,16 @@ fn real_time_agrees_with_virtual_time_on_a_streamed_answer() {
     let g = Summary::new(&s, &out)
         .generation
         .expect("a generating provider answered");
-    // Tokens and the first token read from the event stream as it came.
+    // Tokens and the first token read from the event stream as it came. At 5x, a stall of
+    // 4 ms on a machine busy with other tests is 20 ms of model time: within 10 %.
     assert_eq!((g.calls, g.output_tokens), (10, 1000));
     let ttft = g
         .ttft_ms
         .expect("a streamed answer shows its first token")
         .p50;
-    assert!((ttft - 400.0).abs() < 0.05 * 400.0, "real-time ttft {ttft}");
+    assert!((ttft - 400.0).abs() < 0.1 * 400.0, "real-time ttft {ttft}");
     let tpot = g.tpot_ms.expect("and its time per token").p50;
-    assert!((tpot - 10.0).abs() < 0.05 * 10.0, "real-time tpot {tpot}");
+    assert!((tpot - 10.0).abs() < 0.1 * 10.0, "real-time tpot {tpot}");
 }
 
 #[test]

@@ -10,6 +10,8 @@
 
 mod bucket;
 mod queue;
+#[cfg(feature = "redis")]
+pub mod shared;
 
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;

@@ -1,0 +1,210 @@
+//! A limiter's buckets on Redis, shared by every replica of a fleet (feature `redis`).
+//!
+//! Each bucket is a Redis hash (`b`: balance, `t`: the instant its credit counts from, on the
+//! Redis server's clock) under a key named by the limit (`{prefix}:{name}:requests`,
+//! `...:tokens`). One Lua script, run by `EVALSHA` (loaded once, `EVAL` again if Redis lost it),
+//! does each operation on both buckets at once, atomically, with the semantics of the
+//! in-process buckets:
+//!
+//! - **reserve**: refill since `t` up to the capacity, then debit the cost at once, even into a
+//!   negative balance; the answer is how long until both buckets have paid for it (a caller
+//!   waits only for its own share, and later callers, seeing the debt, wait longer: first come,
+//!   first served across the fleet);
+//! - **refund**: a reservation given up before it went credits its cost back (capped at the
+//!   capacity); callers already waiting keep the wait they were given;
+//! - **pause**: a Retry-After holds the whole fleet: credit starts again at its end (`t` moves
+//!   there) and a positive balance is forfeited.
+//!
+//! Each key expires once its bucket would be full again plus a minute: an idle limit leaves
+//! nothing behind. Time is the Redis server's (`TIME`), the one clock every replica shares;
+//! the wait comes back as a duration the caller sleeps on its own clock.
+
+use std::time::Duration;
+
+use redis::aio::MultiplexedConnection;
+use redis::Script;
+use thiserror::Error;
+
+use super::{LimiterConfig, RateLimiter};
+use crate::error::ConfigError;
+
+/// The one script: `ARGV[1]` the operation, then per key its rate (per second), capacity and
+/// cost, then (pause) the pause in seconds. Returns the wait in seconds.
+const SCRIPT: &str = r#"
+local now_t = redis.call('TIME')
+local now = tonumber(now_t[1]) + tonumber(now_t[2]) / 1000000
+local op = ARGV[1]
+local ready = now
+for i = 1, #KEYS do
+  local rate = tonumber(ARGV[2 + (i - 1) * 3])
+  local cap = tonumber(ARGV[3 + (i - 1) * 3])
+  local cost = tonumber(ARGV[4 + (i - 1) * 3])
+  local s = redis.call('HMGET', KEYS[i], 'b', 't')
+  local b = tonumber(s[1]) or cap
+  local t = tonumber(s[2]) or now
+  if now > t then
+    b = math.min(cap, b + (now - t) * rate)
+    t = now
+  end
+  if op == 'reserve' then
+    b = b - cost
+    local at = t
+    if b < 0 then at = t + (-b) / rate end
+    if at > ready then ready = at end
+  elseif op == 'refund' then
+    b = math.min(cap, b + cost)
+  elseif op == 'pause' then
+    local untl = now + tonumber(ARGV[#ARGV])
+    if untl > t then t = untl end
+    if b > 0 then b = 0 end
+  end
+  redis.call('HSET', KEYS[i], 'b', string.format('%.6f', b), 't', string.format('%.6f', t))
+  local full_in = (cap - b) / rate + (t - now)
+  redis.call('PEXPIRE', KEYS[i], math.ceil(full_in * 1000) + 60000)
+end
+return string.format('%.6f', ready - now)
+"#;
+
+/// Why the shared buckets could not answer.
+#[derive(Debug, Error)]
+pub enum SharedLimitError {
+    /// The URL is not a Redis URL, or the limits are invalid.
+    #[error("{0}")]
+    Config(String),
+    /// Redis could not be reached, or answered with an error.
+    #[error("redis: {0}")]
+    Redis(#[from] redis::RedisError),
+    /// Redis did not answer within the timeout.
+    #[error("redis did not answer within {0:?}")]
+    Timeout(Duration),
+    /// Redis answered something the script never returns.
+    #[error("redis answered {0:?}, not a wait in seconds")]
+    Answer(String),
+}
+
+/// One bucket: its key, refill rate (per second) and capacity.
+#[derive(Debug, Clone)]
+struct Remote {
+    key: String,
+    rate: f64,
+    capacity: f64,
+    /// Whether it counts tokens (else requests).
+    tokens: bool,
+}
+
+/// A limiter's request and token buckets on Redis, shared by whoever names the same limit.
+#[derive(Clone)]
+pub struct RedisBuckets {
+    conn: MultiplexedConnection,
+    script: Script,
+    buckets: Vec<Remote>,
+    timeout: Duration,
+}
+
+impl std::fmt::Debug for RedisBuckets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisBuckets")
+            .field("buckets", &self.buckets)
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedisBuckets {
+    /// Connects to the Redis at `url` (`redis://host:port/db`) and names the buckets of
+    /// `config` `{prefix}:{name}:requests` and `...:tokens`; every call gives up after
+    /// `timeout`. The rates and capacities are those of the in-process limiter for `config`.
+    pub async fn connect(
+        url: &str,
+        prefix: &str,
+        name: &str,
+        config: &LimiterConfig,
+        timeout: Duration,
+    ) -> Result<Self, SharedLimitError> {
+        let local = RateLimiter::new(config)
+            .map_err(|e: ConfigError| SharedLimitError::Config(e.to_string()))?;
+        let (rates, capacities) = (local.rates(), local.capacities());
+        let mut buckets = Vec::new();
+        for (kind, rate, capacity, tokens) in [
+            ("requests", rates.0, capacities.0, false),
+            ("tokens", rates.1, capacities.1, true),
+        ] {
+            if let (Some(rate), Some(capacity)) = (rate, capacity) {
+                buckets.push(Remote {
+                    key: format!("{prefix}:{name}:{kind}"),
+                    rate,
+                    capacity,
+                    tokens,
+                });
+            }
+        }
+        let client = redis::Client::open(url)
+            .map_err(|e| SharedLimitError::Config(format!("{url}: {e}")))?;
+        let conn = within(timeout, client.get_multiplexed_async_connection()).await?;
+        Ok(RedisBuckets {
+            conn,
+            script: Script::new(SCRIPT),
+            buckets,
+            timeout,
+        })
+    }
+
+    /// Reserves one request and `tokens` tokens; returns how long to wait before sending.
+    pub async fn reserve(&self, tokens: u64) -> Result<Duration, SharedLimitError> {
+        self.run("reserve", tokens, None).await
+    }
+
+    /// Gives back a reservation of `tokens` that was never sent.
+    pub async fn refund(&self, tokens: u64) -> Result<(), SharedLimitError> {
+        self.run("refund", tokens, None).await.map(|_| ())
+    }
+
+    /// Holds the whole fleet for `wait` (a provider's Retry-After): credit starts again after
+    /// it, and a positive balance is forfeited.
+    pub async fn pause_for(&self, wait: Duration) -> Result<(), SharedLimitError> {
+        self.run("pause", 0, Some(wait)).await.map(|_| ())
+    }
+
+    /// The bucket keys, requests first.
+    pub fn keys(&self) -> Vec<&str> {
+        self.buckets.iter().map(|b| b.key.as_str()).collect()
+    }
+
+    async fn run(
+        &self,
+        op: &str,
+        tokens: u64,
+        pause: Option<Duration>,
+    ) -> Result<Duration, SharedLimitError> {
+        if self.buckets.is_empty() {
+            return Ok(Duration::ZERO);
+        }
+        let mut invocation = self.script.prepare_invoke();
+        invocation.arg(op);
+        for b in &self.buckets {
+            let cost = if b.tokens { tokens as f64 } else { 1.0 };
+            invocation.key(&b.key).arg(b.rate).arg(b.capacity).arg(cost);
+        }
+        if let Some(p) = pause {
+            invocation.arg(p.as_secs_f64());
+        }
+        let mut conn = self.conn.clone();
+        let answer: String = within(self.timeout, invocation.invoke_async(&mut conn)).await?;
+        let secs: f64 = answer
+            .parse()
+            .map_err(|_| SharedLimitError::Answer(answer.clone()))?;
+        Duration::try_from_secs_f64(secs.max(0.0)).map_err(|_| SharedLimitError::Answer(answer))
+    }
+}
+
+/// `work`'s answer, or a timeout after `limit`.
+async fn within<T>(
+    limit: Duration,
+    work: impl std::future::Future<Output = redis::RedisResult<T>>,
+) -> Result<T, SharedLimitError> {
+    #[allow(clippy::disallowed_methods)] // a network round trip: real time by nature
+    let answer = tokio::time::timeout(limit, work).await;
+    answer
+        .map_err(|_| SharedLimitError::Timeout(limit))?
+        .map_err(SharedLimitError::from)
+}

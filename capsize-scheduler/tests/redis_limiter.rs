@@ -1,0 +1,193 @@
+//! The limiter's buckets on Redis ([`RedisBuckets`], feature `redis`) against a real
+//! `redis-server` each test starts on a free port (and stops): the in-process semantics across
+//! connections (debit at once, a wait for one's own share, first come first served), refunds,
+//! a pause shared by every replica, keys that expire, and errors for a Redis that is not there
+//! or does not answer.
+
+#![cfg(feature = "redis")]
+#![allow(clippy::disallowed_methods, clippy::disallowed_types)] // real time and a real server
+
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use capsize_scheduler::limit::shared::{RedisBuckets, SharedLimitError};
+use capsize_scheduler::{Limit, LimiterConfig};
+
+/// A `redis-server` on a free port, stopped when dropped.
+struct Redis {
+    child: Child,
+    port: u16,
+}
+
+impl Redis {
+    fn start() -> Redis {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let child = Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("redis-server runs (Debian: apt-get install redis-server; scripts/test.sh installs it)");
+        let started = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "redis-server did not start"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Redis { child, port }
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// 600 RPM at 90 % headroom: 9 a second, a burst of 9.
+fn rpm_600() -> LimiterConfig {
+    LimiterConfig {
+        requests: Some(Limit::per_minute(600.0)),
+        tokens: None,
+        headroom: 0.9,
+    }
+}
+
+async fn buckets(redis: &Redis, name: &str) -> RedisBuckets {
+    RedisBuckets::connect(
+        &redis.url(),
+        "test",
+        name,
+        &rpm_600(),
+        Duration::from_secs(2),
+    )
+    .await
+    .expect("connects")
+}
+
+/// `d` in ms, for messages.
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+#[tokio::test]
+async fn replicas_share_one_bucket_first_come_first_served() {
+    let redis = Redis::start();
+    // Two replicas, two connections, one limit.
+    let (a, b) = (buckets(&redis, "llm").await, buckets(&redis, "llm").await);
+    let mut waits = Vec::new();
+    for i in 0..12 {
+        let replica = if i % 2 == 0 { &a } else { &b };
+        waits.push(replica.reserve(0).await.expect("reserved"));
+    }
+    // The burst of 9 goes at once; then one every 1/9 s, whichever replica asks (less the few
+    // ms the calls themselves took).
+    assert!(waits[..9].iter().all(|w| w.is_zero()), "{waits:?}");
+    for (k, w) in waits[9..].iter().enumerate() {
+        let due = (k + 1) as f64 * 1000.0 / 9.0;
+        assert!(
+            ms(*w) <= due && ms(*w) > due - 50.0,
+            "reservation {}: {} ms, due {due}",
+            k + 9,
+            ms(*w)
+        );
+    }
+    // Another limit's buckets are its own.
+    let other = buckets(&redis, "search").await;
+    assert!(other.reserve(0).await.unwrap().is_zero());
+}
+
+#[tokio::test]
+async fn a_refund_gives_the_share_back_and_a_pause_holds_everyone() {
+    let redis = Redis::start();
+    let (a, b) = (buckets(&redis, "llm").await, buckets(&redis, "llm").await);
+    for _ in 0..9 {
+        a.reserve(0).await.unwrap();
+    }
+    // Three more would wait 1/9, 2/9, 3/9 s; given back, the next waits 1/9 s again.
+    for _ in 0..3 {
+        a.reserve(0).await.unwrap();
+    }
+    for _ in 0..3 {
+        a.refund(0).await.unwrap();
+    }
+    let w = b.reserve(0).await.unwrap();
+    assert!(ms(w) <= 111.2 && ms(w) > 60.0, "{} ms", ms(w));
+    // A Retry-After of 2 s from one replica holds the other: credit starts again after it.
+    a.pause_for(Duration::from_secs(2)).await.unwrap();
+    let w = b.reserve(0).await.unwrap();
+    assert!(
+        ms(w) > 2_000.0 && ms(w) <= 2_000.0 + 2.0 * 1000.0 / 9.0 + 1.0,
+        "{} ms",
+        ms(w)
+    );
+}
+
+#[tokio::test]
+async fn tokens_and_requests_are_reserved_together_and_keys_expire() {
+    let redis = Redis::start();
+    let config = LimiterConfig {
+        requests: Some(Limit::per_minute(600.0)),
+        tokens: Some(Limit::per_minute(60_000.0).with_burst(1_000.0)),
+        headroom: 1.0,
+    };
+    let b = RedisBuckets::connect(&redis.url(), "t", "llm", &config, Duration::from_secs(2))
+        .await
+        .unwrap();
+    assert_eq!(b.keys(), ["t:llm:requests", "t:llm:tokens"]);
+    // 1,000 tokens of burst at 1,000 a second: a call of 1,500 waits 0.5 s for its tokens.
+    assert!(b.reserve(0).await.unwrap().is_zero());
+    let w = b.reserve(1_500).await.unwrap();
+    assert!(ms(w) <= 500.0 && ms(w) > 450.0, "{} ms", ms(w));
+    // Every key expires: when the bucket is full again, plus a minute.
+    let client = redis::Client::open(redis.url()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    for key in b.keys() {
+        let ttl: i64 = redis::cmd("PTTL")
+            .arg(key)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert!(ttl > 60_000 && ttl <= 62_000, "{key}: {ttl} ms");
+    }
+}
+
+#[tokio::test]
+async fn a_redis_that_is_not_there_or_does_not_answer_is_an_error() {
+    // Nothing listens: refused at once.
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("redis://127.0.0.1:{port}");
+    let err = RedisBuckets::connect(&url, "t", "llm", &rpm_600(), Duration::from_secs(2))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, SharedLimitError::Redis(_)), "{err}");
+    // A listener that never answers: the timeout.
+    let silent = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("redis://{}", silent.local_addr().unwrap());
+    let started = Instant::now();
+    let err = RedisBuckets::connect(&url, "t", "llm", &rpm_600(), Duration::from_millis(200))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, SharedLimitError::Timeout(_)), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(2));
+    // Not a Redis URL.
+    let err = RedisBuckets::connect("http://x", "t", "llm", &rpm_600(), Duration::from_secs(1))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().starts_with("http://x: "), "{err}");
+}
