@@ -316,6 +316,8 @@ pub struct Builder<C: Clock = TokioClock> {
     observer: Option<Arc<dyn Observer>>,
     /// Another scheduler whose limiters this one shares.
     shared: Option<Scheduler<C>>,
+    /// Limiters built by the caller (a limiter on Redis), instead of the configuration's.
+    given: Option<Limiters<C>>,
 }
 
 impl<C: Clock> Builder<C> {
@@ -327,6 +329,7 @@ impl<C: Clock> Builder<C> {
             rng: self.rng,
             observer: self.observer,
             shared: None,
+            given: None,
         }
     }
 
@@ -337,6 +340,19 @@ impl<C: Clock> Builder<C> {
     /// it after [`Builder::clock`]: `other` reads the same clock.
     pub fn share_limiters(mut self, other: &Scheduler<C>) -> Self {
         self.shared = Some(other.clone());
+        self
+    }
+
+    /// Uses these limiters, the default one and named ones, instead of building them from the
+    /// configuration's `limits` and `named_limits`: limiters built by the caller, such as
+    /// [`RateLimiter::shared`] on Redis (feature `redis`). Names must be unique and non-empty.
+    pub fn limiters(
+        mut self,
+        default: Option<RateLimiter<C>>,
+        named: Vec<(String, RateLimiter<C>)>,
+    ) -> Self {
+        let named = named.into_iter().map(|(n, l)| (n, Arc::new(l))).collect();
+        self.given = Some((default.map(Arc::new), named));
         self
     }
 
@@ -359,11 +375,19 @@ impl<C: Clock> Builder<C> {
     }
 
     /// Checks the configuration and builds the scheduler. Rate-limit buckets start full now.
-    pub fn build(self) -> Result<Scheduler<C>, ConfigError> {
+    pub fn build(mut self) -> Result<Scheduler<C>, ConfigError> {
         self.config.retry.validate()?;
-        let (limiter, named) = match &self.shared {
-            Some(other) => (other.inner.limiter.clone(), other.inner.named.clone()),
-            None => self.limiters()?,
+        let (limiter, named) = match (&self.shared, self.given.take()) {
+            (Some(other), _) => (other.inner.limiter.clone(), other.inner.named.clone()),
+            (None, Some((default, named))) => {
+                for (i, (name, _)) in named.iter().enumerate() {
+                    if name.is_empty() || named[..i].iter().any(|(n, _)| n == name) {
+                        return Err(ConfigError::LimitName(name.clone()));
+                    }
+                }
+                (default, named)
+            }
+            (None, None) => self.own_limiters()?,
         };
         let permits = match self.config.max_concurrency {
             0 => None,
@@ -393,7 +417,7 @@ type Limiters<C> = (
 
 impl<C: Clock> Builder<C> {
     /// The limiters of the configuration, buckets full now.
-    fn limiters(&self) -> Result<Limiters<C>, ConfigError> {
+    fn own_limiters(&self) -> Result<Limiters<C>, ConfigError> {
         let limiter = match &self.config.limits {
             Some(l) => Some(Arc::new(RateLimiter::with_clock(l, self.clock.clone())?)),
             None => None,
@@ -438,6 +462,7 @@ impl Scheduler {
             rng: Box::new(Xoshiro256PlusPlus::seed_from_u64(0)),
             observer: None,
             shared: None,
+            given: None,
         }
     }
 }

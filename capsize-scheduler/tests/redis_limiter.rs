@@ -2,7 +2,8 @@
 //! `redis-server` each test starts on a free port (and stops): the in-process semantics across
 //! connections (debit at once, a wait for one's own share, first come first served), refunds,
 //! a pause shared by every replica, keys that expire, and errors for a Redis that is not there
-//! or does not answer.
+//! or does not answer; and schedulers on such a limiter ([`RateLimiter::shared`]) pacing
+//! together, and each falling back to its share when Redis goes away.
 
 #![cfg(feature = "redis")]
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)] // real time and a real server
@@ -12,7 +13,10 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use capsize_scheduler::limit::shared::{RedisBuckets, SharedLimitError};
-use capsize_scheduler::{Limit, LimiterConfig};
+use capsize_scheduler::{
+    CallSpec, Limit, LimiterConfig, ProviderError, RateLimiter, Scheduler, SchedulerConfig,
+};
+use futures_util::future::join_all;
 
 /// A `redis-server` on a free port, stopped when dropped.
 struct Redis {
@@ -190,4 +194,78 @@ async fn a_redis_that_is_not_there_or_does_not_answer_is_an_error() {
         .await
         .unwrap_err();
     assert!(err.to_string().starts_with("http://x: "), "{err}");
+}
+
+/// A scheduler whose one limiter is `buckets` on Redis, shared by `replicas`.
+fn replica(buckets: RedisBuckets, replicas: usize) -> Scheduler {
+    let limiter = RateLimiter::shared(buckets, &rpm_600(), replicas, Default::default())
+        .expect("a valid limit");
+    Scheduler::builder(SchedulerConfig::default())
+        .limiters(Some(limiter), Vec::new())
+        .build()
+        .expect("a valid scheduler")
+}
+
+/// Sends one call through each of `schedulers` in turn, all at once; returns when each was
+/// sent, in ms from now.
+async fn send_times(schedulers: &[&Scheduler]) -> Vec<f64> {
+    let t0 = Instant::now();
+    let calls = schedulers.iter().map(|s| {
+        s.call(CallSpec::new(0), move |_| async move {
+            Ok::<_, ProviderError>(ms(t0.elapsed()))
+        })
+    });
+    join_all(calls)
+        .await
+        .into_iter()
+        .map(|r| r.expect("sent"))
+        .collect()
+}
+
+#[tokio::test]
+async fn two_schedulers_on_one_redis_limit_pace_together() {
+    let redis = Redis::start();
+    let a = replica(buckets(&redis, "llm").await, 2);
+    let b = replica(buckets(&redis, "llm").await, 2);
+    let mut sent = send_times(&[&a, &b, &a, &b, &a, &b, &a, &b, &a, &b, &a, &b]).await;
+    // The fleet's burst of 9 at once, then one every 111 ms: 600 RPM at 0.9 for the two
+    // together, not for each. (Which replica's call is served first depends on which
+    // connection Redis reads first: the times, sorted, are the fleet's.)
+    sent.sort_by(f64::total_cmp);
+    for (i, t) in sent.iter().enumerate() {
+        let due = i.saturating_sub(8) as f64 * 1000.0 / 9.0;
+        assert!(
+            (t - due).abs() < 40.0,
+            "call {i} sent at {t} ms, due {due}: {sent:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn when_redis_goes_away_each_replica_keeps_to_its_share() {
+    let mut redis = Redis::start();
+    let buckets = RedisBuckets::connect(
+        &redis.url(),
+        "t",
+        "llm",
+        &rpm_600(),
+        Duration::from_millis(200),
+    )
+    .await
+    .unwrap();
+    let watch = buckets.clone();
+    let a = replica(buckets, 2);
+    // Redis stops: each reservation falls back to this replica's half of the limit, 270 a
+    // minute (4.5 a second, a burst of 4.5): four at once, then one every 222 ms.
+    let _ = redis.child.kill();
+    let _ = redis.child.wait();
+    let sent = send_times(&[&a; 8]).await;
+    assert_eq!(watch.failures(), 8);
+    for (i, t) in sent.iter().enumerate() {
+        let due = (i as f64 - 3.5).max(0.0) * 1000.0 / 4.5;
+        assert!(
+            (t - due).abs() < 40.0,
+            "call {i} sent at {t} ms, due {due}: {sent:?}"
+        );
+    }
 }

@@ -115,6 +115,10 @@ pub struct RateLimiter<C: Clock = TokioClock> {
     /// Woken when a refund lets waiters go earlier.
     changed: Notify,
     clock: C,
+    /// Buckets shared with other replicas on Redis; `queue` is then the fallback used while
+    /// Redis does not answer (see [`shared`]).
+    #[cfg(feature = "redis")]
+    remote: Option<shared::RedisBuckets>,
 }
 
 impl RateLimiter {
@@ -138,6 +142,8 @@ impl<C: Clock> RateLimiter<C> {
             )),
             changed: Notify::new(),
             clock,
+            #[cfg(feature = "redis")]
+            remote: None,
         })
     }
 
@@ -158,17 +164,32 @@ impl<C: Clock> RateLimiter<C> {
     /// As [`RateLimiter::reserve`], joining the line at `place`, with a reading of the clock the
     /// caller already has.
     pub fn reserve_at(&self, tokens: u64, place: Place, now: Instant) -> Reservation<'_, C> {
+        #[cfg(feature = "redis")]
+        if self.remote.is_some() {
+            return Reservation {
+                limiter: self,
+                ticket: None,
+                admitted: false,
+                remote: Some(shared::Pending::new(tokens, place)),
+            };
+        }
         let (ticket, waits) = self.lock().reserve(tokens, place, now);
         Reservation {
             limiter: self,
-            ticket,
+            ticket: Some(ticket),
             admitted: !waits,
+            #[cfg(feature = "redis")]
+            remote: None,
         }
     }
 
     /// Holds every caller, waiting or new, until `until`, and forfeits the buckets' balance: the
     /// provider has said the real allowance is spent. Credit starts again at `until`.
     pub fn pause_until(&self, until: Instant) {
+        #[cfg(feature = "redis")]
+        if let Some(remote) = &self.remote {
+            shared::pause(remote, until.saturating_duration_since(self.clock.now()));
+        }
         self.lock().pause(self.clock.now(), until);
         // No wake-up needed: a pause only delays, and every waiter re-reads the queue when its
         // current sleep ends.
@@ -223,8 +244,13 @@ impl<C: Clock> RateLimiter<C> {
 #[must_use = "a reservation is refunded when dropped; await `wait` to use it"]
 pub struct Reservation<'a, C: Clock = TokioClock> {
     limiter: &'a RateLimiter<C>,
-    ticket: Ticket,
+    /// Its place in the in-process buckets (`None`: a shared limiter's reservation that has
+    /// not fallen back to them).
+    ticket: Option<Ticket>,
     admitted: bool,
+    /// A shared limiter's reservation, until it is made on Redis or falls back.
+    #[cfg(feature = "redis")]
+    remote: Option<shared::Pending>,
 }
 
 impl<C: Clock> Reservation<'_, C> {
@@ -246,12 +272,17 @@ impl<C: Clock> Reservation<'_, C> {
         if self.admitted {
             return;
         }
+        #[cfg(feature = "redis")]
+        if self.remote.is_some() && self.ready_remote().await {
+            return;
+        }
+        let Some(ticket) = self.ticket else { return };
         loop {
             let changed = self.limiter.changed.notified();
             tokio::pin!(changed);
             // Register for wake-ups before reading the state, so none is missed in between.
             changed.as_mut().enable();
-            match self.limiter.ready_at(self.ticket) {
+            match self.limiter.ready_at(ticket) {
                 None => return,
                 Some(at) => {
                     tokio::select! {
@@ -268,7 +299,9 @@ impl<C: Clock> Reservation<'_, C> {
     /// reservation is ready (see [`Reservation::ready`]).
     pub fn admit(mut self) {
         if !self.admitted {
-            self.limiter.admit(self.ticket);
+            if let Some(ticket) = self.ticket {
+                self.limiter.admit(ticket);
+            }
             self.admitted = true;
         }
     }
@@ -278,7 +311,11 @@ impl<C: Clock> Reservation<'_, C> {
         if self.admitted {
             return Duration::ZERO;
         }
-        match self.limiter.ready_at(self.ticket) {
+        #[cfg(feature = "redis")]
+        if let Some(at) = self.remote.as_ref().and_then(shared::Pending::due) {
+            return at.saturating_duration_since(self.limiter.clock.now());
+        }
+        match self.ticket.and_then(|t| self.limiter.ready_at(t)) {
             Some(at) => at.saturating_duration_since(self.limiter.clock.now()),
             None => Duration::ZERO,
         }
@@ -287,8 +324,15 @@ impl<C: Clock> Reservation<'_, C> {
 
 impl<C: Clock> Drop for Reservation<'_, C> {
     fn drop(&mut self) {
-        if !self.admitted {
-            self.limiter.refund(self.ticket);
+        if self.admitted {
+            return;
+        }
+        if let Some(ticket) = self.ticket {
+            self.limiter.refund(ticket);
+        }
+        #[cfg(feature = "redis")]
+        if let (Some(remote), Some(pending)) = (&self.limiter.remote, &self.remote) {
+            pending.refund(remote);
         }
     }
 }

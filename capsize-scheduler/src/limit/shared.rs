@@ -18,14 +18,28 @@
 //! Each key expires once its bucket would be full again plus a minute: an idle limit leaves
 //! nothing behind. Time is the Redis server's (`TIME`), the one clock every replica shares;
 //! the wait comes back as a duration the caller sleeps on its own clock.
+//!
+//! [`RateLimiter::shared`] puts these buckets behind a scheduler's limiter. A reservation
+//! then makes its round trip when it is first awaited, and sleeps the wait it was given on the
+//! scheduler's clock; one dropped before it went is refunded on Redis in a task of its own; a
+//! Retry-After pauses the shared buckets too. **When Redis does not answer** (an error, or no
+//! answer within the timeout), the reservation falls back to in-process buckets at 1/K of the
+//! limits, K the replicas sharing them: each replica keeps to its share, so the fleet stays
+//! under the limit while Redis is away, and goes back to Redis with the next reservation.
+//! [`RedisBuckets::failures`] counts the fallbacks. (A retry's place at the front of the line
+//! is kept only in the fallback: Redis serves in arrival order.)
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
 use redis::Script;
 use thiserror::Error;
+use tokio::time::Instant;
 
-use super::{LimiterConfig, RateLimiter};
+use super::{Limit, LimiterConfig, Place, RateLimiter, Reservation};
+use crate::clock::Clock;
 use crate::error::ConfigError;
 
 /// The one script: `ARGV[1]` the operation, then per key its rate (per second), capacity and
@@ -99,6 +113,8 @@ pub struct RedisBuckets {
     script: Script,
     buckets: Vec<Remote>,
     timeout: Duration,
+    /// Reservations that fell back to the local share (shared by clones).
+    failures: Arc<AtomicU64>,
 }
 
 impl std::fmt::Debug for RedisBuckets {
@@ -146,7 +162,14 @@ impl RedisBuckets {
             script: Script::new(SCRIPT),
             buckets,
             timeout,
+            failures: Arc::new(AtomicU64::new(0)),
         })
+    }
+
+    /// Reservations a [`RateLimiter::shared`] on these buckets made locally because Redis did
+    /// not answer.
+    pub fn failures(&self) -> u64 {
+        self.failures.load(Ordering::Relaxed)
     }
 
     /// Reserves one request and `tokens` tokens; returns how long to wait before sending.
@@ -207,4 +230,131 @@ async fn within<T>(
     answer
         .map_err(|_| SharedLimitError::Timeout(limit))?
         .map_err(SharedLimitError::from)
+}
+
+impl<C: Clock> RateLimiter<C> {
+    /// A limiter whose buckets are `buckets` on Redis, shared by `replicas` replicas that name
+    /// the same limit, on `clock` (a real one: Redis keeps real time). `config` is the whole
+    /// limit; while Redis does not answer, this replica keeps to 1/`replicas` of it in process.
+    pub fn shared(
+        buckets: RedisBuckets,
+        config: &LimiterConfig,
+        replicas: usize,
+        clock: C,
+    ) -> Result<Self, ConfigError> {
+        let k = replicas.max(1) as f64;
+        let share = |l: Option<Limit>| {
+            l.map(|l| Limit {
+                per_minute: l.per_minute / k,
+                burst: Some(
+                    l.burst
+                        .unwrap_or((l.per_minute * config.headroom / 60.0).max(1.0))
+                        / k,
+                ),
+            })
+        };
+        let fallback = LimiterConfig {
+            requests: share(config.requests),
+            tokens: share(config.tokens),
+            headroom: config.headroom,
+        };
+        let mut limiter = RateLimiter::with_clock(&fallback, clock)?;
+        limiter.remote = Some(buckets);
+        Ok(limiter)
+    }
+}
+
+/// A shared limiter's reservation: what it asks for, and, once Redis has answered, when it
+/// may go.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Pending {
+    tokens: u64,
+    place: Place,
+    due: Option<Instant>,
+}
+
+impl Pending {
+    pub(crate) fn new(tokens: u64, place: Place) -> Self {
+        Pending {
+            tokens,
+            place,
+            due: None,
+        }
+    }
+
+    /// When it may go, once reserved on Redis.
+    pub(crate) fn due(&self) -> Option<Instant> {
+        self.due
+    }
+
+    /// Gives it back on Redis (in a task of its own), if it was reserved there.
+    pub(crate) fn refund(&self, buckets: &RedisBuckets) {
+        if self.due.is_some() {
+            let tokens = self.tokens;
+            spawn(
+                buckets.clone(),
+                move |b| async move { b.refund(tokens).await },
+            );
+        }
+    }
+}
+
+/// Pauses `buckets` for `wait`, in a task of its own.
+pub(crate) fn pause(buckets: &RedisBuckets, wait: Duration) {
+    spawn(
+        buckets.clone(),
+        move |b| async move { b.pause_for(wait).await },
+    );
+}
+
+/// Runs `op` on `buckets` in a task of its own, if there is a runtime to run it (its failure
+/// only costs the fleet a refund or a pause it would have shared).
+fn spawn<F, Fut>(buckets: RedisBuckets, op: F)
+where
+    F: FnOnce(RedisBuckets) -> Fut,
+    Fut: std::future::Future<Output = Result<(), SharedLimitError>> + Send + 'static,
+{
+    if let Ok(handle) = tokio::runtime::Handle::try_current() {
+        let work = op(buckets);
+        handle.spawn(async move {
+            let _ = work.await;
+        });
+    }
+}
+
+impl<C: Clock> Reservation<'_, C> {
+    /// A shared limiter's reservation: reserves it on Redis (once) and sleeps until it may go;
+    /// true when it may. If Redis does not answer, it becomes a reservation in the local share
+    /// (false: the caller waits for that one as usual, unless it went at once).
+    pub(super) async fn ready_remote(&mut self) -> bool {
+        let limiter = self.limiter;
+        let (Some(buckets), Some(pending)) = (&limiter.remote, self.remote) else {
+            return false;
+        };
+        let at = match pending.due {
+            Some(at) => at,
+            None => match buckets.reserve(pending.tokens).await {
+                Ok(wait) => {
+                    let at = limiter.clock.now() + wait;
+                    self.remote = Some(Pending {
+                        due: Some(at),
+                        ..pending
+                    });
+                    at
+                }
+                Err(_) => {
+                    buckets.failures.fetch_add(1, Ordering::Relaxed);
+                    let now = limiter.clock.now();
+                    let (ticket, waits) =
+                        limiter.lock().reserve(pending.tokens, pending.place, now);
+                    self.remote = None;
+                    self.ticket = Some(ticket);
+                    self.admitted = !waits;
+                    return !waits;
+                }
+            },
+        };
+        limiter.clock.sleep_until(at).await;
+        true
+    }
 }
