@@ -103,6 +103,7 @@ fn real_time_agrees_with_virtual_time_on_a_streamed_answer() {
         &RealtimeOptions {
             time_scale: 5.0,
             target: None,
+            fleet_redis: None,
         },
     )
     .unwrap();
@@ -129,6 +130,7 @@ fn real_time_agrees_with_virtual_time_on_a_generating_provider() {
         &RealtimeOptions {
             time_scale: 10.0,
             target: None,
+            fleet_redis: None,
         },
     )
     .unwrap();

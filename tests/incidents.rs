@@ -52,6 +52,7 @@ fn outage_body(realtime: Option<f64>) {
             &RealtimeOptions {
                 time_scale: f,
                 target: None,
+                fleet_redis: None,
             },
         ),
     }

@@ -208,6 +208,7 @@ fn the_real_time_arm_serves_each_provider_from_a_mock_of_its_own() {
     let opts = RealtimeOptions {
         time_scale: 20.0,
         target: None,
+        fleet_redis: None,
     };
     let out = sim::run_realtime(&s, &opts).expect("the run finishes");
     let j = summary(&s, &out);
@@ -219,6 +220,7 @@ fn the_real_time_arm_serves_each_provider_from_a_mock_of_its_own() {
     let opts = RealtimeOptions {
         time_scale: 20.0,
         target: Some("http://127.0.0.1:9".into()),
+        fleet_redis: None,
     };
     let err = sim::run_realtime(&s, &opts)
         .expect_err("refused")

@@ -40,6 +40,7 @@ fn run(arm: Arm, s: &Scenario) -> SimOutcome {
             &RealtimeOptions {
                 time_scale: f,
                 target: None,
+                fleet_redis: None,
             },
         ),
     };

@@ -155,6 +155,10 @@ pub(crate) struct ClockArgs {
     /// of starting one in-process. It must serve GET /stats and GET /healthz.
     #[arg(long, value_name = "URL")]
     target: Option<String>,
+    /// Real time only: the Redis (redis://host:port) on which a fleet with limiter = "shared"
+    /// keeps its limiter: each replica's scheduler reserves there, on a connection of its own.
+    #[arg(long, value_name = "URL")]
+    fleet_redis: Option<String>,
 }
 
 /// How a scenario is run.
@@ -239,8 +243,10 @@ pub(crate) fn default_out(out: &Option<PathBuf>, name: &str) -> PathBuf {
 /// are an error in virtual mode.
 pub(crate) fn realtime_options(args: &ClockArgs) -> Result<Option<RealtimeOptions>, String> {
     if args.mode == Mode::Virtual {
-        if args.time_scale.is_some() || args.target.is_some() {
-            return Err("--time-scale and --target apply to --mode realtime only".into());
+        if args.time_scale.is_some() || args.target.is_some() || args.fleet_redis.is_some() {
+            return Err(
+                "--time-scale, --target and --fleet-redis apply to --mode realtime only".into(),
+            );
         }
         return Ok(None);
     }
@@ -257,9 +263,17 @@ pub(crate) fn realtime_options(args: &ClockArgs) -> Result<Option<RealtimeOption
             ));
         }
     }
+    if let Some(url) = &args.fleet_redis {
+        if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
+            return Err(format!(
+                "--fleet-redis {url:?}: must be a redis:// URL, e.g. redis://127.0.0.1:6379"
+            ));
+        }
+    }
     Ok(Some(RealtimeOptions {
         time_scale,
         target: args.target.clone(),
+        fleet_redis: args.fleet_redis.clone(),
     }))
 }
 

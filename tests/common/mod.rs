@@ -1,6 +1,7 @@
 //! Helpers shared by the command-line integration tests (each test file uses a subset).
 #![allow(dead_code)]
 
+pub mod redis;
 pub mod temp;
 
 /// The `capsize` binary with `args`, run to the end.

@@ -13,6 +13,7 @@
 //! and tasks) and the [`Provider`](crate::engine::provider::Provider) behind the scheduler.
 
 mod drive;
+mod fleet;
 mod realtime;
 pub(crate) mod runtime;
 
@@ -166,6 +167,16 @@ pub fn scheduler_config(s: &Scenario, scale: TimeScale) -> SchedulerConfig {
     }
 }
 
+/// Replica `i`'s jitter stream. Replica 0 keeps the single client's, so a fleet of one is
+/// today's run.
+fn jitter(s: &Scenario, i: usize) -> Xoshiro256PlusPlus {
+    let seed = match i {
+        0 => stream_seed(s.seed, streams::JITTER),
+        i => stream_seed(stream_seed(s.seed, streams::JITTER), i as u64),
+    };
+    Xoshiro256PlusPlus::seed_from_u64(seed)
+}
+
 /// The schedulers of the fleet's replicas (one without `[fleet]`), each with its own jitter
 /// stream; with `limiter = "shared"` every one shares the first's limiters.
 fn schedulers<C: Clock>(
@@ -177,14 +188,9 @@ fn schedulers<C: Clock>(
     let config = scheduler_config(s, scale);
     let mut all: Vec<Scheduler<C>> = Vec::with_capacity(s.fleet.replicas);
     for i in 0..s.fleet.replicas {
-        // Replica 0 keeps the single client's stream, so a fleet of one is today's run.
-        let seed = match i {
-            0 => stream_seed(s.seed, streams::JITTER),
-            i => stream_seed(stream_seed(s.seed, streams::JITTER), i as u64),
-        };
         let mut builder = Scheduler::builder(config.clone())
             .clock(clock.clone())
-            .rng(Xoshiro256PlusPlus::seed_from_u64(seed))
+            .rng(jitter(s, i))
             .observer(recorder.clone());
         if let (FleetLimiter::Shared, Some(first)) = (s.fleet.limiter, all.first()) {
             builder = builder.share_limiters(first);

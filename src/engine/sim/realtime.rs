@@ -37,6 +37,9 @@ pub struct RealtimeOptions {
     pub time_scale: f64,
     /// A running capsize-mock to send to; `None` starts one in-process.
     pub target: Option<String>,
+    /// The Redis on which a fleet with `limiter = "shared"` keeps its limiter (required for
+    /// one in real time).
+    pub fleet_redis: Option<String>,
 }
 
 /// Runs `scenario` in real time over HTTP. Raises the process's soft open-files limit to its
@@ -81,6 +84,7 @@ pub fn mock_config(s: &Scenario, time_scale: f64) -> Result<ServerConfig, Vec<St
 }
 
 async fn realtime(s: &Scenario, opts: &RealtimeOptions) -> Result<SimOutcome, SimError> {
+    super::fleet::check(s, opts.fleet_redis.is_some())?;
     let scale = TimeScale::faster(opts.time_scale);
     let routes = Routes::of(s);
     let configs = mock_configs(s, opts.time_scale);
@@ -131,7 +135,10 @@ async fn realtime(s: &Scenario, opts: &RealtimeOptions) -> Result<SimOutcome, Si
         same_model(&client, &bases[0], &configs[0]).await?;
     }
     let recorder = Arc::new(Recorder::new(scale, routes.endpoints.len()));
-    let schedulers = schedulers(s, scale, &recorder, RealClock)?;
+    let schedulers = match &opts.fleet_redis {
+        Some(url) => super::fleet::on_redis(s, scale, &recorder, url).await?,
+        None => schedulers(s, scale, &recorder, RealClock)?,
+    };
     let target = HttpTarget {
         bases: bases.clone(),
         timeout: s.scheduler.timeout,

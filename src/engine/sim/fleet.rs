@@ -1,0 +1,90 @@
+//! A real-time fleet whose replicas keep one limiter on Redis (`--fleet-redis`): each
+//! replica's scheduler reserves on a Redis connection of its own, as separate processes would,
+//! through `capsize_scheduler::limit::shared`; the replicas run in this one process (so one
+//! recorder sees them all and one summary adds them up), sharing nothing in memory but the mock.
+
+#![allow(clippy::disallowed_methods, clippy::disallowed_types)] // real time: the wall clock names this run's keys (never an output)
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use capsize_scheduler::limit::shared::RedisBuckets;
+
+use super::runtime::RealClock;
+use super::{scheduler_config, SimError};
+use crate::engine::recorder::Recorder;
+use crate::engine::scenario::{FleetLimiter, Scenario};
+use crate::engine::timescale::TimeScale;
+use crate::scheduler::{LimiterConfig, RateLimiter, Scheduler};
+
+/// How long a replica waits for Redis before it keeps to its own share of the limit.
+const REDIS_TIMEOUT: Duration = Duration::from_millis(250);
+
+/// Refuses what a real-time fleet cannot be: a shared limiter with no Redis to keep it on (the
+/// replicas are separate schedulers: only Redis can share a limit between them), or
+/// `--fleet-redis` for a run whose limiter is not shared.
+pub(super) fn check(s: &Scenario, redis: bool) -> Result<(), SimError> {
+    let shared = s.fleet.limiter == FleetLimiter::Shared && s.fleet.replicas > 1;
+    match (shared, redis) {
+        (true, false) => Err(SimError::Mismatch(format!(
+            "fleet.limiter = \"shared\" with {} replicas in real time needs --fleet-redis redis://HOST:PORT: the replicas keep their one limiter there",
+            s.fleet.replicas
+        ))),
+        (false, true) => Err(SimError::Mismatch(
+            "--fleet-redis applies to a fleet of two or more replicas with limiter = \"shared\"".into(),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The replicas' schedulers, each with its limiters (one per provider) on Redis at `url`.
+pub(super) async fn on_redis(
+    s: &Scenario,
+    scale: TimeScale,
+    recorder: &Arc<Recorder>,
+    url: &str,
+) -> Result<Vec<Scheduler<RealClock>>, SimError> {
+    let config = scheduler_config(s, scale);
+    // This run's keys: a run never inherits another's buckets.
+    let since_epoch = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let prefix = format!(
+        "capsize:{}:{}:{}",
+        s.name,
+        std::process::id(),
+        since_epoch.as_nanos()
+    );
+    let k = s.fleet.replicas;
+    let shared = |name: String, limits: LimiterConfig| {
+        let prefix = prefix.clone();
+        async move {
+            let buckets = RedisBuckets::connect(url, &prefix, &name, &limits, REDIS_TIMEOUT)
+                .await
+                .map_err(|e| SimError::Unreachable(format!("--fleet-redis {url}: {e}")))?;
+            let limiter = RateLimiter::shared(buckets, &limits, k, RealClock)?;
+            Ok::<_, SimError>((name, limiter))
+        }
+    };
+    let mut all = Vec::with_capacity(k);
+    for i in 0..k {
+        // Each replica's own connections, as separate processes would have.
+        let default = match config.limits {
+            Some(l) => Some(shared("provider".into(), l).await?.1),
+            None => None,
+        };
+        let mut named = Vec::new();
+        for (name, l) in &config.named_limits {
+            named.push(shared(name.clone(), *l).await?);
+        }
+        all.push(
+            Scheduler::builder(config.clone())
+                .clock(RealClock)
+                .rng(super::jitter(s, i))
+                .observer(recorder.clone())
+                .limiters(default, named)
+                .build()?,
+        );
+    }
+    Ok(all)
+}

@@ -1,0 +1,141 @@
+//! A real-time fleet on Redis (`--fleet-redis`): eight replicas, each its own scheduler and
+//! its own Redis connection, keep one 600 RPM limit at 0.9 headroom against the mock: no 429,
+//! no 60 s window above 540 plus the burst, and the virtual run of the same fleet (one
+//! in-process limiter) agrees within 5 % on throughput. And the bad inputs: a shared fleet
+//! with no Redis in real time, `--fleet-redis` for a fleet that does not share, a URL that is
+//! not Redis's (exit 2), a Redis nobody listens on (exit 4).
+
+#![allow(clippy::disallowed_methods, clippy::disallowed_types)] // real time, a real server
+
+mod common;
+
+use std::path::Path;
+
+use capsize::engine::scenario::{parse, Scenario};
+use capsize::engine::sim::{self, RealtimeOptions};
+use capsize::output::report::summary::Summary;
+use common::redis::Redis;
+use common::{capsize, stderr};
+
+/// 16 users asking for about 1,100 calls a minute of a 600 RPM key, eight replicas sharing one
+/// limiter at 90 % headroom.
+const FLEET: &str = r#"
+name = "fleet-redis-test"
+seed = 7
+[provider]
+rpm = 600
+window = "sliding"
+retry_after = "auto"
+latency = { dist = "lognormal", mean_ms = 800, p95_ms = 2000 }
+[workload]
+mode = "closed"
+sessions = 16
+duration_s = 150
+calls_per_query = 4
+tokens_per_call = 0
+think_time = { dist = "exponential", mean_ms = 2000 }
+[scheduler]
+max_concurrency = 8
+rate_limit = true
+headroom = 0.9
+[fleet]
+replicas = 8
+limiter = "shared"
+"#;
+
+fn scenario() -> Scenario {
+    parse(FLEET, Path::new("fleet.toml"), &[]).expect("a valid scenario")
+}
+
+#[test]
+fn eight_replicas_on_redis_keep_one_limit_as_the_virtual_fleet_does() {
+    let redis = Redis::start();
+    let s = scenario();
+    let real = Summary::new(
+        &s,
+        &sim::run_realtime(
+            &s,
+            &RealtimeOptions {
+                time_scale: 15.0,
+                target: None,
+                fleet_redis: Some(redis.url()),
+            },
+        )
+        .expect("the real-time fleet runs"),
+    );
+    let virt = Summary::new(&s, &sim::run(&s).expect("the virtual fleet runs"));
+    // 540 a minute plus the fleet's burst of 9; in real time a few requests of slack for the
+    // timing of the provider's window against Redis's clock.
+    assert_eq!(virt.provider.counters.rate_limited, 0);
+    assert!(virt.provider.peak_requests_per_60s <= 549);
+    assert_eq!(
+        real.provider.counters.rate_limited, 0,
+        "{:?}",
+        real.provider
+    );
+    assert!(
+        real.provider.peak_requests_per_60s <= 549 + 5,
+        "busiest minute {}",
+        real.provider.peak_requests_per_60s
+    );
+    let (r, v) = (real.throughput.queries_per_s, virt.throughput.queries_per_s);
+    assert!((r - v).abs() <= 0.05 * v, "queries/s real {r}, virtual {v}");
+    assert_eq!(real.fleet.map(|f| f.replicas), Some(8));
+}
+
+#[test]
+fn a_real_time_fleet_without_its_redis_is_refused() {
+    let t = common::temp::Temp::new("fleet", "redis");
+    let path = t.path("fleet.toml");
+    std::fs::write(&path, FLEET).expect("write");
+    let file = path.to_str().expect("UTF-8");
+    let out = t.path("out");
+    let out = out.to_str().expect("UTF-8");
+    let run = |extra: &[&str]| {
+        let mut args = vec!["run", file, "--out", out, "--mode", "realtime"];
+        args.extend_from_slice(extra);
+        capsize(&args)
+    };
+    let o = run(&[]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("needs --fleet-redis"), "{}", stderr(&o));
+    let o = run(&["--fleet-redis", "http://127.0.0.1:1"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("must be a redis:// URL"),
+        "{}",
+        stderr(&o)
+    );
+    let o = run(&[
+        "--fleet-redis",
+        "redis://127.0.0.1:1",
+        "--set",
+        "fleet.limiter=\"split\"",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("--fleet-redis applies to"),
+        "{}",
+        stderr(&o)
+    );
+    // Nobody listens on port 1: the run cannot start (exit 4), naming the URL.
+    let o = run(&["--fleet-redis", "redis://127.0.0.1:1"]);
+    assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("--fleet-redis redis://127.0.0.1:1"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(stderr(&o).matches('\n').count(), 1, "{}", stderr(&o));
+    assert!(!Path::new(out).exists(), "nothing written");
+    // Virtual time has no Redis to use.
+    let o = capsize(&[
+        "run",
+        file,
+        "--out",
+        out,
+        "--fleet-redis",
+        "redis://127.0.0.1:1",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}
