@@ -12,26 +12,7 @@ use capsize::engine::sim;
 use capsize::output::report::summary::Summary;
 
 /// 16 users asking for about 1,100 calls a minute of a 600 RPM key, 90 % headroom.
-const FLEET: &str = r#"
-name = "fleet-test"
-seed = 7
-[provider]
-rpm = 600
-window = "sliding"
-retry_after = "auto"
-latency = { dist = "lognormal", mean_ms = 800, p95_ms = 2000 }
-[workload]
-mode = "closed"
-sessions = 16
-duration_s = 180
-calls_per_query = 4
-tokens_per_call = 0
-think_time = { dist = "exponential", mean_ms = 2000 }
-[scheduler]
-max_concurrency = 8
-rate_limit = true
-headroom = 0.9
-"#;
+const FLEET: &str = include_str!("data/fleet/users-16.toml");
 
 fn scenario(toml: &str) -> Result<Scenario, String> {
     parse(toml, Path::new("fleet.toml"), &[]).map_err(|e| e.to_string())

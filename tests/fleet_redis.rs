@@ -17,34 +17,15 @@ use capsize::output::report::summary::Summary;
 use common::redis::Redis;
 use common::{capsize, stderr};
 
-/// 16 users asking for about 1,100 calls a minute of a 600 RPM key, eight replicas sharing one
+/// The fleet tests' 16 users on a 600 RPM key, for 150 s, on eight replicas sharing one
 /// limiter at 90 % headroom.
-const FLEET: &str = r#"
-name = "fleet-redis-test"
-seed = 7
-[provider]
-rpm = 600
-window = "sliding"
-retry_after = "auto"
-latency = { dist = "lognormal", mean_ms = 800, p95_ms = 2000 }
-[workload]
-mode = "closed"
-sessions = 16
-duration_s = 150
-calls_per_query = 4
-tokens_per_call = 0
-think_time = { dist = "exponential", mean_ms = 2000 }
-[scheduler]
-max_concurrency = 8
-rate_limit = true
-headroom = 0.9
-[fleet]
-replicas = 8
-limiter = "shared"
-"#;
+fn fleet() -> String {
+    include_str!("data/fleet/users-16.toml").replace("duration_s = 180", "duration_s = 150")
+        + "[fleet]\nreplicas = 8\nlimiter = \"shared\"\n"
+}
 
 fn scenario() -> Scenario {
-    parse(FLEET, Path::new("fleet.toml"), &[]).expect("a valid scenario")
+    parse(&fleet(), Path::new("fleet.toml"), &[]).expect("a valid scenario")
 }
 
 #[test]
@@ -87,7 +68,7 @@ fn eight_replicas_on_redis_keep_one_limit_as_the_virtual_fleet_does() {
 fn a_real_time_fleet_without_its_redis_is_refused() {
     let t = common::temp::Temp::new("fleet", "redis");
     let path = t.path("fleet.toml");
-    std::fs::write(&path, FLEET).expect("write");
+    std::fs::write(&path, fleet()).expect("write");
     let file = path.to_str().expect("UTF-8");
     let out = t.path("out");
     let out = out.to_str().expect("UTF-8");
