@@ -37,7 +37,7 @@ fn eight_replicas_on_redis_keep_one_limit_as_the_virtual_fleet_does() {
         &sim::run_realtime(
             &s,
             &RealtimeOptions {
-                time_scale: 15.0,
+                time_scale: 10.0,
                 target: None,
                 fleet_redis: Some(redis.url()),
             },

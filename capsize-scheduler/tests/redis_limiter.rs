@@ -91,20 +91,23 @@ async fn replicas_share_one_bucket_first_come_first_served() {
     // Two replicas, two connections, one limit.
     let (a, b) = (buckets(&redis, "llm").await, buckets(&redis, "llm").await);
     let mut waits = Vec::new();
+    let t0 = Instant::now();
     for i in 0..12 {
         let replica = if i % 2 == 0 { &a } else { &b };
-        waits.push(replica.reserve(0).await.expect("reserved"));
+        let asked = t0.elapsed();
+        waits.push((asked, replica.reserve(0).await.expect("reserved")));
     }
-    // The burst of 9 goes at once; then one every 1/9 s, whichever replica asks (less the few
-    // ms the calls themselves took).
-    assert!(waits[..9].iter().all(|w| w.is_zero()), "{waits:?}");
-    for (k, w) in waits[9..].iter().enumerate() {
+    // The burst of 9 goes at once; then one every 1/9 s from the first, whichever replica
+    // asks: each wait plus the time it was asked at (the bucket refills meanwhile; a stalled
+    // machine only moves both) is the slot's, within a round trip.
+    assert!(waits[..9].iter().all(|(_, w)| w.is_zero()), "{waits:?}");
+    for (k, (asked, w)) in waits[9..].iter().enumerate() {
         let due = (k + 1) as f64 * 1000.0 / 9.0;
+        let slot = ms(*asked + *w);
         assert!(
-            ms(*w) <= due && ms(*w) > due - 50.0,
-            "reservation {}: {} ms, due {due}",
-            k + 9,
-            ms(*w)
+            (slot - due).abs() < 20.0,
+            "reservation {}: slot at {slot} ms, due {due}",
+            k + 9
         );
     }
     // Another limit's buckets are its own.
@@ -116,6 +119,7 @@ async fn replicas_share_one_bucket_first_come_first_served() {
 async fn a_refund_gives_the_share_back_and_a_pause_holds_everyone() {
     let redis = Redis::start();
     let (a, b) = (buckets(&redis, "llm").await, buckets(&redis, "llm").await);
+    let t0 = Instant::now();
     for _ in 0..9 {
         a.reserve(0).await.unwrap();
     }
@@ -126,16 +130,18 @@ async fn a_refund_gives_the_share_back_and_a_pause_holds_everyone() {
     for _ in 0..3 {
         a.refund(0).await.unwrap();
     }
-    let w = b.reserve(0).await.unwrap();
-    assert!(ms(w) <= 111.2 && ms(w) > 60.0, "{} ms", ms(w));
-    // A Retry-After of 2 s from one replica holds the other: credit starts again after it.
+    let asked = t0.elapsed();
+    let slot = ms(asked + b.reserve(0).await.unwrap());
+    assert!((slot - 111.1).abs() < 20.0, "slot at {slot} ms");
+    // A Retry-After of 2 s from one replica holds the other: credit starts again after it, and
+    // the debt still owed (paid at 111 ms, unless the pause came later) is paid after it, then
+    // this reservation's own 111 ms.
+    let paused = ms(t0.elapsed());
     a.pause_for(Duration::from_secs(2)).await.unwrap();
-    let w = b.reserve(0).await.unwrap();
-    assert!(
-        ms(w) > 2_000.0 && ms(w) <= 2_000.0 + 2.0 * 1000.0 / 9.0 + 1.0,
-        "{} ms",
-        ms(w)
-    );
+    let asked = t0.elapsed();
+    let slot = ms(asked + b.reserve(0).await.unwrap());
+    let due = paused.max(111.1) + 2_000.0 + 111.1;
+    assert!((slot - due).abs() < 20.0, "slot at {slot} ms, due {due}");
 }
 
 #[tokio::test]
@@ -150,10 +156,13 @@ async fn tokens_and_requests_are_reserved_together_and_keys_expire() {
         .await
         .unwrap();
     assert_eq!(b.keys(), ["t:llm:requests", "t:llm:tokens"]);
-    // 1,000 tokens of burst at 1,000 a second: a call of 1,500 waits 0.5 s for its tokens.
+    // 1,000 tokens of burst at 1,000 a second: a call of 1,500 waits for its tokens until
+    // 0.5 s after the first (the bucket refills meanwhile).
+    let t0 = Instant::now();
     assert!(b.reserve(0).await.unwrap().is_zero());
-    let w = b.reserve(1_500).await.unwrap();
-    assert!(ms(w) <= 500.0 && ms(w) > 450.0, "{} ms", ms(w));
+    let asked = t0.elapsed();
+    let slot = ms(asked + b.reserve(1_500).await.unwrap());
+    assert!((slot - 500.0).abs() < 20.0, "slot at {slot} ms");
     // Every key expires: when the bucket is full again, plus a minute.
     let client = redis::Client::open(redis.url()).unwrap();
     let mut conn = client.get_multiplexed_async_connection().await.unwrap();
@@ -235,7 +244,7 @@ async fn two_schedulers_on_one_redis_limit_pace_together() {
     for (i, t) in sent.iter().enumerate() {
         let due = i.saturating_sub(8) as f64 * 1000.0 / 9.0;
         assert!(
-            (t - due).abs() < 40.0,
+            (t - due).abs() < 60.0,
             "call {i} sent at {t} ms, due {due}: {sent:?}"
         );
     }
@@ -264,7 +273,7 @@ async fn when_redis_goes_away_each_replica_keeps_to_its_share() {
     for (i, t) in sent.iter().enumerate() {
         let due = (i as f64 - 3.5).max(0.0) * 1000.0 / 4.5;
         assert!(
-            (t - due).abs() < 40.0,
+            (t - due).abs() < 60.0,
             "call {i} sent at {t} ms, due {due}: {sent:?}"
         );
     }
