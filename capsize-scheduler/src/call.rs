@@ -11,6 +11,8 @@ use std::future::Future;
 use std::sync::PoisonError;
 
 use tokio::sync::SemaphorePermit;
+
+use crate::adaptive::AdaptiveLimit;
 use tokio::time::Instant;
 
 use crate::limit::Reservation;
@@ -33,6 +35,23 @@ pub(crate) struct Call<'a, C: Clock> {
     retries: u32,
     /// The event that ended the call, once it has.
     end: Option<Event>,
+    /// The adaptive limit's window its permit belongs to.
+    window: u64,
+}
+
+/// A call's concurrency permit, given back (or, to an adaptive limit that owes permits,
+/// forgotten) when the call ends.
+pub(crate) struct Held<'a> {
+    permit: Option<SemaphorePermit<'a>>,
+    adaptive: Option<&'a AdaptiveLimit>,
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        if let (Some(a), Some(p)) = (self.adaptive, self.permit.take()) {
+            a.release(p);
+        }
+    }
 }
 
 impl<'a, C: Clock> Call<'a, C> {
@@ -50,6 +69,7 @@ impl<'a, C: Clock> Call<'a, C> {
             rate_limited: 0,
             retries: 0,
             end: None,
+            window: 0,
         };
         let tokens = spec.tokens;
         call.emit(EventKind::Queued { tokens });
@@ -108,15 +128,32 @@ impl<'a, C: Clock> Call<'a, C> {
     }
 
     /// Waits for a concurrency permit (none when unbounded); held until the call ends.
-    pub(crate) async fn acquire_permit<E>(
-        &mut self,
-    ) -> Result<Option<SemaphorePermit<'a>>, CallError<E>> {
+    pub(crate) async fn acquire_permit<E>(&mut self) -> Result<Option<Held<'a>>, CallError<E>> {
+        let adaptive = self.scheduler.inner.adaptive.as_ref();
+        let held = |permit| {
+            Some(Held {
+                permit: Some(permit),
+                adaptive,
+            })
+        };
+        let permit = self.acquire_semaphore().await?;
+        if let Some(a) = adaptive {
+            self.window = a.epoch();
+        }
+        Ok(permit.and_then(held))
+    }
+
+    /// Waits for a permit of the fixed or the adaptive limit (none when unbounded).
+    async fn acquire_semaphore<E>(&mut self) -> Result<Option<SemaphorePermit<'a>>, CallError<E>> {
         let scope = &self.spec.scope;
         if let Some(cause) = scope.interrupted_at(Work::Unsent, self.now) {
             return Err(self.stop(Stage::Queued, cause));
         }
-        let Some(sem) = &self.scheduler.inner.permits else {
-            return Ok(None);
+        let inner = &self.scheduler.inner;
+        let sem = match (&inner.permits, &inner.adaptive) {
+            (Some(sem), _) => sem,
+            (None, Some(a)) => a.semaphore(),
+            (None, None) => return Ok(None),
         };
         if let Ok(permit) = sem.try_acquire() {
             return Ok(Some(permit));
@@ -230,6 +267,9 @@ impl<'a, C: Clock> Call<'a, C> {
         };
         self.now = self.scheduler.clock().now();
         if outcome.is_ok() {
+            if let Some(a) = &self.scheduler.inner.adaptive {
+                a.on_success();
+            }
             self.emit(EventKind::Completed { attempts: number });
         }
         Ok(outcome)
@@ -250,6 +290,11 @@ impl<'a, C: Clock> Call<'a, C> {
             });
         }
         let inner = &self.scheduler.inner;
+        if let (Some(a), FailureKind::RateLimited { .. } | FailureKind::Timeout) =
+            (&inner.adaptive, &kind)
+        {
+            a.on_drop(self.window);
+        }
         let policy = &inner.retry;
         let limiter = self.scheduler.limiter_for(self.spec.via);
         if let (Some(limiter), Some(wait)) = (limiter, policy.limiter_pause(&kind)) {

@@ -25,6 +25,11 @@ pub enum ConfigError {
     /// Two named limits share a name, or a name is empty.
     #[error("named limit {0:?}: each named limit needs a name of its own")]
     LimitName(String),
+    /// An adaptive concurrency limit whose bounds do not hold together.
+    #[error(
+        "adaptive concurrency: needs 1 <= min <= initial <= max and backoff in (0, 1), got {0:?}"
+    )]
+    Adaptive(crate::adaptive::Aimd),
     /// A named limit's own setting cannot work.
     #[error("named limit {name:?}: {error}")]
     NamedLimit {

@@ -169,6 +169,7 @@
 
 #![warn(missing_docs, unreachable_pub)]
 
+pub mod adaptive;
 pub mod budget;
 mod call;
 pub mod clock;
@@ -188,6 +189,7 @@ use rand::rngs::Xoshiro256PlusPlus;
 use rand::{Rng, SeedableRng};
 use tokio::sync::Semaphore;
 
+pub use self::adaptive::{Aimd, LimitStats};
 pub use self::budget::{Budget, BudgetExhausted};
 pub use self::clock::{Clock, TokioClock};
 pub use self::dispatch::{Access, CapPolicy, TurnPolicy};
@@ -297,6 +299,8 @@ type BoxRng = Box<dyn Rng + Send>;
 struct Inner<C: Clock> {
     clock: C,
     permits: Option<Semaphore>,
+    /// An adaptive limit on calls in flight, instead of `permits`.
+    adaptive: Option<adaptive::AdaptiveLimit>,
     limiter: Option<Arc<RateLimiter<C>>>,
     /// The named limiters, in the order configured (a [`LimitId`] is an index).
     named: Vec<(String, Arc<RateLimiter<C>>)>,
@@ -318,6 +322,8 @@ pub struct Builder<C: Clock = TokioClock> {
     shared: Option<Scheduler<C>>,
     /// Limiters built by the caller (a limiter on Redis), instead of the configuration's.
     given: Option<Limiters<C>>,
+    /// An adaptive limit on calls in flight, instead of `max_concurrency`.
+    adaptive: Option<Aimd>,
 }
 
 impl<C: Clock> Builder<C> {
@@ -330,7 +336,15 @@ impl<C: Clock> Builder<C> {
             observer: self.observer,
             shared: None,
             given: None,
+            adaptive: self.adaptive,
         }
+    }
+
+    /// Limits calls in flight with `aimd` instead of the configuration's `max_concurrency`:
+    /// the limit grows with successes and is cut by 429s and timeouts (see [`adaptive`]).
+    pub fn adaptive_concurrency(mut self, aimd: Aimd) -> Self {
+        self.adaptive = Some(aimd);
+        self
     }
 
     /// Shares `other`'s rate limiters (buckets, queue and Retry-After pause) instead of
@@ -389,14 +403,20 @@ impl<C: Clock> Builder<C> {
             }
             (None, None) => self.own_limiters()?,
         };
-        let permits = match self.config.max_concurrency {
-            0 => None,
-            n => Some(Semaphore::new(n.min(Semaphore::MAX_PERMITS))),
+        let adaptive = match self.adaptive {
+            Some(a) if !a.is_valid() => return Err(ConfigError::Adaptive(a)),
+            Some(a) => Some(adaptive::AdaptiveLimit::new(a)),
+            None => None,
+        };
+        let permits = match (self.config.max_concurrency, &adaptive) {
+            (_, Some(_)) | (0, None) => None,
+            (n, None) => Some(Semaphore::new(n.min(Semaphore::MAX_PERMITS))),
         };
         Ok(Scheduler {
             inner: Arc::new(Inner {
                 clock: self.clock,
                 permits,
+                adaptive,
                 limiter,
                 named,
                 retry: self.config.retry,
@@ -463,6 +483,7 @@ impl Scheduler {
             observer: None,
             shared: None,
             given: None,
+            adaptive: None,
         }
     }
 }
@@ -496,6 +517,14 @@ impl<C: Clock> Scheduler<C> {
     /// The retry policy.
     pub fn retry_policy(&self) -> &RetryPolicy {
         &self.inner.retry
+    }
+
+    /// The adaptive concurrency limit's statistics (`None` with a fixed `max_concurrency`).
+    pub fn concurrency_limit(&self) -> Option<LimitStats> {
+        self.inner
+            .adaptive
+            .as_ref()
+            .map(adaptive::AdaptiveLimit::stats)
     }
 
     /// Permits free now (`None` when unbounded).

@@ -1,0 +1,123 @@
+//! Adaptive concurrency (`Builder::adaptive_concurrency`, AIMD) in virtual time against a
+//! provider that serves six calls at once and answers a seventh 429: the limit climbs one
+//! permit a window of successes, is halved once per burst of 429s (not once per 429), never
+//! leaves [min, max], and a fixed limit of six beside it gets no 429 at all. Bad bounds are
+//! refused when the scheduler is built.
+
+#![allow(clippy::disallowed_methods)] // runs on tokio's paused clock on purpose
+
+use std::cell::Cell;
+use std::rc::Rc;
+
+use capsize_scheduler::{
+    Aimd, CallSpec, ConfigError, Jitter, ProviderError, RetryPolicy, Scheduler, SchedulerConfig,
+};
+use futures_util::future::join_all;
+
+mod common;
+use common::{ms, paused_runtime};
+
+/// 200 calls of 100 ms, all submitted at once, to a provider that serves six at a time and
+/// refuses the rest with a 429 (no Retry-After); retries back off 50 ms, no jitter. Returns the
+/// 429s and the time the last call ended, in ms.
+async fn run(s: &Scheduler) -> (u64, u128) {
+    let in_flight = Rc::new(Cell::new(0u32));
+    let refused = Rc::new(Cell::new(0u64));
+    let t0 = tokio::time::Instant::now();
+    let calls = (0..200).map(|_| {
+        let (in_flight, refused) = (in_flight.clone(), refused.clone());
+        s.call(CallSpec::new(0), move |_| {
+            let (in_flight, refused) = (in_flight.clone(), refused.clone());
+            async move {
+                if in_flight.get() >= 6 {
+                    refused.set(refused.get() + 1);
+                    return Err(ProviderError::rate_limited(None));
+                }
+                in_flight.set(in_flight.get() + 1);
+                tokio::time::sleep(ms(100)).await;
+                in_flight.set(in_flight.get() - 1);
+                Ok(())
+            }
+        })
+    });
+    for r in join_all(calls).await {
+        r.expect("every call ends served");
+    }
+    (refused.get(), t0.elapsed().as_millis())
+}
+
+fn policy() -> RetryPolicy {
+    RetryPolicy {
+        base: ms(50),
+        cap: ms(50),
+        jitter: Jitter::None,
+        max_retries: 100,
+        ..RetryPolicy::default()
+    }
+}
+
+fn aimd(initial: usize, min: usize, max: usize) -> Aimd {
+    Aimd {
+        initial,
+        min,
+        max,
+        backoff: 0.5,
+    }
+}
+
+#[test]
+fn aimd_climbs_past_the_capacity_and_is_cut_once_a_burst() {
+    paused_runtime().block_on(async {
+        let config = SchedulerConfig {
+            retry: policy(),
+            ..SchedulerConfig::default()
+        };
+        let s = Scheduler::builder(config.clone())
+            .adaptive_concurrency(aimd(2, 1, 16))
+            .build()
+            .expect("valid bounds");
+        let (refused, took) = run(&s).await;
+        let stats = s.concurrency_limit().expect("an adaptive limit");
+        // From 2 it climbs to 7, one past the capacity, is refused, halves, climbs again: 18
+        // 429s in 9 bursts, each cut once (a cut per 429 would have pinned it to the floor),
+        // and it ends at 6. 200 calls take 3.9 s.
+        assert_eq!((refused, took), (18, 3900));
+        assert_eq!(
+            (stats.current, stats.min, stats.max, stats.decreases),
+            (6, 2, 7, 9)
+        );
+        // A fixed limit of six (the capacity, were it known) is never refused: 34 waves of
+        // 100 ms, 3.4 s.
+        let fixed = Scheduler::builder(SchedulerConfig {
+            max_concurrency: 6,
+            ..config
+        })
+        .build()
+        .unwrap();
+        assert_eq!(fixed.concurrency_limit(), None);
+        assert_eq!(run(&fixed).await, (0, 3400));
+    });
+}
+
+#[test]
+fn bounds_that_do_not_hold_together_are_refused() {
+    for bad in [
+        aimd(0, 0, 4),
+        aimd(2, 3, 4),
+        aimd(5, 1, 4),
+        Aimd {
+            backoff: 1.0,
+            ..aimd(2, 1, 4)
+        },
+        Aimd {
+            backoff: 0.0,
+            ..aimd(2, 1, 4)
+        },
+    ] {
+        let e = Scheduler::builder(SchedulerConfig::default())
+            .adaptive_concurrency(bad)
+            .build()
+            .err();
+        assert_eq!(e, Some(ConfigError::Adaptive(bad)), "{bad:?}");
+    }
+}
