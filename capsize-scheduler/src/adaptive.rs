@@ -3,9 +3,10 @@
 //!
 //! [`Aimd`] is additive increase, multiplicative decrease, as TCP does it: every call that
 //! succeeds adds `1 / limit` (one permit a window of `limit` successes); a 429 or a timeout
-//! multiplies the limit by `backoff` (down to `min`), once per window: a drop from a call that
-//! got its permit before the last decrease is the same congestion, already answered, and is
-//! ignored (so a burst of 429s halves the limit once, not to the floor). The limit is a number;
+//! multiplies the limit by `backoff` (down to `min`), once per window: a drop of an attempt
+//! sent before the last decrease is the same congestion, already answered, and is ignored (so a
+//! burst of 429s halves the limit once, not to the floor); a retry sent after a cut that is
+//! refused again cuts again. The limit is a number;
 //! the permits are its floor. Permits removed while in use are owed: the next ones released are
 //! forgotten instead of returned.
 

@@ -35,7 +35,7 @@ pub(crate) struct Call<'a, C: Clock> {
     retries: u32,
     /// The event that ended the call, once it has.
     end: Option<Event>,
-    /// The adaptive limit's window its permit belongs to.
+    /// The adaptive limit's window its last attempt was sent in.
     window: u64,
 }
 
@@ -137,9 +137,6 @@ impl<'a, C: Clock> Call<'a, C> {
             })
         };
         let permit = self.acquire_semaphore().await?;
-        if let Some(a) = adaptive {
-            self.window = a.epoch();
-        }
         Ok(permit.and_then(held))
     }
 
@@ -249,6 +246,10 @@ impl<'a, C: Clock> Call<'a, C> {
     {
         self.emit(EventKind::Sent { attempt: number });
         self.refundable = false;
+        // Each attempt belongs to the window it is sent in: a retry's 429 after a cut is news.
+        if let Some(a) = &self.scheduler.inner.adaptive {
+            self.window = a.epoch();
+        }
         let this = Attempt {
             call: self.id,
             number,

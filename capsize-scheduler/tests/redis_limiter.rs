@@ -30,6 +30,10 @@ impl Redis {
             .and_then(|l| l.local_addr())
             .expect("a free port")
             .port();
+        Redis::on(port)
+    }
+
+    fn on(port: u16) -> Redis {
         let child = Command::new("redis-server")
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no"])
@@ -155,7 +159,7 @@ async fn tokens_and_requests_are_reserved_together_and_keys_expire() {
     let b = RedisBuckets::connect(&redis.url(), "t", "llm", &config, Duration::from_secs(2))
         .await
         .unwrap();
-    assert_eq!(b.keys(), ["t:llm:requests", "t:llm:tokens"]);
+    assert_eq!(b.keys(), ["{t:llm}:requests", "{t:llm}:tokens"]);
     // 1,000 tokens of burst at 1,000 a second: a call of 1,500 waits for its tokens until
     // 0.5 s after the first (the bucket refills meanwhile).
     let t0 = Instant::now();
@@ -243,8 +247,9 @@ async fn two_schedulers_on_one_redis_limit_pace_together() {
     sent.sort_by(f64::total_cmp);
     for (i, t) in sent.iter().enumerate() {
         let due = i.saturating_sub(8) as f64 * 1000.0 / 9.0;
+        // Never early (what a limit that is not shared would do); late only by a stall.
         assert!(
-            (t - due).abs() < 60.0,
+            *t > due - 20.0 && *t < due + 200.0,
             "call {i} sent at {t} ms, due {due}: {sent:?}"
         );
     }
@@ -270,10 +275,21 @@ async fn when_redis_goes_away_each_replica_keeps_to_its_share() {
     let _ = redis.child.wait();
     let sent = send_times(&[&a; 8]).await;
     assert_eq!(watch.failures(), 8);
+    // Redis comes back on the same port: after at most the one request that finds the old
+    // connection lost, reservations go to Redis again.
+    let _back = Redis::on(redis.port);
+    for _ in 0..3 {
+        send_times(&[&a]).await;
+    }
+    let failed = watch.failures();
+    assert!(failed <= 10, "{failed} fallbacks");
+    send_times(&[&a, &a]).await;
+    assert_eq!(watch.failures(), failed, "back on Redis");
     for (i, t) in sent.iter().enumerate() {
         let due = (i as f64 - 3.5).max(0.0) * 1000.0 / 4.5;
+        // Never early (what a limit that is not shared would do); late only by a stall.
         assert!(
-            (t - due).abs() < 60.0,
+            *t > due - 20.0 && *t < due + 200.0,
             "call {i} sent at {t} ms, due {due}: {sent:?}"
         );
     }

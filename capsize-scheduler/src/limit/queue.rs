@@ -124,6 +124,12 @@ impl Queue {
         moved
     }
 
+    /// Until when a pause holds everyone, if one does at `now`.
+    #[cfg(feature = "redis")]
+    pub(crate) fn paused_until(&mut self, now: Instant) -> Option<Instant> {
+        self.buckets().filter_map(|b| b.paused_until(now)).max()
+    }
+
     /// Holds everyone until `until` and forfeits the balances (a provider's Retry-After).
     pub(crate) fn pause(&mut self, now: Instant, until: Instant) {
         self.advance(now);

@@ -1,8 +1,8 @@
 //! A limiter's buckets on Redis, shared by every replica of a fleet (feature `redis`).
 //!
 //! Each bucket is a Redis hash (`b`: balance, `t`: the instant its credit counts from, on the
-//! Redis server's clock) under a key named by the limit (`{prefix}:{name}:requests`,
-//! `...:tokens`). One Lua script, run by `EVALSHA` (loaded once, `EVAL` again if Redis lost it),
+//! Redis server's clock) under a key named by the limit (`{prefix:name}:requests`,
+//! `...:tokens`: one hash slot, so a Redis Cluster runs the script too). One Lua script, run by `EVALSHA` (loaded once, `EVAL` again if Redis lost it),
 //! does each operation on both buckets at once, atomically, with the semantics of the
 //! in-process buckets:
 //!
@@ -25,15 +25,18 @@
 //! Retry-After pauses the shared buckets too. **When Redis does not answer** (an error, or no
 //! answer within the timeout), the reservation falls back to in-process buckets at 1/K of the
 //! limits, K the replicas sharing them: each replica keeps to its share, so the fleet stays
-//! under the limit while Redis is away, and goes back to Redis with the next reservation.
-//! [`RedisBuckets::failures`] counts the fallbacks. (A retry's place at the front of the line
+//! under the limit while Redis is away; the connection reconnects by itself, and reservations
+//! go back to Redis once it answers. [`RedisBuckets::failures`] counts the fallbacks. Known
+//! gap: a reservation dropped during its round trip, or answered after the timeout, stays
+//! charged on Redis (its cost is lost to the fleet for one refill). Needs Redis 5 or later
+//! (scripts that read `TIME` and then write). (A retry's place at the front of the line
 //! is kept only in the fallback: Redis serves in arrival order.)
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::aio::MultiplexedConnection;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::Script;
 use thiserror::Error;
 use tokio::time::Instant;
@@ -109,7 +112,9 @@ struct Remote {
 /// A limiter's request and token buckets on Redis, shared by whoever names the same limit.
 #[derive(Clone)]
 pub struct RedisBuckets {
-    conn: MultiplexedConnection,
+    /// Reconnects by itself after a lost connection (a Redis restart): the request that found
+    /// it lost fails, the ones after it go through again.
+    conn: ConnectionManager,
     script: Script,
     buckets: Vec<Remote>,
     timeout: Duration,
@@ -128,7 +133,7 @@ impl std::fmt::Debug for RedisBuckets {
 
 impl RedisBuckets {
     /// Connects to the Redis at `url` (`redis://host:port/db`) and names the buckets of
-    /// `config` `{prefix}:{name}:requests` and `...:tokens`; every call gives up after
+    /// `config` `{prefix:name}:requests` and `...:tokens`; every call gives up after
     /// `timeout`. The rates and capacities are those of the in-process limiter for `config`.
     pub async fn connect(
         url: &str,
@@ -147,7 +152,7 @@ impl RedisBuckets {
         ] {
             if let (Some(rate), Some(capacity)) = (rate, capacity) {
                 buckets.push(Remote {
-                    key: format!("{prefix}:{name}:{kind}"),
+                    key: format!("{{{prefix}:{name}}}:{kind}"),
                     rate,
                     capacity,
                     tokens,
@@ -156,7 +161,12 @@ impl RedisBuckets {
         }
         let client = redis::Client::open(url)
             .map_err(|e| SharedLimitError::Config(format!("{url}: {e}")))?;
-        let conn = within(timeout, client.get_multiplexed_async_connection()).await?;
+        // Its own bound on a reconnection (which may run in the background while callers have
+        // already fallen back at `timeout`): twice ours.
+        let config = ConnectionManagerConfig::new()
+            .set_number_of_retries(0)
+            .set_connection_timeout(Some(timeout.saturating_mul(2)));
+        let conn = within(timeout, ConnectionManager::new_with_config(client, config)).await?;
         Ok(RedisBuckets {
             conn,
             script: Script::new(SCRIPT),
@@ -335,7 +345,12 @@ impl<C: Clock> Reservation<'_, C> {
             Some(at) => at,
             None => match buckets.reserve(pending.tokens).await {
                 Ok(wait) => {
-                    let at = limiter.clock.now() + wait;
+                    // A wait past what an Instant can name (a cost far over the rate) is a
+                    // year: never, for a run.
+                    let now = limiter.clock.now();
+                    let at = now
+                        .checked_add(wait)
+                        .unwrap_or(now + Duration::from_secs(365 * 24 * 3600));
                     self.remote = Some(Pending {
                         due: Some(at),
                         ..pending
@@ -355,6 +370,14 @@ impl<C: Clock> Reservation<'_, C> {
             },
         };
         limiter.clock.sleep_until(at).await;
-        true
+        // A Retry-After this replica heard while it waited holds it too (the shared pause
+        // reaches Redis in a task of its own, after the wait Redis had given).
+        loop {
+            let now = limiter.clock.now();
+            let Some(until) = limiter.lock().paused_until(now) else {
+                return true;
+            };
+            limiter.clock.sleep_until(until).await;
+        }
     }
 }

@@ -283,7 +283,9 @@ mod tests {
     fn refuses_what_is_not_a_grid() {
         for bad in [
             r#""a.b" = []"#,
-            r#""a.b" = ["x"]"#,
+            r#""a.b" = ["x", 1]"#,
+            r#""a.b" = [1, "x"]"#,
+            r#""a.b" = [true]"#,
             r#""a.b" = "1..64""#,
             r#""a.b" = { from = 4, to = 1 }"#,
             r#""a.b" = { from = 1, to = 4, step = 0 }"#,

@@ -119,6 +119,17 @@ pub const GENERATION_OUTPUT_TOKENS: Metric = Metric("generation.output_tokens");
 /// Output tokens per second over the run (tokens/s).
 pub const GENERATION_OUTPUT_TOKENS_PER_S: Metric = Metric("generation.output_tokens_per_s");
 
+/// Replicas of a fleet (count; only with `[fleet]` of two or more).
+pub const FLEET_REPLICAS: Metric = Metric("fleet.replicas");
+/// The fewest queries one replica finished (count).
+pub const FLEET_QUERIES_MIN: Metric = Metric("fleet.queries_min");
+/// The most queries one replica finished (count).
+pub const FLEET_QUERIES_MAX: Metric = Metric("fleet.queries_max");
+/// The slowest replica's queries per second (queries/s).
+pub const FLEET_QUERIES_PER_S_MIN: Metric = Metric("fleet.queries_per_s_min");
+/// The fastest replica's queries per second (queries/s).
+pub const FLEET_QUERIES_PER_S_MAX: Metric = Metric("fleet.queries_per_s_max");
+
 /// Charged requests per minute over the provider's RPM (a ratio; `null` without an RPM).
 pub const RPM_UTILIZATION: Metric = Metric("rpm_utilization");
 /// Charged tokens per minute over the provider's TPM (a ratio; `null` without a TPM).
@@ -177,6 +188,11 @@ pub const ALL: &[Metric] = &[
     GENERATION_CALLS,
     GENERATION_OUTPUT_TOKENS,
     GENERATION_OUTPUT_TOKENS_PER_S,
+    FLEET_REPLICAS,
+    FLEET_QUERIES_MIN,
+    FLEET_QUERIES_MAX,
+    FLEET_QUERIES_PER_S_MIN,
+    FLEET_QUERIES_PER_S_MAX,
     RPM_UTILIZATION,
     TPM_UTILIZATION,
     PEAK_RPM_UTILIZATION,
@@ -189,8 +205,8 @@ mod tests {
     use super::*;
     use crate::output::report::summary::Summary;
 
-    /// A small run with both limits, a synthesis turn and a generating provider: every metric
-    /// of summary.json is a number in it.
+    /// A small run with both limits, a synthesis turn, a generating provider and a fleet of
+    /// two: every metric of summary.json is a number in it.
     fn summary_json() -> Value {
         let scenario = crate::engine::scenario::parse(
             r#"
@@ -215,6 +231,8 @@ mod tests {
             [scheduler]
             max_concurrency = 4
             rate_limit = true
+            [fleet]
+            replicas = 2
             "#,
             Path::new("metrics.toml"),
             &[],
