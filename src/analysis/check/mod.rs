@@ -141,7 +141,8 @@ fn baseline_metrics(json: &Value) -> Result<(), String> {
     let leaves = slo::leaves(json);
     let mut gated = 0;
     for (path, value) in leaves {
-        if matches!(path.as_str(), "scenario" | "mode") {
+        // Labels, not metrics.
+        if matches!(path.as_str(), "scenario" | "mode" | "fleet.limiter") {
             continue;
         }
         let Some(dir) = direction(&path) else {
