@@ -189,25 +189,11 @@ async fn the_mock_reports_the_tokens_it_generated() {
     let r = post(&m, "/tools/search", &json!({})).await;
     assert_eq!(r.status(), 200);
     // /config says how it generates, so a run expecting another provider refuses this mock.
-    let c: Value = common::client()
-        .get(format!("{}/config", m.uri()))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let c = common::get_json(&m, "/config").await;
     assert_eq!(c["model"]["provider.output_tokens"], "Constant(200.0)");
     assert_eq!(c["model"]["provider.ttft"], "Constant(500.0)");
     assert_eq!(c["model"]["provider.tpot"], "Constant(20.0)");
     let plain = common::start_with("", 1000.0, &[]).await;
-    let plain: Value = common::client()
-        .get(format!("{}/config", plain.uri()))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let plain = common::get_json(&plain, "/config").await;
     assert!(plain["model"].get("provider.ttft").is_none());
 }

@@ -75,16 +75,21 @@ pub async fn post(m: &MockProvider, path: &str, body: &Value) -> reqwest::Respon
         .expect("the request is answered")
 }
 
-/// GET `/stats` as JSON.
-pub async fn stats(m: &MockProvider) -> Value {
+/// GET `path` (`/stats`, `/config`) as JSON.
+pub async fn get_json(m: &MockProvider, path: &str) -> Value {
     client()
-        .get(format!("{}/stats", m.uri()))
+        .get(format!("{}{path}", m.uri()))
         .send()
         .await
-        .expect("stats")
+        .unwrap_or_else(|e| panic!("GET {path}: {e}"))
         .json()
         .await
-        .expect("stats is JSON")
+        .unwrap_or_else(|e| panic!("GET {path} is not JSON: {e}"))
+}
+
+/// GET `/stats` as JSON.
+pub async fn stats(m: &MockProvider) -> Value {
+    get_json(m, "/stats").await
 }
 
 /// A header's value as text (panics if absent).

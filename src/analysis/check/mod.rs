@@ -139,10 +139,11 @@ pub fn read_baseline(path: &Path, scenario: &str, mode: &str) -> Result<Value, G
 /// pass every run.
 fn baseline_metrics(json: &Value) -> Result<(), String> {
     let leaves = slo::leaves(json);
+    let labels = Summary::label_paths();
     let mut gated = 0;
     for (path, value) in leaves {
-        // Labels, not metrics.
-        if matches!(path.as_str(), "scenario" | "mode" | "fleet.limiter") {
+        // Words such as the scenario's name, not metrics.
+        if labels.contains(&path) {
             continue;
         }
         let Some(dir) = direction(&path) else {

@@ -476,6 +476,23 @@ impl Summary {
     /// workloads with a synthesis turn, the `generation` fields only in runs with a generating
     /// provider.)
     pub fn metric_paths() -> Vec<String> {
+        crate::analysis::slo::metric_paths(&Summary::template())
+    }
+
+    /// The fields of summary.json that are words, not metrics (`scenario`, `mode`,
+    /// `fleet.limiter`), as dotted paths in the file's order.
+    pub fn label_paths() -> Vec<String> {
+        let json = Summary::template();
+        crate::analysis::slo::leaves(&json)
+            .into_iter()
+            .filter(|(_, v)| v.is_string())
+            .map(|(path, _)| path)
+            .collect()
+    }
+
+    /// A summary with every optional section present, as JSON: every field summary.json can
+    /// hold.
+    fn template() -> serde_json::Value {
         let template = Summary {
             synthesis: Some(SynthesisSummary::default()),
             fleet: Some(FleetSummary::default()),
@@ -486,8 +503,7 @@ impl Summary {
             }),
             ..Summary::default()
         };
-        let json = serde_json::to_value(template).expect("a summary always serialises");
-        crate::analysis::slo::metric_paths(&json)
+        serde_json::to_value(template).expect("a summary always serialises")
     }
 
     /// The summary as pretty JSON, with a final newline.
