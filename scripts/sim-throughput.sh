@@ -6,8 +6,9 @@
 # paused clock for comparison (benches/engine_floor.rs, 4 tasks: research-agent's concurrency).
 # Needs GNU time.
 # Usage: scripts/sim-throughput.sh [--instructions]
-#   --instructions (needs valgrind): instructions per simulated call on pool-40 and on
-#   research-agent, and per floor sleep, counted by callgrind (repeatable whatever else the
+#   --instructions (needs valgrind): instructions per simulated call on pool-40, on
+#   research-agent and on fleet.toml (one client, and eight replicas of an eighth of its
+#   concurrency), and per floor sleep, counted by callgrind (repeatable whatever else the
 #   machine is doing): differences between two run lengths, so start-up and report writing
 #   cancel out.
 set -euo pipefail
@@ -34,16 +35,26 @@ python3 -c "print(f'simulator at 1M calls / des floor (wall): {$sim_rate/$floor_
 if [ "${1:-}" = "--instructions" ]; then
   collected() { valgrind --tool=callgrind --callgrind-out-file=/dev/null "$@" 2>&1 >/dev/null \
       | sed -n 's/.*Collected : //p'; }
-  calls() { ./target/release/capsize run "$1" --set workload.queries="$2" --out "$out" --json \
+  calls() { # scenario, then --set options
+    local scenario=$1; shift
+    ./target/release/capsize run "$scenario" "$@" --out "$out" --json \
       | python3 -c "import json,sys; print(json.load(sys.stdin)['calls'])"; }
-  per_call() { # scenario, small and large query counts
-    local small large
-    small=$(collected ./target/release/capsize run "$1" --set workload.queries="$2" --out "$out")
-    large=$(collected ./target/release/capsize run "$1" --set workload.queries="$3" --out "$out")
-    echo $(( (large - small) / ($(calls "$1" "$3") - $(calls "$1" "$2")) ))
+  per_call() { # scenario, the run's length key, its small and large values, then --set options
+    local scenario=$1 key=$2 small_v=$3 large_v=$4 small large
+    shift 4
+    small=$(collected ./target/release/capsize run "$scenario" --set "$key=$small_v" "$@" --out "$out")
+    large=$(collected ./target/release/capsize run "$scenario" --set "$key=$large_v" "$@" --out "$out")
+    echo $(( (large - small) / ($(calls "$scenario" --set "$key=$large_v" "$@") \
+      - $(calls "$scenario" --set "$key=$small_v" "$@")) ))
   }
-  echo "instructions per simulated call, pool-40: $(per_call scenarios/bench/pool-40.toml 20000 40000)"
-  echo "instructions per simulated call, research-agent: $(per_call scenarios/research-agent.toml 2500 5000)"
+  echo "instructions per simulated call, pool-40: $(per_call scenarios/bench/pool-40.toml workload.queries 20000 40000)"
+  echo "instructions per simulated call, research-agent: $(per_call scenarios/research-agent.toml workload.queries 2500 5000)"
+  # A fleet's replicas cost per call what one client does: fleet.toml's 16 users served by
+  # eight replicas of max_concurrency 8 sharing a limiter, and by one client of 64.
+  echo "instructions per simulated call, fleet.toml, one client of 64: $(per_call scenarios/fleet.toml \
+    workload.duration_s 600 1200 --set fleet.replicas=1 --set scheduler.max_concurrency=64)"
+  echo "instructions per simulated call, fleet.toml, eight replicas of 8: $(per_call scenarios/fleet.toml \
+    workload.duration_s 600 1200 --set fleet.replicas=8 --set fleet.limiter=shared)"
   small=$(collected "$floor_bin" des 20000 4); large=$(collected "$floor_bin" des 40000 4)
   echo "instructions per floor sleep (capsize-des): $(( (large - small) / 20000 ))"
   small=$(collected "$floor_bin" tokio 20000 4); large=$(collected "$floor_bin" tokio 40000 4)

@@ -16,7 +16,7 @@ use crate::adaptive::AdaptiveLimit;
 use tokio::time::Instant;
 
 use crate::limit::Reservation;
-use crate::observe::{Breakdown, CallEnd, CallId, Event, EventKind, RetryCause};
+use crate::observe::{Breakdown, CallEnd, CallId, Event, EventKind, LimitChange, RetryCause};
 use crate::retry::{Classify, Decision, FailureKind};
 use crate::{Attempt, CallError, CallSpec, Clock, Interrupt, Scheduler, Stage, Work};
 
@@ -125,6 +125,13 @@ impl<'a, C: Clock> Call<'a, C> {
             self.emit_at(kind, at);
         }
         CallError::Interrupted { stage, cause }
+    }
+
+    /// Tells the observer the adaptive limit moved.
+    fn limit_moved(&self, change: Option<LimitChange>) {
+        if let (Some(change), Some(o)) = (change, &self.scheduler.inner.observer) {
+            o.on_limit(&change);
+        }
     }
 
     /// Waits for a concurrency permit (none when unbounded); held until the call ends.
@@ -246,10 +253,15 @@ impl<'a, C: Clock> Call<'a, C> {
     {
         self.emit(EventKind::Sent { attempt: number });
         self.refundable = false;
+        let sent_at = self.now;
         // Each attempt belongs to the window it is sent in: a retry's 429 after a cut is news.
-        if let Some(a) = &self.scheduler.inner.adaptive {
-            self.window = a.epoch();
-        }
+        let in_flight = match &self.scheduler.inner.adaptive {
+            Some(a) => {
+                self.window = a.epoch();
+                a.in_use()
+            }
+            None => 0,
+        };
         let this = Attempt {
             call: self.id,
             number,
@@ -269,7 +281,8 @@ impl<'a, C: Clock> Call<'a, C> {
         self.now = self.scheduler.clock().now();
         if outcome.is_ok() {
             if let Some(a) = &self.scheduler.inner.adaptive {
-                a.on_success();
+                let rtt = self.now.saturating_duration_since(sent_at);
+                self.limit_moved(a.on_success(self.now, rtt, in_flight));
             }
             self.emit(EventKind::Completed { attempts: number });
         }
@@ -294,7 +307,7 @@ impl<'a, C: Clock> Call<'a, C> {
         if let (Some(a), FailureKind::RateLimited { .. } | FailureKind::Timeout) =
             (&inner.adaptive, &kind)
         {
-            a.on_drop(self.window);
+            self.limit_moved(a.on_drop(self.window, self.now));
         }
         let policy = &inner.retry;
         let limiter = self.scheduler.limiter_for(self.spec.via);

@@ -27,9 +27,10 @@ pub enum ConfigError {
     LimitName(String),
     /// An adaptive concurrency limit whose bounds do not hold together.
     #[error(
-        "adaptive concurrency: needs 1 <= min <= initial <= max and backoff in (0, 1), got {0:?}"
+        "adaptive concurrency: needs 1 <= min <= initial <= max, backoff in (0, 1) and (gradient) \
+         tolerance >= 1, smoothing in (0, 1], long_window >= 1, got {0:?}"
     )]
-    Adaptive(crate::adaptive::Aimd),
+    Adaptive(crate::adaptive::Adaptive),
     /// A named limit's own setting cannot work.
     #[error("named limit {name:?}: {error}")]
     NamedLimit {

@@ -162,6 +162,17 @@ pub struct CallEnd<'a> {
     pub retries: u32,
 }
 
+/// An adaptive concurrency limit moved (its floor, the permits that exist).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LimitChange {
+    /// When.
+    pub at: Instant,
+    /// The limit before.
+    pub from: usize,
+    /// The limit after.
+    pub to: usize,
+}
+
 /// Receives a scheduler's observations. Called synchronously on the call's task: keep it
 /// cheap.
 pub trait Observer: Send + Sync {
@@ -170,6 +181,9 @@ pub trait Observer: Send + Sync {
 
     /// A call ended (every call, once, after its last event).
     fn on_call_end(&self, _end: &CallEnd<'_>) {}
+
+    /// An adaptive concurrency limit moved (whatever [`Observer::wants_events`] says).
+    fn on_limit(&self, _change: &LimitChange) {}
 
     /// Whether to call [`Observer::on_event`] for every event (the default). An observer that
     /// needs only [`Observer::on_call_end`] returns false, and the scheduler builds no events.

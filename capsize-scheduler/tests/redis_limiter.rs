@@ -159,7 +159,7 @@ async fn tokens_and_requests_are_reserved_together_and_keys_expire() {
     let b = RedisBuckets::connect(&redis.url(), "t", "llm", &config, Duration::from_secs(2))
         .await
         .unwrap();
-    assert_eq!(b.keys(), ["{t:llm}:requests", "{t:llm}:tokens"]);
+    assert_eq!(b.keys(), ["{t:llm}:buckets"]);
     // 1,000 tokens of burst at 1,000 a second: a call of 1,500 waits for its tokens until
     // 0.5 s after the first (the bucket refills meanwhile).
     let t0 = Instant::now();
@@ -167,7 +167,7 @@ async fn tokens_and_requests_are_reserved_together_and_keys_expire() {
     let asked = t0.elapsed();
     let slot = ms(asked + b.reserve(1_500).await.unwrap());
     assert!((slot - 500.0).abs() < 20.0, "slot at {slot} ms");
-    // Every key expires: when the bucket is full again, plus a minute.
+    // The key expires: when both buckets are full again, plus a minute.
     let client = redis::Client::open(redis.url()).unwrap();
     let mut conn = client.get_multiplexed_async_connection().await.unwrap();
     for key in b.keys() {

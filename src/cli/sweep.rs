@@ -73,7 +73,8 @@ pub fn sweep(args: SweepArgs) -> ExitCode {
     let dir = default_out(&args.out, &first.name);
     let mut outputs = OutputSet::new();
     outputs.scenario(&args.scenario, &sets);
-    capacity::declare(&mut outputs, &dir);
+    let adaptive = sweep::limit::any_adaptive(grid.points.iter().map(|(_, s)| s));
+    capacity::declare(&mut outputs, &dir, adaptive);
     if let Err(e) = outputs.check() {
         return Failure::output(&e).exit();
     }
@@ -96,6 +97,9 @@ pub fn sweep(args: SweepArgs) -> ExitCode {
     let rec = table::recommend(&points, slo);
     let rpm = base.provider().rpm;
     let mut charts = capacity::sweep_charts(&points, rpm);
+    if adaptive {
+        charts.push(sweep::limit::sweep_chart(&points));
+    }
     if let Some(r) = &rec {
         // The recommended point again, for its histograms and time series (same seed: same run).
         let s = &points[r.index].scenario;
@@ -104,11 +108,16 @@ pub fn sweep(args: SweepArgs) -> ExitCode {
             Some(o) => sim::run_realtime(s, o),
         };
         match outcome {
-            Ok(o) => charts.extend(capacity::point_charts(
-                &o.recording,
-                rpm,
-                s.scheduler.headroom,
-            )),
+            Ok(o) => {
+                charts.extend(capacity::point_charts(
+                    &o.recording,
+                    rpm,
+                    s.scheduler.headroom,
+                ));
+                if adaptive {
+                    charts.push(sweep::limit::point_chart(&o.recording, s));
+                }
+            }
             Err(e) if super::is_bad_input(&e) => return Failure::bad_input(e).exit(),
             Err(e) => return Failure::run_failed(e).exit(),
         }

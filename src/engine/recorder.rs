@@ -7,9 +7,10 @@ use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
+use tokio::time::Instant;
 
 use crate::engine::timescale::TimeScale;
-use crate::scheduler::observe::{CallEnd, EventKind, Observer};
+use crate::scheduler::observe::{CallEnd, EventKind, LimitChange, Observer};
 use crate::scheduler::Interrupt;
 
 /// Histogram values are microseconds of model time, up to a day, 3 significant digits.
@@ -64,6 +65,9 @@ pub struct Second {
     pub tokens: u64,
     /// Requests refused with 429.
     pub rate_limited: u64,
+    /// The adaptive concurrency limits (every replica's, added up) integrated over the bin,
+    /// in limit x microseconds: divided by the bin's width, their mean in it.
+    pub limit_us: u64,
 }
 
 impl Second {
@@ -73,6 +77,7 @@ impl Second {
             charged: self.charged + o.charged,
             tokens: self.tokens + o.tokens,
             rate_limited: self.rate_limited + o.rate_limited,
+            limit_us: self.limit_us + o.limit_us,
         }
     }
 }
@@ -106,6 +111,29 @@ impl Series {
         }
         &mut self.bins[i]
     }
+
+    /// Adds `limit` held from `from_us` to `to_us` (model µs) to the bins it spans.
+    fn hold(&mut self, limit: u64, from_us: u64, to_us: u64) {
+        let mut at = from_us;
+        while at < to_us {
+            // The bin first: making room may widen every bin.
+            self.bin(at / 1_000_000);
+            let width = self.bin_s * 1_000_000;
+            let end = (at / width + 1) * width;
+            let upto = end.min(to_us);
+            self.bins[(at / width) as usize].limit_us += limit * (upto - at);
+            at = upto;
+        }
+    }
+}
+
+/// The fleet's adaptive limits as they move: their sum since `last`.
+#[derive(Debug, Clone, Copy)]
+struct LimitTrack {
+    origin: Instant,
+    total: u64,
+    /// Model µs since `origin` up to which the sum is in the series.
+    last_us: u64,
 }
 
 /// The busiest 60-second window (whole seconds) of charged requests and tokens, kept online.
@@ -189,6 +217,9 @@ pub struct Recording {
     pub endpoints: Vec<EndpointLoad>,
     /// Model calls a generating provider answered (`None`: there were none).
     pub generation: Option<Generation>,
+    /// Model µs from the start up to which `series` holds adaptive limits (`None`: the run
+    /// had none): the last bin holding them may be only partly covered.
+    pub limits_until_us: Option<u64>,
 }
 
 /// What the answers of a generating provider's model calls took, in model time (µs).
@@ -250,9 +281,21 @@ struct State {
     peak: Peak60,
     /// Each endpoint's busiest minute, when there are several.
     peaks: Vec<Peak60>,
+    /// The adaptive limits, once the run has started with some.
+    limit: Option<LimitTrack>,
 }
 
 impl State {
+    /// The limits' sum held up to `at` (runtime), in the series.
+    fn hold_limit(&mut self, at: Instant) -> Option<&mut LimitTrack> {
+        let track = self.limit.as_mut()?;
+        let since = at.saturating_duration_since(track.origin);
+        let to = micros(self.scale.to_model(since)).max(track.last_us);
+        self.rec.series.hold(track.total, track.last_us, to);
+        track.last_us = to;
+        Some(track)
+    }
+
     /// A query started `late` (runtime) after its intended start.
     fn started(&mut self, late: Duration) {
         let v = micros(self.scale.to_model(late));
@@ -311,9 +354,11 @@ impl Recorder {
                     peak_tokens_60s: 0,
                     endpoints: vec![EndpointLoad::default(); several],
                     generation: None,
+                    limits_until_us: None,
                 },
                 peak: Peak60::default(),
                 peaks: vec![Peak60::default(); several],
+                limit: None,
             }),
         }
     }
@@ -365,6 +410,21 @@ impl Recorder {
         s.refused += u64::from(refused);
         s.left_sum += left;
         s.left_min = s.left_min.min(left);
+    }
+
+    /// The run started at `origin` with adaptive concurrency limits adding up to `total`:
+    /// from now on their moves ([`Observer::on_limit`]) are kept in the series.
+    pub fn limits_from(&self, origin: Instant, total: usize) {
+        self.lock().limit = Some(LimitTrack {
+            origin,
+            total: total as u64,
+            last_us: 0,
+        });
+    }
+
+    /// The run ended at `at`: the limits' last values are held up to it.
+    pub fn limits_until(&self, at: Instant) {
+        self.lock().hold_limit(at);
     }
 
     /// The provider received a request.
@@ -436,6 +496,7 @@ impl Recorder {
     pub fn finish(&self) -> Recording {
         let s = self.lock();
         let mut rec = s.rec.clone();
+        rec.limits_until_us = s.limit.map(|t| t.last_us);
         let z = s.zeros;
         for (h, zeros) in [
             (&mut rec.query, z.query),
@@ -476,6 +537,13 @@ pub struct Arrival {
 impl Observer for Recorder {
     fn wants_events(&self) -> bool {
         false
+    }
+
+    fn on_limit(&self, change: &LimitChange) {
+        let mut s = self.lock();
+        if let Some(track) = s.hold_limit(change.at) {
+            track.total = (track.total + change.to as u64).saturating_sub(change.from as u64);
+        }
     }
 
     fn on_call_end(&self, end: &CallEnd<'_>) {

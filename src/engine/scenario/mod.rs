@@ -5,6 +5,7 @@
 //! is one line naming the file, the key, and line:column where known.
 
 pub mod bounds;
+mod concurrency;
 pub mod fleet;
 pub mod providers;
 pub mod raw;
@@ -20,7 +21,7 @@ use rand::{Rng, RngExt};
 use thiserror::Error;
 
 use crate::analysis::slo::Threshold;
-use crate::scheduler::{RetryPolicy, TurnPolicy};
+use crate::scheduler::{Adaptive, RetryPolicy, TurnPolicy};
 pub use fleet::{Fleet, FleetLimiter};
 use raw::RawScenario;
 pub use sweep_slo::{Axis, AxisValue};
@@ -208,8 +209,10 @@ pub struct Subagents {
 /// The validated `[scheduler]`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SchedulerSettings {
-    /// Calls in flight at once (0 unbounded).
+    /// Calls in flight at once (0 unbounded); an adaptive limit's highest.
     pub max_concurrency: usize,
+    /// An adaptive limit on calls in flight, instead of a fixed `max_concurrency`.
+    pub adaptive: Option<Adaptive>,
     /// Share of the provider's limits the client-side buckets allow.
     pub headroom: f64,
     /// Whether the client-side RPM/TPM buckets are on.

@@ -227,8 +227,9 @@ pub struct RawRetry {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawScheduler {
-    /// Calls in flight at once; 0 unbounded.
-    pub max_concurrency: Option<u64>,
+    /// Calls in flight at once (0 unbounded), or an adaptive limit's table (see
+    /// `concurrency.rs`).
+    pub max_concurrency: Option<toml::Value>,
     /// Share of the provider's limits to use.
     pub headroom: Option<f64>,
     /// Client-side RPM/TPM buckets at the provider's limits × headroom.

@@ -463,13 +463,7 @@ fn scheduler(s: &RawScheduler) -> Result<SchedulerSettings, Invalid> {
         }
     };
     let timeout = positive_millis("scheduler.timeout_ms", s.timeout_ms.unwrap_or(60_000.0))?;
-    let concurrency = s.max_concurrency.unwrap_or(0);
-    let concurrency = within(
-        "scheduler.max_concurrency",
-        concurrency,
-        0,
-        bounds::MAX_CONCURRENCY,
-    )?;
+    let concurrency = super::concurrency::concurrency(s.max_concurrency.as_ref())?;
     let tools = s.max_parallel_tools.unwrap_or(0);
     let tools = within(
         "scheduler.max_parallel_tools",
@@ -478,7 +472,8 @@ fn scheduler(s: &RawScheduler) -> Result<SchedulerSettings, Invalid> {
         bounds::MAX_CALLS_PER_ROUND,
     )?;
     Ok(SchedulerSettings {
-        max_concurrency: concurrency as usize,
+        max_concurrency: concurrency.max,
+        adaptive: concurrency.adaptive,
         headroom,
         rate_limit: s.rate_limit.unwrap_or(false),
         burst_s: positive(

@@ -30,8 +30,8 @@ use crate::engine::scenario::{Arrivals, ModelTurn, Scenario, Stop, Subagents};
 use crate::engine::timescale::TimeScale;
 use crate::engine::workload::{PlannedCall, Planner, QueryPlan};
 use crate::scheduler::{
-    Budget, CallError, CallSpec, FanOut, Interrupt, ProviderError, Scheduler, Scope, TurnPolicy,
-    Via, Work,
+    Budget, CallError, CallSpec, FanOut, Interrupt, LimitStats, ProviderError, Scheduler, Scope,
+    TurnPolicy, Via, Work,
 };
 
 /// What the replicas of a run share: the workload, the clock, the provider, the recorder.
@@ -420,6 +420,8 @@ pub(super) struct Driven {
     pub queries_started: u64,
     /// Queries each replica finished, in replica order.
     pub replica_queries: Vec<u64>,
+    /// Each replica's adaptive concurrency limit, in replica order (empty with fixed limits).
+    pub limits: Vec<LimitStats>,
 }
 
 /// Runs `s`'s workload through `scheduler` to `provider` until it is done: every query ended
@@ -434,6 +436,13 @@ pub(super) async fn drive<P: Provider + 'static, R: Runtime>(
 ) -> Option<Driven> {
     let rt = schedulers.first()?.clock().clone();
     let t0 = rt.now();
+    let limits: Vec<_> = schedulers
+        .iter()
+        .filter_map(Scheduler::concurrency_limit)
+        .collect();
+    if !limits.is_empty() {
+        recorder.limits_from(t0, limits.iter().map(|l| l.current).sum());
+    }
     let ctx = Rc::new(Ctx {
         rt: rt.clone(),
         provider,
@@ -506,7 +515,12 @@ pub(super) async fn drive<P: Provider + 'static, R: Runtime>(
         }
     };
     within(&rt, t0 + scale.to_runtime(horizon), run).await?;
+    ctx.recorder.limits_until(rt.now());
     Some(Driven {
+        limits: replicas
+            .iter()
+            .filter_map(|r| r.scheduler.concurrency_limit())
+            .collect(),
         elapsed: scale.to_model(ctx.last_end.get() - t0),
         span: scale.to_model(rt.now() - t0),
         queries_started: ctx.started.get(),

@@ -78,10 +78,7 @@ pub(super) async fn on_redis(
             named.push(shared(name.clone(), *l).await?);
         }
         all.push(
-            Scheduler::builder(config.clone())
-                .clock(RealClock)
-                .rng(super::jitter(s, i))
-                .observer(recorder.clone())
+            super::replica(s, &config, i, recorder, RealClock)
                 .limiters(default, named)
                 .build()?,
         );

@@ -36,7 +36,8 @@ use crate::engine::scenario::{FleetLimiter, Scenario};
 use crate::engine::timescale::TimeScale;
 use crate::engine::workload::{stream_seed, streams};
 use crate::scheduler::{
-    Clock, ConfigError, Limit, LimiterConfig, RetryPolicy, Scheduler, SchedulerConfig,
+    Builder, Clock, ConfigError, Limit, LimitStats, LimiterConfig, RetryPolicy, Scheduler,
+    SchedulerConfig,
 };
 
 /// The virtual clock's timer tick: a microsecond, the recorder's resolution. Deadlines are
@@ -116,6 +117,8 @@ pub struct SimOutcome {
     pub queries_started: u64,
     /// Queries each replica of the fleet finished (one entry without `[fleet]`).
     pub replica_queries: Vec<u64>,
+    /// Each replica's adaptive concurrency limit (empty with fixed limits).
+    pub limits: Vec<LimitStats>,
 }
 
 /// The scheduler configuration for a scenario on a runtime clock at `scale` (durations and
@@ -177,6 +180,25 @@ fn jitter(s: &Scenario, i: usize) -> Xoshiro256PlusPlus {
     Xoshiro256PlusPlus::seed_from_u64(seed)
 }
 
+/// Replica `i`'s scheduler, but for its limiters: the scenario's configuration, its own
+/// jitter stream and adaptive limit (if the scenario has one), reporting to `recorder`.
+fn replica<C: Clock>(
+    s: &Scenario,
+    config: &SchedulerConfig,
+    i: usize,
+    recorder: &Arc<Recorder>,
+    clock: C,
+) -> Builder<C> {
+    let builder = Scheduler::builder(config.clone())
+        .clock(clock)
+        .rng(jitter(s, i))
+        .observer(recorder.clone());
+    match s.scheduler.adaptive {
+        Some(a) => builder.adaptive_concurrency(a),
+        None => builder,
+    }
+}
+
 /// The schedulers of the fleet's replicas (one without `[fleet]`), each with its own jitter
 /// stream; with `limiter = "shared"` every one shares the first's limiters.
 fn schedulers<C: Clock>(
@@ -188,10 +210,7 @@ fn schedulers<C: Clock>(
     let config = scheduler_config(s, scale);
     let mut all: Vec<Scheduler<C>> = Vec::with_capacity(s.fleet.replicas);
     for i in 0..s.fleet.replicas {
-        let mut builder = Scheduler::builder(config.clone())
-            .clock(clock.clone())
-            .rng(jitter(s, i))
-            .observer(recorder.clone());
+        let mut builder = replica(s, &config, i, recorder, clock.clone());
         if let (FleetLimiter::Shared, Some(first)) = (s.fleet.limiter, all.first()) {
             builder = builder.share_limiters(first);
         }
@@ -233,6 +252,7 @@ async fn simulate(s: &Scenario, rt: DesRuntime) -> Result<SimOutcome, SimError> 
         span: driven.span,
         queries_started: driven.queries_started,
         replica_queries: driven.replica_queries,
+        limits: driven.limits,
     })
 }
 

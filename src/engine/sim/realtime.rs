@@ -184,6 +184,7 @@ async fn realtime(s: &Scenario, opts: &RealtimeOptions) -> Result<SimOutcome, Si
         span: driven.span,
         queries_started: driven.queries_started,
         replica_queries: driven.replica_queries,
+        limits: driven.limits,
     })
 }
 

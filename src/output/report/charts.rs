@@ -52,6 +52,9 @@ const REFERENCE_PALETTE: [RGBColor; 4] = [
     RGBColor(110, 110, 110),
 ];
 
+/// The most points of a series drawn with a marker each.
+const MAX_MARKED: usize = 100;
+
 /// One line of a chart.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Series {
@@ -544,9 +547,11 @@ fn draw<DB: DrawingBackend>(
         } else {
             s.label.clone()
         };
+        // A dense series is drawn thin: a thick line's sharp turns draw spikes past the data.
+        let width = if points.len() <= MAX_MARKED { 2 } else { 1 };
         ctx.draw_series(LineSeries::new(
             points.iter().copied(),
-            color.stroke_width(2),
+            color.stroke_width(width),
         ))?
         .label(label)
         .legend(move |(x, y)| {
@@ -554,7 +559,10 @@ fn draw<DB: DrawingBackend>(
                 + PathElement::new(vec![(-10, 0), (10, 0)], color.stroke_width(2))
                 + Circle::new((0, 0), 4, color.filled())
         });
-        ctx.draw_series(points.iter().map(|&pt| Circle::new(pt, 4, color.filled())))?;
+        // A dense series (a time series) is a line: markers would hide it.
+        if points.len() <= MAX_MARKED {
+            ctx.draw_series(points.iter().map(|&pt| Circle::new(pt, 4, color.filled())))?;
+        }
     }
 
     if p.empty {

@@ -130,6 +130,16 @@ pub const FLEET_QUERIES_PER_S_MIN: Metric = Metric("fleet.queries_per_s_min");
 /// The fastest replica's queries per second (queries/s).
 pub const FLEET_QUERIES_PER_S_MAX: Metric = Metric("fleet.queries_per_s_max");
 
+/// An adaptive concurrency limit's mean over time (calls; only with an adaptive
+/// `max_concurrency`; a fleet's replicas averaged).
+pub const CONCURRENCY_LIMIT_MEAN: Metric = Metric("concurrency_limit.mean");
+/// The lowest the adaptive limit reached (calls).
+pub const CONCURRENCY_LIMIT_MIN: Metric = Metric("concurrency_limit.min");
+/// The highest the adaptive limit reached (calls).
+pub const CONCURRENCY_LIMIT_MAX: Metric = Metric("concurrency_limit.max");
+/// Times the adaptive limit was cut by a 429 or a timeout (count).
+pub const CONCURRENCY_LIMIT_CUTS: Metric = Metric("concurrency_limit.cuts");
+
 /// Charged requests per minute over the provider's RPM (a ratio; `null` without an RPM).
 pub const RPM_UTILIZATION: Metric = Metric("rpm_utilization");
 /// Charged tokens per minute over the provider's TPM (a ratio; `null` without a TPM).
@@ -193,6 +203,10 @@ pub const ALL: &[Metric] = &[
     FLEET_QUERIES_MAX,
     FLEET_QUERIES_PER_S_MIN,
     FLEET_QUERIES_PER_S_MAX,
+    CONCURRENCY_LIMIT_MEAN,
+    CONCURRENCY_LIMIT_MIN,
+    CONCURRENCY_LIMIT_MAX,
+    CONCURRENCY_LIMIT_CUTS,
     RPM_UTILIZATION,
     TPM_UTILIZATION,
     PEAK_RPM_UTILIZATION,
@@ -205,8 +219,8 @@ mod tests {
     use super::*;
     use crate::output::report::summary::Summary;
 
-    /// A small run with both limits, a synthesis turn, a generating provider and a fleet of
-    /// two: every metric of summary.json is a number in it.
+    /// A small run with both limits, a synthesis turn, a generating provider, an adaptive
+    /// limit and a fleet of two: every metric of summary.json is a number in it.
     fn summary_json() -> Value {
         let scenario = crate::engine::scenario::parse(
             r#"
@@ -229,7 +243,7 @@ mod tests {
             orchestrator_budget = 5000
             synthesis_tokens = 500
             [scheduler]
-            max_concurrency = 4
+            max_concurrency = { adaptive = "aimd", max = 4 }
             rate_limit = true
             [fleet]
             replicas = 2

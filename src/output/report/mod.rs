@@ -98,6 +98,13 @@ pub fn table(s: &Summary) -> String {
         "  client         {} attempts, {} retries, {} failed, {} cancelled, {} not run, {} orphaned requests",
         s.attempts, s.retries, s.errors, s.cancelled, s.not_run, s.orphaned_requests
     );
+    if let Some(l) = &s.concurrency_limit {
+        let _ = writeln!(
+            out,
+            "  concurrency    {} limit: mean {:.1}, from {} to {}, cut {} times",
+            l.policy, l.mean, l.min, l.max, l.cuts
+        );
+    }
     if s.providers.is_empty() {
         let _ = writeln!(
             out,

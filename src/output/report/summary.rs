@@ -11,6 +11,7 @@ use crate::engine::recorder::{EndpointLoad, Generation, Syntheses};
 use crate::engine::routes::Routes;
 use crate::engine::scenario::Scenario;
 use crate::engine::sim::SimOutcome;
+use crate::scheduler::{Adaptive, LimitStats};
 
 /// The schema version of `summary.json`.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -210,6 +211,10 @@ pub struct Summary {
     /// or more; the fields above are the fleet's totals).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fleet: Option<FleetSummary>,
+    /// The adaptive concurrency limit over the run (only with an adaptive
+    /// `max_concurrency`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub concurrency_limit: Option<LimitSummary>,
     /// Charged requests per minute over the provider's RPM (`null` if unlimited; with
     /// several providers, the highest of theirs).
     pub rpm_utilization: Option<f64>,
@@ -250,6 +255,39 @@ impl FleetSummary {
             queries_max: max,
             queries_per_s_min: rate(min, secs),
             queries_per_s_max: rate(max, secs),
+        })
+    }
+}
+
+/// An adaptive concurrency limit over the run, per replica: its mean over time (the
+/// replicas' average), the lowest and highest any replica's reached, and the cuts.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct LimitSummary {
+    /// `aimd` or `gradient`.
+    pub policy: String,
+    /// Its average over the run's time.
+    pub mean: f64,
+    /// The lowest it reached.
+    pub min: u64,
+    /// The highest it reached.
+    pub max: u64,
+    /// Times it was cut (every replica's).
+    pub cuts: u64,
+}
+
+impl LimitSummary {
+    fn of(scenario: &Scenario, limits: &[LimitStats]) -> Option<Self> {
+        let policy = match scenario.scheduler.adaptive? {
+            Adaptive::Aimd(_) => "aimd",
+            Adaptive::Gradient(_) => "gradient",
+        };
+        let n = limits.len().max(1) as f64;
+        Some(LimitSummary {
+            policy: policy.into(),
+            mean: round3(limits.iter().map(|l| l.mean).sum::<f64>() / n),
+            min: limits.iter().map(|l| l.min as u64).min().unwrap_or(0),
+            max: limits.iter().map(|l| l.max as u64).max().unwrap_or(0),
+            cuts: limits.iter().map(|l| l.decreases).sum(),
         })
     }
 }
@@ -446,6 +484,7 @@ impl Summary {
                 .as_ref()
                 .map(|g| GenerationSummary::of(g, out.span.as_secs_f64())),
             fleet: FleetSummary::of(scenario, &out.replica_queries, secs),
+            concurrency_limit: LimitSummary::of(scenario, &out.limits),
             rpm_utilization: highest(|p| p.rpm_utilization, ratio(per_min(charged), one.rpm)),
             tpm_utilization: highest(
                 |p| p.tpm_utilization,
@@ -496,6 +535,7 @@ impl Summary {
         let template = Summary {
             synthesis: Some(SynthesisSummary::default()),
             fleet: Some(FleetSummary::default()),
+            concurrency_limit: Some(LimitSummary::default()),
             generation: Some(GenerationSummary {
                 ttft_ms: Some(Percentiles::default()),
                 tpot_ms: Some(Percentiles::default()),

@@ -6,6 +6,7 @@
 //! by index, so what is written does not depend on `jobs` or on which run finished first.
 
 pub mod grid;
+pub mod limit;
 mod phases;
 pub mod report;
 mod stats;

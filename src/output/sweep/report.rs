@@ -40,7 +40,7 @@ fn always(p: &PointResult, metric: Metric) -> f64 {
 
 /// The x key of the sweep charts (max_concurrency if swept, else the first key) and the key
 /// whose values make one line each (the other key of a two-key sweep).
-fn layout(points: &[PointResult]) -> (String, Option<String>) {
+pub(super) fn layout(points: &[PointResult]) -> (String, Option<String>) {
     let keys: Vec<String> = points
         .first()
         .map(|p| p.point.values.iter().map(|(k, _)| k.clone()).collect())
@@ -62,9 +62,20 @@ fn lines(
     metric: Metric,
     label: &str,
 ) -> Vec<Series> {
+    lines_of(points, x, group, label, |p| mean_at(p, metric))
+}
+
+/// One series per value of `group` (or one in all), of `value` against the `x` key.
+pub(super) fn lines_of(
+    points: &[PointResult],
+    x: &str,
+    group: Option<&str>,
+    label: &str,
+    value: impl Fn(&PointResult) -> Option<f64>,
+) -> Vec<Series> {
     let mut out: Vec<Series> = Vec::new();
     for p in points {
-        let (Some(xv), Some(y)) = (p.point.get(x), mean_at(p, metric)) else {
+        let (Some(xv), Some(y)) = (p.point.get(x), value(p)) else {
             continue;
         };
         let name = match group.and_then(|g| p.point.get(g).map(|v| (g, v))) {
@@ -79,7 +90,7 @@ fn lines(
     out
 }
 
-fn short(key: &str) -> &str {
+pub(super) fn short(key: &str) -> &str {
     key.rsplit('.').next().unwrap_or(key)
 }
 
@@ -253,11 +264,14 @@ pub fn point_charts(
 }
 
 /// Declares every file a sweep may write into `dir`: the CSV, the report and every chart.
-pub fn declare(set: &mut OutputSet, dir: &Path) {
+/// With `adaptive` (some point of the sweep has an adaptive limit), its two charts too
+/// ([`super::limit::CHARTS`]).
+pub fn declare(set: &mut OutputSet, dir: &Path, adaptive: bool) {
     for name in [CSV].iter().chain(&REPORTS) {
         set.output(dir.join(name), "--out");
     }
-    for stem in SWEEP_CHARTS.iter().chain(&POINT_CHARTS) {
+    let limit = super::limit::CHARTS.iter().filter(|_| adaptive);
+    for stem in SWEEP_CHARTS.iter().chain(&POINT_CHARTS).chain(limit) {
         charts::declare(set, dir, stem);
     }
 }

@@ -1,10 +1,12 @@
 //! A limiter's buckets on Redis, shared by every replica of a fleet (feature `redis`).
 //!
-//! Each bucket is a Redis hash (`b`: balance, `t`: the instant its credit counts from, on the
-//! Redis server's clock) under a key named by the limit (`{prefix:name}:requests`,
-//! `...:tokens`: one hash slot, so a Redis Cluster runs the script too). One Lua script, run by `EVALSHA` (loaded once, `EVAL` again if Redis lost it),
-//! does each operation on both buckets at once, atomically, with the semantics of the
-//! in-process buckets:
+//! Both buckets of a limit live under one key named by the limit (`{prefix:name}:buckets`,
+//! hash-tagged like the rest of a limit's keys, so a Redis Cluster runs the script too): a
+//! string of four little-endian `f64`s, the requests bucket's balance and the instant its
+//! credit counts from (`t`, in seconds on the Redis server's clock), then the tokens bucket's
+//! (a bucket the limit does not have keeps what it held). One Lua script, run by `EVALSHA`
+//! (loaded once, `EVAL` again if Redis lost it), does each operation on both buckets at once,
+//! atomically, with the semantics of the in-process buckets:
 //!
 //! - **reserve**: refill since `t` up to the capacity, then debit the cost at once, even into a
 //!   negative balance; the answer is how long until both buckets have paid for it (a caller
@@ -15,9 +17,18 @@
 //! - **pause**: a Retry-After holds the whole fleet: credit starts again at its end (`t` moves
 //!   there) and a positive balance is forfeited.
 //!
-//! Each key expires once its bucket would be full again plus a minute: an idle limit leaves
+//! A [`RedisBuckets`] (with its clones) makes one round trip at a time: an operation asked
+//! while none is under way goes at once, alone; those asked meanwhile go together in the next,
+//! one script call that runs them in the order they were asked, at one instant (as if they
+//! had arrived together, which is what they did), in three Redis calls whatever their number
+//! (`TIME`, `GET`, `SET ... PX`). An operation whose caller gave up (its timeout, or dropped)
+//! before its round trip began is not sent.
+//!
+//! The key expires once both buckets would be full again plus a minute: an idle limit leaves
 //! nothing behind. Time is the Redis server's (`TIME`), the one clock every replica shares;
-//! the wait comes back as a duration the caller sleeps on its own clock.
+//! the wait comes back (in whole microseconds, rounded up) as a duration the caller sleeps on
+//! its own clock. The numbers travel and are stored as binary doubles: no decimal formatting
+//! or parsing on either side, and nothing rounded between two operations.
 //!
 //! [`RateLimiter::shared`] puts these buckets behind a scheduler's limiter. A reservation
 //! then makes its round trip when it is first awaited, and sleeps the wait it was given on the
@@ -26,9 +37,11 @@
 //! answer within the timeout), the reservation falls back to in-process buckets at 1/K of the
 //! limits, K the replicas sharing them: each replica keeps to its share, so the fleet stays
 //! under the limit while Redis is away; the connection reconnects by itself, and reservations
-//! go back to Redis once it answers. [`RedisBuckets::failures`] counts the fallbacks. Known
-//! gap: a reservation dropped during its round trip, or answered after the timeout, stays
-//! charged on Redis (its cost is lost to the fleet for one refill). Needs Redis 5 or later
+//! go back to Redis once it answers. [`RedisBuckets::failures`] counts the fallbacks. A
+//! reservation that waited in line and was charged after its caller gave up is refunded in
+//! the next round trip. Known gap: one that made its own round trip and was dropped during it,
+//! or answered after the timeout, stays charged on Redis (its cost is lost to the fleet for
+//! one refill). Needs Redis 5 or later
 //! (scripts that read `TIME` and then write). (A retry's place at the front of the line
 //! is kept only in the fallback: Redis serves in arrival order.)
 
@@ -41,49 +54,75 @@ use redis::Script;
 use thiserror::Error;
 use tokio::time::Instant;
 
+mod link;
+
+use self::link::{Link, Op};
 use super::{Limit, LimiterConfig, Place, RateLimiter, Reservation};
 use crate::clock::Clock;
 use crate::error::ConfigError;
 
-/// The one script: `ARGV[1]` the operation, then per key its rate (per second), capacity and
-/// cost, then (pause) the pause in seconds. Returns the wait in seconds.
+/// The one script: `KEYS[1]` the limit's buckets; `ARGV[1]` the operations, one letter each
+/// (`r` reserve, `f` refund, `p` pause), in order; `ARGV[2]` four little-endian `f64`s: per
+/// bucket, requests first, its rate (per second; negative: the limit has no such bucket) and
+/// capacity; `ARGV[3]` one little-endian `f64` per operation: its tokens (reserve, refund; a
+/// request costs 1) or the pause in seconds. Returns per operation its wait in microseconds,
+/// rounded up (0 but for a reservation; a wait of a billion seconds or more, which no integer
+/// reply would carry exactly, comes back as seconds in a string, as `%.6f`).
+///
+/// A bucket never written counts from ever ago (`t` = -inf), so it is full; stored values are
+/// the doubles the script computed, read back bit for bit.
 const SCRIPT: &str = r#"
 local now_t = redis.call('TIME')
 local now = tonumber(now_t[1]) + tonumber(now_t[2]) / 1000000
-local op = ARGV[1]
-local ready = now
-for i = 1, #KEYS do
-  local rate = tonumber(ARGV[2 + (i - 1) * 3])
-  local cap = tonumber(ARGV[3 + (i - 1) * 3])
-  local cost = tonumber(ARGV[4 + (i - 1) * 3])
-  local s = redis.call('HMGET', KEYS[i], 'b', 't')
-  local b = tonumber(s[1]) or cap
-  local t = tonumber(s[2]) or now
+local ops, vals = ARGV[1], ARGV[3]
+local min, ceil, byte, unpack = math.min, math.ceil, string.byte, struct.unpack
+local R, F, P = byte('rfp', 1, 3)
+local r1, c1, r2, c2 = unpack('<dddd', ARGV[2])
+local b1, t1, b2, t2 = 0, -math.huge, 0, -math.huge
+local raw = redis.call('GET', KEYS[1])
+if raw then b1, t1, b2, t2 = unpack('<dddd', raw) end
+local function step(op, v, rate, cap, cost, b, t, ready)
+  if rate < 0 then return b, t, ready end
   if now > t then
-    b = math.min(cap, b + (now - t) * rate)
+    b = min(cap, b + (now - t) * rate)
     t = now
   end
-  if op == 'reserve' then
+  if op == R then
     b = b - cost
     local at = t
     if b < 0 then at = t + (-b) / rate end
     if at > ready then ready = at end
-  elseif op == 'refund' then
-    b = math.min(cap, b + cost)
-  elseif op == 'pause' then
-    local untl = now + tonumber(ARGV[#ARGV])
+  elseif op == F then
+    b = min(cap, b + cost)
+  elseif op == P then
+    local untl = now + v
     if untl > t then t = untl end
     if b > 0 then b = 0 end
   end
-  redis.call('HSET', KEYS[i], 'b', string.format('%.6f', b), 't', string.format('%.6f', t))
-  local full_in = (cap - b) / rate + (t - now)
-  redis.call('PEXPIRE', KEYS[i], math.ceil(full_in * 1000) + 60000)
+  return b, t, ready
 end
-return string.format('%.6f', ready - now)
+local waits, pos = {}, 1
+for i = 1, #ops do
+  local op = byte(ops, i)
+  local v
+  v, pos = unpack('<d', vals, pos)
+  local ready = now
+  b1, t1, ready = step(op, v, r1, c1, 1, b1, t1, ready)
+  b2, t2, ready = step(op, v, r2, c2, v, b2, t2, ready)
+  local wait = ready - now
+  if wait < 1e9 then waits[i] = ceil(wait * 1000000)
+  else waits[i] = string.format('%.6f', wait) end
+end
+local full = 0
+if r1 >= 0 then full = math.max(full, (c1 - b1) / r1 + (t1 - now)) end
+if r2 >= 0 then full = math.max(full, (c2 - b2) / r2 + (t2 - now)) end
+redis.call('SET', KEYS[1], struct.pack('<dddd', b1, t1, b2, t2),
+  'PX', ceil(full * 1000) + 60000)
+return waits
 "#;
 
 /// Why the shared buckets could not answer.
-#[derive(Debug, Error)]
+#[derive(Debug, Clone, Error)]
 pub enum SharedLimitError {
     /// The URL is not a Redis URL, or the limits are invalid.
     #[error("{0}")]
@@ -95,28 +134,26 @@ pub enum SharedLimitError {
     #[error("redis did not answer within {0:?}")]
     Timeout(Duration),
     /// Redis answered something the script never returns.
-    #[error("redis answered {0:?}, not a wait in seconds")]
+    #[error("redis answered {0:?}, not a wait")]
     Answer(String),
 }
 
-/// One bucket: its key, refill rate (per second) and capacity.
-#[derive(Debug, Clone)]
+/// One bucket: its refill rate (per second) and capacity.
+#[derive(Debug, Clone, Copy)]
 struct Remote {
-    key: String,
     rate: f64,
     capacity: f64,
-    /// Whether it counts tokens (else requests).
-    tokens: bool,
 }
 
 /// A limiter's request and token buckets on Redis, shared by whoever names the same limit.
 #[derive(Clone)]
 pub struct RedisBuckets {
-    /// Reconnects by itself after a lost connection (a Redis restart): the request that found
-    /// it lost fails, the ones after it go through again.
-    conn: ConnectionManager,
-    script: Script,
-    buckets: Vec<Remote>,
+    /// The way to Redis (none if the limit has no buckets).
+    link: Option<Arc<Link>>,
+    /// The key both buckets are kept under; none if the limit has neither.
+    key: Option<String>,
+    /// The requests bucket and the tokens bucket, if the limit has them.
+    buckets: [Option<Remote>; 2],
     timeout: Duration,
     /// Reservations that fell back to the local share (shared by clones).
     failures: Arc<AtomicU64>,
@@ -125,16 +162,19 @@ pub struct RedisBuckets {
 impl std::fmt::Debug for RedisBuckets {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RedisBuckets")
-            .field("buckets", &self.buckets)
+            .field("key", &self.key)
+            .field("requests", &self.buckets[0])
+            .field("tokens", &self.buckets[1])
             .field("timeout", &self.timeout)
             .finish_non_exhaustive()
     }
 }
 
 impl RedisBuckets {
-    /// Connects to the Redis at `url` (`redis://host:port/db`) and names the buckets of
-    /// `config` `{prefix:name}:requests` and `...:tokens`; every call gives up after
-    /// `timeout`. The rates and capacities are those of the in-process limiter for `config`.
+    /// Connects to the Redis at `url` (`redis://host:port/db`) and keeps the buckets of
+    /// `config` under `{prefix:name}:buckets`; every call gives up after `timeout`. The rates
+    /// and capacities are those of the in-process limiter for `config`. Operations asked while
+    /// a round trip is under way go to Redis from a task on the runtime this is called on.
     pub async fn connect(
         url: &str,
         prefix: &str,
@@ -145,20 +185,17 @@ impl RedisBuckets {
         let local = RateLimiter::new(config)
             .map_err(|e: ConfigError| SharedLimitError::Config(e.to_string()))?;
         let (rates, capacities) = (local.rates(), local.capacities());
-        let mut buckets = Vec::new();
-        for (kind, rate, capacity, tokens) in [
-            ("requests", rates.0, capacities.0, false),
-            ("tokens", rates.1, capacities.1, true),
-        ] {
-            if let (Some(rate), Some(capacity)) = (rate, capacity) {
-                buckets.push(Remote {
-                    key: format!("{{{prefix}:{name}}}:{kind}"),
-                    rate,
-                    capacity,
-                    tokens,
-                });
-            }
-        }
+        let bucket = |rate: Option<f64>, capacity: Option<f64>| {
+            Some(Remote {
+                rate: rate?,
+                capacity: capacity?,
+            })
+        };
+        let buckets = [bucket(rates.0, capacities.0), bucket(rates.1, capacities.1)];
+        let key = buckets
+            .iter()
+            .any(Option::is_some)
+            .then(|| format!("{{{prefix}:{name}}}:buckets"));
         let client = redis::Client::open(url)
             .map_err(|e| SharedLimitError::Config(format!("{url}: {e}")))?;
         // Its own bound on a reconnection (which may run in the background while callers have
@@ -167,9 +204,19 @@ impl RedisBuckets {
             .set_number_of_retries(0)
             .set_connection_timeout(Some(timeout.saturating_mul(2)));
         let conn = within(timeout, ConnectionManager::new_with_config(client, config)).await?;
+        let link = key.clone().map(|key| {
+            // Each bucket's rate (negative: none) and capacity.
+            let mut limits = [0u8; 32];
+            for (bytes, b) in limits.chunks_exact_mut(16).zip(&buckets) {
+                let (rate, capacity) = b.map_or((-1.0, 0.0), |b| (b.rate, b.capacity));
+                bytes[..8].copy_from_slice(&f64::to_le_bytes(rate));
+                bytes[8..].copy_from_slice(&f64::to_le_bytes(capacity));
+            }
+            Arc::new(Link::new(conn, Script::new(SCRIPT), key, limits, timeout))
+        });
         Ok(RedisBuckets {
-            conn,
-            script: Script::new(SCRIPT),
+            link,
+            key,
             buckets,
             timeout,
             failures: Arc::new(AtomicU64::new(0)),
@@ -184,49 +231,32 @@ impl RedisBuckets {
 
     /// Reserves one request and `tokens` tokens; returns how long to wait before sending.
     pub async fn reserve(&self, tokens: u64) -> Result<Duration, SharedLimitError> {
-        self.run("reserve", tokens, None).await
+        self.run(Op::Reserve, tokens as f64).await
     }
 
     /// Gives back a reservation of `tokens` that was never sent.
     pub async fn refund(&self, tokens: u64) -> Result<(), SharedLimitError> {
-        self.run("refund", tokens, None).await.map(|_| ())
+        self.run(Op::Refund, tokens as f64).await.map(|_| ())
     }
 
     /// Holds the whole fleet for `wait` (a provider's Retry-After): credit starts again after
     /// it, and a positive balance is forfeited.
     pub async fn pause_for(&self, wait: Duration) -> Result<(), SharedLimitError> {
-        self.run("pause", 0, Some(wait)).await.map(|_| ())
+        self.run(Op::Pause, wait.as_secs_f64()).await.map(|_| ())
     }
 
-    /// The bucket keys, requests first.
+    /// Runs `op` through the link (at once, or in the next round trip); its wait.
+    async fn run(&self, op: Op, value: f64) -> Result<Duration, SharedLimitError> {
+        match &self.link {
+            Some(link) => Link::run(link, op, value).await,
+            None => Ok(Duration::ZERO),
+        }
+    }
+
+    /// The Redis keys the buckets are kept under: one (both buckets together), or none for a
+    /// limit without buckets.
     pub fn keys(&self) -> Vec<&str> {
-        self.buckets.iter().map(|b| b.key.as_str()).collect()
-    }
-
-    async fn run(
-        &self,
-        op: &str,
-        tokens: u64,
-        pause: Option<Duration>,
-    ) -> Result<Duration, SharedLimitError> {
-        if self.buckets.is_empty() {
-            return Ok(Duration::ZERO);
-        }
-        let mut invocation = self.script.prepare_invoke();
-        invocation.arg(op);
-        for b in &self.buckets {
-            let cost = if b.tokens { tokens as f64 } else { 1.0 };
-            invocation.key(&b.key).arg(b.rate).arg(b.capacity).arg(cost);
-        }
-        if let Some(p) = pause {
-            invocation.arg(p.as_secs_f64());
-        }
-        let mut conn = self.conn.clone();
-        let answer: String = within(self.timeout, invocation.invoke_async(&mut conn)).await?;
-        let secs: f64 = answer
-            .parse()
-            .map_err(|_| SharedLimitError::Answer(answer.clone()))?;
-        Duration::try_from_secs_f64(secs.max(0.0)).map_err(|_| SharedLimitError::Answer(answer))
+        self.key.iter().map(String::as_str).collect()
     }
 }
 
