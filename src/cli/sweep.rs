@@ -137,11 +137,15 @@ pub fn sweep(args: SweepArgs) -> ExitCode {
     if let Err(e) = outputs.commit() {
         return Failure::output(&e).exit();
     }
-    let headline = md
-        .lines()
-        .find(|l| l.starts_with("**") || l.starts_with("No point"))
-        .unwrap_or("")
-        .replace("**", "");
+    let mut headline = plain(
+        md.lines()
+            .find(|l| l.starts_with("**") || l.starts_with("No point"))
+            .unwrap_or(""),
+    );
+    for why in sweep::why::diagnose(&points, slo) {
+        headline.push_str("\n  ");
+        headline.push_str(&plain(&why));
+    }
     out(&format!(
         "{} points x {} runs of {}\n{headline}\n  wrote {}/{{sweep.csv, report.md, report.html, *.svg, *.png}}\n",
         points.len(),
@@ -149,4 +153,9 @@ pub fn sweep(args: SweepArgs) -> ExitCode {
         escape::terminal(&base.name),
         escape::terminal(&dir.display().to_string())
     ))
+}
+
+/// A line of the report's Markdown for the terminal: no emphasis or code marks, unescaped.
+fn plain(md: &str) -> String {
+    escape::unmarkdown(&md.replace("**", "").replace('`', ""))
 }

@@ -5,6 +5,7 @@
 pub mod charts;
 pub mod escape;
 pub mod hgrm;
+pub mod html;
 pub mod metrics;
 pub mod summary;
 

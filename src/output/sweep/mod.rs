@@ -11,6 +11,7 @@ mod phases;
 pub mod report;
 mod stats;
 pub mod table;
+pub mod why;
 
 use std::io::IsTerminal;
 use std::sync::atomic::{AtomicUsize, Ordering};

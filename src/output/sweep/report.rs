@@ -4,14 +4,15 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use super::table::{passes, Recommendation};
+use super::table::{failures, Failure, Recommendation};
 use super::PointResult;
 use crate::analysis::plan::{self, fmt_num, PlanInput};
 use crate::analysis::slo::Threshold;
 use crate::engine::recorder::Recording;
 use crate::output::files::OutputSet;
 use crate::output::report::charts::{self, Chart, Reference, Series, XAxis};
-use crate::output::report::escape::{html as escape, markdown, unmarkdown};
+use crate::output::report::escape::markdown;
+use crate::output::report::html;
 use crate::output::report::metrics::{self, Metric};
 
 const MAX_CONCURRENCY: &str = "scheduler.max_concurrency";
@@ -322,22 +323,6 @@ fn knee(points: &[PointResult], rec: &PointResult) -> Option<(String, f64)> {
     at.is_finite().then(|| (short(&x).to_string(), at))
 }
 
-/// The cells of a Markdown table row (without its outer pipes), split at every `|` that is not
-/// escaped.
-fn split_row(row: &str) -> Vec<String> {
-    let mut cells = vec![String::new()];
-    let mut escaped = false;
-    for c in row.chars() {
-        if c == '|' && !escaped {
-            cells.push(String::new());
-        } else if let Some(cell) = cells.last_mut() {
-            cell.push(c);
-        }
-        escaped = c == '\\' && !escaped;
-    }
-    cells
-}
-
 /// What the plan's closed forms are compared with: (plan key, metric, factor).
 const MEASURED: &[(&str, Metric, f64)] = &[
     ("call_ceiling_per_s", metrics::CALLS_PER_S, 1.0),
@@ -357,7 +342,7 @@ const MEASURED: &[(&str, Metric, f64)] = &[
 /// in the HTML.
 ///
 /// Every scenario string (name, description, keys) is escaped into the Markdown; the HTML is
-/// made from the Markdown's lines, each unescaped, then escaped for HTML.
+/// the Markdown rendered ([`html::page`]).
 pub fn render(
     points: &[PointResult],
     slo: &[Threshold],
@@ -366,16 +351,23 @@ pub fn render(
 ) -> (String, String) {
     let mut md = String::new();
     title(&mut md, points.first());
-    if let Some(p) = recommendation(&mut md, points, rec) {
+    if let Some(p) = recommendation(&mut md, points, slo, rec) {
         arithmetic(&mut md, p);
     }
     objectives(&mut md, slo);
     let keys = key_names(points);
     point_table(&mut md, points, &keys, slo);
     super::phases::section(&mut md, points, &keys);
-    let images = charts_section(&mut md, chart_svgs);
+    charts_section(&mut md, chart_svgs);
     let name = points.first().map_or("", |p| p.scenario.name.as_str());
-    let html = html(name, &md, &images, chart_svgs);
+    let html = html::page(
+        &md,
+        &html::Page {
+            title: &format!("Capacity report: {name}"),
+            boxed: Some("Recommendation"),
+            charts: chart_svgs,
+        },
+    );
     (md, html)
 }
 
@@ -393,11 +385,19 @@ fn title(md: &mut String, first: Option<&PointResult>) {
 fn recommendation<'a>(
     md: &mut String,
     points: &'a [PointResult],
+    slo: &[Threshold],
     rec: Option<&Recommendation>,
 ) -> Option<&'a PointResult> {
     let _ = writeln!(md, "## Recommendation\n");
     let Some((r, p)) = rec.map(|r| (r, &points[r.index])) else {
         let _ = writeln!(md, "No point of the sweep meets the objectives and stays under the provider's limits × headroom.");
+        let why = super::why::diagnose(points, slo);
+        if !why.is_empty() {
+            let _ = writeln!(md, "\n## Why nothing passes\n");
+            for paragraph in why {
+                let _ = writeln!(md, "{paragraph}\n");
+            }
+        }
         return None;
     };
     let _ = writeln!(md, "{}.\n\nChosen by {}.", headline(p), r.rule);
@@ -492,7 +492,6 @@ fn objectives(md: &mut String, slo: &[Threshold]) {
     }
 }
 
-/// Every point: its values, queries/s, query p95, 429s and whether it passes.
 /// The swept keys' short names, escaped, as the report's tables head their columns.
 fn key_names(points: &[PointResult]) -> Vec<String> {
     points.first().map_or(Vec::new(), |p| {
@@ -504,6 +503,7 @@ fn key_names(points: &[PointResult]) -> Vec<String> {
     })
 }
 
+/// Every point: its values, queries/s, query p95, 429s and whether it passes (or why not).
 fn point_table(md: &mut String, points: &[PointResult], keys: &[String], slo: &[Threshold]) {
     let _ = writeln!(md, "\n## Points\n");
     if !points.is_empty() {
@@ -524,51 +524,37 @@ fn point_table(md: &mut String, points: &[PointResult], keys: &[String], slo: &[
             get(metrics::QUERIES_PER_S),
             get(metrics::QUERY_P95),
             get(metrics::PROVIDER_RATE_LIMITED),
-            if passes(p, slo) { "yes" } else { "no" }
+            verdict(p, slo)
         );
     }
 }
 
-/// An image line per chart (its PNG); returns the lines, which the HTML leaves out.
-fn charts_section(md: &mut String, chart_svgs: &[(&'static str, String)]) -> Vec<String> {
-    let _ = writeln!(md, "\n## Charts\n");
-    let images: Vec<String> = chart_svgs
+/// A point's `passes` cell: `yes`, or `no: ` and each reason it fails.
+fn verdict(p: &PointResult, slo: &[Threshold]) -> String {
+    // Objectives name summary.json metrics (checked to exist), safe in code spans as written.
+    let reasons: Vec<String> = failures(p, slo)
         .iter()
-        .map(|(stem, _)| format!("![{stem}]({stem}.png)"))
+        .map(|f| match f {
+            Failure::Objective { threshold, value } => format!(
+                "`{}` {} (needs `{}`)",
+                threshold.metric,
+                value.map_or("none".into(), fmt_num),
+                threshold.condition()
+            ),
+            f => markdown(&f.to_string()),
+        })
         .collect();
-    for image in &images {
-        let _ = writeln!(md, "{image}\n");
+    if reasons.is_empty() {
+        "yes".to_string()
+    } else {
+        format!("no: {}", reasons.join("; "))
     }
-    images
 }
 
-/// The report as a self-contained HTML page: the Markdown's lines as headings, paragraphs and
-/// tables (each unescaped from Markdown, then escaped for HTML), and the charts' SVGs inlined
-/// in place of their `images` lines.
-fn html(name: &str, md: &str, images: &[String], chart_svgs: &[(&'static str, String)]) -> String {
-    let text = |md: &str| escape(&unmarkdown(md));
-    let mut html = String::from("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>");
-    let _ = writeln!(html, "Capacity report: {}</title><style>body{{font-family:sans-serif;max-width:960px;margin:2em auto}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:2px 6px}}</style></head><body>", escape(name));
-    for line in md.lines() {
-        if let Some(h) = line.strip_prefix("## ") {
-            let _ = writeln!(html, "<h2>{}</h2>", text(h));
-        } else if let Some(h) = line.strip_prefix("# ") {
-            let _ = writeln!(html, "<h1>{}</h1>", text(h));
-        } else if line.starts_with("|---") || line.starts_with("|---:") {
-        } else if let Some(cells) = line.strip_prefix('|') {
-            let row: Vec<String> = split_row(cells.strip_suffix('|').unwrap_or(cells))
-                .iter()
-                .map(|c| format!("<td>{}</td>", text(c.trim())))
-                .collect();
-            let _ = writeln!(html, "<table><tr>{}</tr></table>", row.concat());
-        } else if images.iter().any(|i| i == line) {
-        } else if !line.is_empty() {
-            let _ = writeln!(html, "<p>{}</p>", text(line));
-        }
+/// An image line per chart (its PNG), which the HTML shows as the chart's inline SVG.
+fn charts_section(md: &mut String, chart_svgs: &[(&'static str, String)]) {
+    let _ = writeln!(md, "\n## Charts\n");
+    for (stem, _) in chart_svgs {
+        let _ = writeln!(md, "![{stem}]({stem}.png)\n");
     }
-    for (_, svg) in chart_svgs {
-        let _ = writeln!(html, "<figure>{svg}</figure>");
-    }
-    html.push_str("</body></html>\n");
-    html
 }

@@ -3,6 +3,7 @@
 use serde_json::Value;
 
 use super::{mean_ci, PointResult};
+use crate::analysis::plan::fmt_num;
 use crate::analysis::slo::Threshold;
 use crate::output::report::metrics;
 
@@ -87,12 +88,86 @@ fn stat(p: &PointResult, column: &str) -> Option<(f64, f64)> {
     Some((s.mean, s.ci95))
 }
 
-/// Whether a point meets every threshold (on its mean summary), and stays under the
-/// provider's limits × its headroom in its busiest minute.
-pub fn passes(p: &PointResult, slo: &[Threshold]) -> bool {
+/// Why a point does not pass: an objective it misses, or a busiest minute over the provider's
+/// RPM × its headroom.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Failure {
+    /// An `[slo]` objective the point's mean summary misses (`value`: `None` if it has none).
+    Objective {
+        /// The objective.
+        threshold: Threshold,
+        /// The point's value.
+        value: Option<f64>,
+    },
+    /// The busiest 60 s sent more requests than RPM × headroom.
+    OverHeadroom {
+        /// Requests in the busiest 60 s.
+        peak: f64,
+        /// RPM × headroom.
+        allowed: f64,
+        /// The provider's RPM.
+        rpm: f64,
+        /// The point's headroom.
+        headroom: f64,
+    },
+}
+
+impl std::fmt::Display for Failure {
+    /// One phrase: `latency_ms.query.p95 1,983.5, needs < 2000` or `busiest minute 452
+    /// requests, over 420 (600 RPM × 0.7)`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Objective { threshold, value } => write!(
+                f,
+                "{} {}, needs {}",
+                threshold.metric,
+                value.map_or("none".into(), fmt_num),
+                threshold.condition()
+            ),
+            Failure::OverHeadroom {
+                peak,
+                allowed,
+                rpm,
+                headroom,
+            } => write!(
+                f,
+                "busiest minute {} requests, over {} ({} RPM × {headroom})",
+                fmt_num(*peak),
+                fmt_num(*allowed),
+                fmt_num(*rpm)
+            ),
+        }
+    }
+}
+
+/// Every reason a point does not pass (none: it passes): each objective its mean summary
+/// misses, then a busiest minute over the provider's RPM × its headroom.
+pub fn failures(p: &PointResult, slo: &[Threshold]) -> Vec<Failure> {
+    let mut out: Vec<Failure> = slo
+        .iter()
+        .filter(|t| !t.met(&p.mean))
+        .map(|t| Failure::Objective {
+            threshold: t.clone(),
+            value: t.value(&p.mean),
+        })
+        .collect();
     let headroom = p.scenario.scheduler.headroom;
-    let under = |peak: Option<(f64, f64)>| peak.is_none_or(|(v, _)| v <= headroom + 1e-9);
-    slo.iter().all(|t| t.met(&p.mean)) && under(stat(p, "peak_rpm_utilization"))
+    let over = stat(p, "peak_rpm_utilization").filter(|(v, _)| *v > headroom + 1e-9);
+    if let (Some((util, _)), Some(rpm)) = (over, p.scenario.provider().rpm) {
+        out.push(Failure::OverHeadroom {
+            peak: util * rpm,
+            allowed: rpm * headroom,
+            rpm,
+            headroom,
+        });
+    }
+    out
+}
+
+/// Whether a point meets every threshold (on its mean summary), and stays under the
+/// provider's limits × its headroom in its busiest minute: it has no [`failures`].
+pub fn passes(p: &PointResult, slo: &[Threshold]) -> bool {
+    failures(p, slo).is_empty()
 }
 
 fn number(v: f64) -> String {
