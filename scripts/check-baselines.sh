@@ -8,7 +8,8 @@
 # Usage: scripts/check-baselines.sh            check (exit 1 if any check fails, 2 if one can't run)
 #        scripts/check-baselines.sh --refresh  rewrite every baseline on purpose (then review
 #                                              `git diff reports/baselines` and commit it)
-# Environment: CAPSIZE (default: cargo run -q --release --), TOLERANCE (default 5%),
+# Environment: CAPSIZE (default: cargo run -q --release --), TOLERANCE (default 5%: a
+#              percentage such as 5%, or a fraction below 1 such as 0.05; a bare 5 is refused),
 #              REPORTS (where each check's run, JUnit XML and Markdown go; default a temp dir).
 set -euo pipefail
 cd "$(dirname "$0")/.."

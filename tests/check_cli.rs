@@ -46,6 +46,55 @@ fn row(text: &str, kind: &str, metric: &str) -> Option<String> {
         .map(str::to_string)
 }
 
+/// Copies the baseline at `from` to `to` with the metrics at dotted paths set to new values.
+fn edited(from: &Path, to: &Path, set: &[(&str, f64)]) {
+    let mut json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(from).expect("baseline")).expect("JSON");
+    for (path, v) in set {
+        let pointer = format!("/{}", path.replace('.', "/"));
+        *json
+            .pointer_mut(&pointer)
+            .unwrap_or_else(|| panic!("no {path}")) = (*v).into();
+    }
+    std::fs::write(to, serde_json::to_string_pretty(&json).unwrap()).unwrap();
+}
+
+/// The number at dotted `path` of the JSON file at `file`.
+fn metric(file: &Path, path: &str) -> f64 {
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(file).expect("summary")).expect("JSON");
+    json.pointer(&format!("/{}", path.replace('.', "/")))
+        .and_then(serde_json::Value::as_f64)
+        .unwrap_or_else(|| panic!("no {path}"))
+}
+
+/// Writes SMALL to `small.toml` in `t` and its baseline to `small.json`; returns both.
+fn small_with_baseline(t: &Temp) -> (String, std::path::PathBuf) {
+    let scenario = file(t, "small.toml", SMALL);
+    let base = t.path("small.json");
+    let wrote = capsize(&["baseline", &scenario, "--out", s(&base)]);
+    assert_eq!(wrote.status.code(), Some(0), "{}", stderr(&wrote));
+    (scenario, base)
+}
+
+/// SMALL and its baseline (as [`small_with_baseline`]), and a copy of the baseline at
+/// `edited.json` with the metric at `path` changed by `change`.
+fn small_edited(
+    t: &Temp,
+    path: &str,
+    change: impl Fn(f64) -> f64,
+) -> (String, std::path::PathBuf, std::path::PathBuf) {
+    let (scenario, base) = small_with_baseline(t);
+    let to = t.path("edited.json");
+    edited(&base, &to, &[(path, change(metric(&base, path)))]);
+    (scenario, base, to)
+}
+
+/// Whether `text` has a baseline row for `metric`.
+fn shown(text: &str, metric: &str) -> bool {
+    row(text, "baseline", metric).is_some()
+}
+
 const AGENT: &str = "scenarios/research-agent.toml";
 
 /// A small research agent with no objectives, for baseline comparisons alone.
@@ -159,14 +208,7 @@ fn a_real_improvement_passes_at_zero_tolerance() {
 #[test]
 fn a_tolerance_in_the_scenario_overrides_the_flag_for_its_metric() {
     let t = Temp::new("check", "tolerance");
-    let scenario = file(&t, "small.toml", SMALL);
-    let base = t.path("small.json");
-    assert_eq!(
-        capsize(&["baseline", &scenario, "--out", s(&base)])
-            .status
-            .code(),
-        Some(0)
-    );
+    let (scenario, base) = small_with_baseline(&t);
     // 6 in flight instead of 8 is a few % slower: the p95 row fails at 0 %, passes at 50 %.
     let loose = file(
         &t,
@@ -182,6 +224,15 @@ fn a_tolerance_in_the_scenario_overrides_the_flag_for_its_metric() {
     let strict = args(&scenario);
     assert!(p95(&strict).contains("FAIL"), "{}", stdout(&strict));
     let relaxed = args(&loose);
+    assert!(p95(&relaxed).ends_with("pass"), "{}", p95(&relaxed));
+    assert!(p95(&relaxed).contains("50 %"), "{}", p95(&relaxed));
+    // The same tolerance as a fraction below 1.
+    let fraction = file(
+        &t,
+        "fraction.toml",
+        &format!("{SMALL}[slo.tolerance]\n\"latency_ms.query.p95\" = 0.5\n"),
+    );
+    let relaxed = args(&fraction);
     assert!(p95(&relaxed).ends_with("pass"), "{}", p95(&relaxed));
     assert!(p95(&relaxed).contains("50 %"), "{}", p95(&relaxed));
 }
@@ -224,7 +275,7 @@ fn junit_and_markdown_describe_every_check() {
     assert_eq!(failed.len(), 1);
     assert_eq!(
         failed[0].attribute("name"),
-        Some("latency_ms.query.p95 < 2000")
+        Some("objective latency_ms.query.p95")
     );
     assert_eq!(failed[0].attribute("classname"), Some("capsize.objective"));
     let md = std::fs::read_to_string(&md).expect("summary written");
@@ -239,14 +290,7 @@ fn junit_and_markdown_describe_every_check() {
 fn bad_input_exits_2_in_one_line_and_writes_nothing() {
     let t = Temp::new("check", "bad");
     let out = t.path("out");
-    let base = t.path("small.json");
-    let scenario = file(&t, "small.toml", SMALL);
-    assert_eq!(
-        capsize(&["baseline", &scenario, "--out", s(&base)])
-            .status
-            .code(),
-        Some(0)
-    );
+    let (scenario, base) = small_with_baseline(&t);
     let unknown = file(
         &t,
         "unknown.toml",
@@ -260,7 +304,17 @@ fn bad_input_exits_2_in_one_line_and_writes_nothing() {
     let bad_tol = file(
         &t,
         "tolerance.toml",
-        &format!("{SMALL}[slo.tolerance]\n\"throughput.qps\" = 5\n"),
+        &format!("{SMALL}[slo.tolerance]\n\"throughput.qps\" = \"5%\"\n"),
+    );
+    let ambiguous = file(
+        &t,
+        "ambiguous.toml",
+        &format!("{SMALL}[slo.tolerance]\n\"latency_ms.query.p95\" = 5\n"),
+    );
+    let bad_list = file(
+        &t,
+        "list.toml",
+        &format!("{SMALL}[check]\nmetrics = [\"latency_ms.query\", \"latency_ms.nope\"]\n"),
     );
     let other = file(
         &t,
@@ -271,6 +325,19 @@ fn bad_input_exits_2_in_one_line_and_writes_nothing() {
     let o = s(&out);
     let absent = unknown.replace("unknown", "absent");
     let new_base = t.path("b.json");
+    let flag = |name: &'static str, value: &'static str| {
+        let base = s(&base);
+        vec![
+            "check",
+            &scenario,
+            "--out",
+            o,
+            "--baseline",
+            base,
+            name,
+            value,
+        ]
+    };
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (
             vec!["check", &unknown, "--out", o],
@@ -291,17 +358,28 @@ fn bad_input_exits_2_in_one_line_and_writes_nothing() {
         ),
         (vec!["check", &scenario, "--out", o], "nothing to check"),
         (
-            vec![
-                "check",
-                &scenario,
-                "--out",
-                o,
-                "--baseline",
-                s(&base),
-                "--tolerance",
-                "five",
-            ],
-            "is not a percentage",
+            flag("--tolerance", "five"),
+            "\"five\" is not a percentage such as 5% or a fraction below 1 such as 0.05",
+        ),
+        (
+            flag("--tolerance", "5"),
+            "'--tolerance <TOL>': \"5\" is ambiguous: write 5% (percent) or 0.05 (a fraction)",
+        ),
+        (
+            vec!["check", &ambiguous, "--out", o, "--baseline", s(&base)],
+            ":15:1: slo.tolerance.\"latency_ms.query.p95\": 5 is ambiguous: write \"5%\" (percent) or 0.05 (a fraction)",
+        ),
+        (
+            flag("--metrics", "latency_ms.querry"),
+            "--metrics: \"latency_ms.querry\" is not a summary.json metric or a prefix",
+        ),
+        (
+            flag("--metrics", "seed"),
+            "--metrics: \"seed\" is not compared with a baseline",
+        ),
+        (
+            vec!["check", &bad_list, "--out", o, "--baseline", s(&base)],
+            "[check] metrics: \"latency_ms.nope\" is not a summary.json metric or a prefix",
         ),
         (
             vec!["check", &scenario, "--out", o, "--baseline", &scenario],
@@ -322,4 +400,214 @@ fn bad_input_exits_2_in_one_line_and_writes_nothing() {
         assert!(!out.exists(), "{args:?} wrote {}", out.display());
         assert!(!t.path("b.json").exists(), "{args:?} wrote a baseline");
     }
+}
+
+#[test]
+fn a_tolerance_is_a_percentage_or_a_fraction_below_1() {
+    let t = Temp::new("check", "units");
+    // A baseline 3 % faster at the p95 than the run: the run is 3 % worse there, and the same
+    // everywhere else.
+    let (scenario, _, faster) = small_edited(&t, "latency_ms.query.p95", |v| v / 1.03);
+    let out = t.path("out");
+    for (tolerance, code, shown) in [
+        ("0.05", 0, "5 %"),
+        ("5%", 0, "5 %"),
+        ("0.02", 1, "2 %"),
+        ("2%", 1, "2 %"),
+    ] {
+        let o = against(&scenario, &faster, &out, &["--tolerance", tolerance]);
+        let text = stdout(&o);
+        assert_eq!(o.status.code(), Some(code), "{tolerance}: {text}");
+        assert!(
+            text.contains(&format!("at {shown} tolerance")),
+            "{tolerance}: {text}"
+        );
+        let row = row(&text, "baseline", "latency_ms.query.p95").unwrap_or_default();
+        assert!(row.contains(&format!(", {shown})")), "{tolerance}: {row}");
+    }
+}
+
+#[test]
+fn a_zero_baseline_of_a_time_allows_a_few_ms() {
+    // Calls of a constant 3 ms (then 8 ms), against a baseline of the same run whose call
+    // service p95 is 0: 3 ms is within the 5 ms slack of a time, 8 ms is not.
+    let t = Temp::new("check", "zero");
+    let scenario = file(
+        &t,
+        "fast.toml",
+        &SMALL.replace(
+            r#"{ dist = "uniform", min_ms = 200, max_ms = 900 }"#,
+            r#"{ dist = "constant", ms = 3 }"#,
+        ),
+    );
+    let out = t.path("out");
+    for (ms, code) in [("3", 0), ("8", 1)] {
+        let set = format!("provider.latency.ms={ms}");
+        let base = t.path(&format!("{ms}.json"));
+        let wrote = capsize(&["baseline", &scenario, "--out", s(&base), "--set", &set]);
+        assert_eq!(wrote.status.code(), Some(0), "{}", stderr(&wrote));
+        let metric_ms = metric(&base, "latency_ms.call_service.p95");
+        assert!(metric_ms > 0.0 && metric_ms < 10.0, "{metric_ms}");
+        let zero = t.path(&format!("{ms}-zero.json"));
+        edited(&base, &zero, &[("latency_ms.call_service.p95", 0.0)]);
+        let o = against(
+            &scenario,
+            &zero,
+            &out,
+            &["--tolerance", "0%", "--set", &set],
+        );
+        let text = stdout(&o);
+        assert_eq!(o.status.code(), Some(code), "{ms} ms: {text}");
+        let row = row(&text, "baseline", "latency_ms.call_service.p95")
+            .unwrap_or_else(|| panic!("{text}"));
+        assert!(row.contains("(baseline 0, 5 ms slack)"), "{row}");
+        if code == 1 {
+            assert!(row.ends_with("where the baseline had 0"), "{row}");
+            assert!(
+                text.contains("1 failed: baseline latency_ms.call_service.p95"),
+                "{text}"
+            );
+        }
+    }
+}
+
+#[test]
+fn maxima_are_compared_only_when_named() {
+    let t = Temp::new("check", "max");
+    // A baseline whose slowest query took 1 ms: every run is far worse at the maximum.
+    let (scenario, _, lucky) = small_edited(&t, "latency_ms.query.max", |_| 1.0);
+    let out = t.path("out");
+    let o = against(&scenario, &lucky, &out, &[]);
+    let text = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{text}");
+    assert!(!shown(&text, "latency_ms.query.max"), "{text}");
+    assert!(shown(&text, "latency_ms.query.p95"), "{text}");
+    // Named in full, it is compared (a prefix does not name it).
+    let asked = against(
+        &scenario,
+        &lucky,
+        &out,
+        &["--metrics", "latency_ms.query.max"],
+    );
+    let text = stdout(&asked);
+    assert_eq!(asked.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("1 check, 1 failed: baseline latency_ms.query.max"),
+        "{text}"
+    );
+    let prefix = against(&scenario, &lucky, &out, &["--metrics", "latency_ms.query"]);
+    assert_eq!(prefix.status.code(), Some(0), "{}", stdout(&prefix));
+}
+
+#[test]
+fn a_list_of_metrics_restricts_what_is_compared() {
+    let t = Temp::new("check", "metrics");
+    // A baseline with twice the throughput: the run fails there, and nowhere else.
+    let (scenario, _, quick) = small_edited(&t, "throughput.queries_per_s", |v| v * 2.0);
+    let out = t.path("out");
+    let all = against(&scenario, &quick, &out, &[]);
+    assert_eq!(all.status.code(), Some(1), "{}", stdout(&all));
+    let only = ["--metrics", "latency_ms.query,provider.rate_limited"];
+    let some = against(&scenario, &quick, &out, &only);
+    let text = stdout(&some);
+    assert_eq!(some.status.code(), Some(0), "{text}");
+    let metrics: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("baseline "))
+        .filter_map(|l| l.split_whitespace().nth(1))
+        .collect();
+    assert_eq!(
+        metrics,
+        [
+            "latency_ms.query.count",
+            "latency_ms.query.mean",
+            "latency_ms.query.p50",
+            "latency_ms.query.p90",
+            "latency_ms.query.p95",
+            "latency_ms.query.p99",
+            "provider.rate_limited"
+        ],
+        "{text}"
+    );
+    // [check] metrics in the scenario does the same; --metrics overrides it.
+    let listed = file(
+        &t,
+        "listed.toml",
+        &format!("{SMALL}[check]\nmetrics = [\"latency_ms.query.p95\"]\n"),
+    );
+    let o = against(&listed, &quick, &out, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    assert!(stdout(&o).contains("1 check, all passed"), "{}", stdout(&o));
+    let o = against(&listed, &quick, &out, &["--metrics", "throughput"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+}
+
+#[test]
+fn only_failures_prints_the_failed_rows_and_counts_every_check() {
+    let t = Temp::new("check", "only");
+    let (scenario, _, quick) = small_edited(&t, "throughput.queries_per_s", |v| v * 2.0);
+    let out = t.path("out");
+    let md = t.path("summary.md");
+    let full = stdout(&against(&scenario, &quick, &out, &[]));
+    let o = against(
+        &scenario,
+        &quick,
+        &out,
+        &["--only-failures", "--summary-md", s(&md)],
+    );
+    assert_eq!(o.status.code(), Some(1));
+    let text = stdout(&o);
+    assert!(shown(&text, "throughput.queries_per_s"), "{text}");
+    assert!(!shown(&text, "latency_ms.query.p95"), "{text}");
+    assert!(shown(&full, "latency_ms.query.p95"), "{full}");
+    // The closing line is the same, counting every check.
+    let closing = |t: &str| t.lines().last().unwrap_or_default().to_string();
+    assert_eq!(closing(&text), closing(&full));
+    assert!(
+        closing(&text).ends_with("checks, 1 failed: baseline throughput.queries_per_s"),
+        "{text}"
+    );
+    let md = std::fs::read_to_string(&md).unwrap();
+    assert!(
+        md.contains("| ❌ | baseline | throughput.queries_per_s |"),
+        "{md}"
+    );
+    assert!(!md.contains("✅"), "{md}");
+}
+
+#[test]
+fn junit_testcase_names_do_not_change_with_the_baseline() {
+    let t = Temp::new("check", "names");
+    let (scenario, base, other) = small_edited(&t, "latency_ms.query.p95", |v| v / 2.0);
+    let out = t.path("out");
+    let names = |baseline: &Path, junit: &str| {
+        let path = t.path(junit);
+        let extra = ["--junit", s(&path)];
+        let o = against(&scenario, baseline, &out, &extra);
+        assert!(matches!(o.status.code(), Some(0 | 1)), "{}", stderr(&o));
+        let xml = std::fs::read_to_string(&path).unwrap();
+        let doc = roxmltree::Document::parse(&xml).expect("well-formed JUnit XML");
+        let cases: Vec<(String, String)> = doc
+            .descendants()
+            .filter(|n| n.has_tag_name("testcase"))
+            .map(|n| {
+                let attr = |a: &str| n.attribute(a).unwrap_or_default().to_string();
+                (attr("classname"), attr("name"))
+            })
+            .collect();
+        (cases, xml)
+    };
+    let (same, _) = names(&base, "same.xml");
+    let (halved, xml) = names(&other, "halved.xml");
+    assert!(same.len() > 10, "{same:?}");
+    assert_eq!(same, halved);
+    assert!(same.contains(&(
+        "capsize.baseline".to_string(),
+        "baseline latency_ms.query.p95".to_string()
+    )));
+    // What the metric was held to is in the failure and in system-out, not in the name.
+    assert!(
+        xml.contains("FAIL: ") && xml.contains("<system-out>latency_ms.query.p95 is "),
+        "{xml}"
+    );
 }

@@ -247,6 +247,21 @@ fn set_of_an_unknown_key_is_refused() {
 }
 
 #[test]
+fn a_bad_value_in_an_inline_table_set_names_the_set_not_a_line() {
+    let t = Temp::new("run-cli", "set-table");
+    let scenario = t.write("scenario.toml", BASE);
+    let set = r#"provider.latency={ dist = "uniform", min_ms = 900, max_ms = 200 }"#;
+    let rest = refused(&t, &scenario, &["--set", set]);
+    // No line of the file: the value is the flag's.
+    assert_eq!(
+        rest,
+        format!(
+            ": provider.latency.max_ms: must be at least min_ms (900), got 200 (from --set {set})"
+        )
+    );
+}
+
+#[test]
 fn seed_that_is_not_a_number_is_a_usage_error() {
     let t = Temp::new("run-cli", "seed-nan");
     let scenario = t.write("scenario.toml", BASE);

@@ -197,6 +197,15 @@ fn bad_grids_are_refused_in_one_line() {
         ),
         (vec!["--sweep", "workload.queries=1..=20000"], "--force"),
         (vec!["--sweep", "scheduler.headroom=0.5,1.5"], "headroom"),
+        (
+            vec![
+                "--set",
+                "scheduler.headroom=0.7",
+                "--sweep",
+                "scheduler.headroom=0.5,0.9",
+            ],
+            "--set scheduler.headroom=0.7 and --sweep scheduler.headroom=0.5,0.9 both give scheduler.headroom: keep one",
+        ),
     ] {
         let mut all = vec!["sweep", AGENT, "--out", o];
         all.extend(args.iter().copied());
@@ -227,6 +236,55 @@ fn bad_grids_are_refused_in_one_line() {
         "{stderr}"
     );
     assert!(!out.exists(), "wrote output");
+}
+
+#[test]
+fn a_set_pins_a_swept_key_and_says_so() {
+    let t = Temp::new("sweep", "pin");
+    let out = t.path("out");
+    let o = sweep(
+        &out,
+        &[
+            "--set",
+            "scheduler.headroom=0.7",
+            "--set",
+            "workload.queries=50",
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains(
+            "--set scheduler.headroom=0.7 pins scheduler.headroom: it is not swept (5 points)"
+        ),
+        "{stderr}"
+    );
+    // Five points of max_concurrency alone, each at headroom 0.7: not 5 x 4 with 0.7 ignored.
+    let csv = read(out.join("sweep.csv"));
+    let header = csv.lines().next().expect("a header");
+    assert!(
+        header.starts_with("scheduler.max_concurrency,seed,"),
+        "{header}"
+    );
+    assert_eq!(csv.lines().count(), 1 + 5, "{csv}");
+    // Pinning every swept key leaves nothing to sweep.
+    let r = capsize(&[
+        "sweep",
+        AGENT,
+        "--out",
+        out.to_str().expect("UTF-8"),
+        "--set",
+        "scheduler.headroom=0.7",
+        "--set",
+        "scheduler.max_concurrency=4",
+    ]);
+    assert_eq!(r.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&r.stderr).contains(
+            "(--set pinned every swept key: scheduler.max_concurrency, scheduler.headroom)"
+        ),
+        "{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
 }
 
 #[test]

@@ -8,7 +8,8 @@ use clap::Args as ClapArgs;
 use super::{
     default_out, load, load_and_run, out, realtime_options, run_in, Failure, ScenarioArgs,
 };
-use crate::analysis::check;
+use crate::analysis::check::{self, Rows, Selection, Tolerances};
+use crate::analysis::slo::Tolerance;
 use crate::engine::scenario::Scenario;
 use crate::engine::sim::RealtimeOptions;
 use crate::output::files::OutputSet;
@@ -25,14 +26,27 @@ const EXIT_CHECK_FAILED: u8 = 1;
 pub struct CheckArgs {
     #[command(flatten)]
     input: ScenarioArgs,
-    /// A baseline (a summary.json from `capsize baseline`): every metric is compared with it.
+    /// A baseline (a summary.json from `capsize baseline`): the metrics --metrics chooses
+    /// (default: every one with a way that is worse, but the maxima) are compared with it.
     #[arg(long, value_name = "FILE")]
     baseline: Option<PathBuf>,
-    /// How much worse than the baseline a metric may get, in percent of its baseline value
-    /// ("5%" or "5"); [slo.tolerance] in the scenario overrides it per metric.
-    #[arg(long, default_value = "5%", value_parser = percent, value_name = "PCT")]
-    tolerance: f64,
-    /// Write JUnit XML here: one testcase per check.
+    /// How much worse than the baseline a metric may get, of its baseline value: "5%"
+    /// (percent) or 0.05 (a fraction); a bare 5 is refused as ambiguous. [slo.tolerance] in
+    /// the scenario overrides it per metric.
+    #[arg(long, default_value = "5%", value_parser = Tolerance::parse, value_name = "TOL")]
+    tolerance: Tolerance,
+    /// The metrics compared with the baseline, comma-separated: full paths or prefixes
+    /// ("latency_ms.query,provider.rate_limited"); overrides [check] metrics. Default: every
+    /// metric with a way that is worse but the maxima (*.max), which are compared only when
+    /// named in full.
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    metrics: Option<Vec<String>>,
+    /// Print (and summarise in --summary-md) only the checks that failed; the closing line
+    /// still counts every check.
+    #[arg(long = "only-failures")]
+    only_failures: bool,
+    /// Write JUnit XML here: one testcase per check, named by its kind and metric (the same
+    /// names from one baseline to the next).
     #[arg(long, value_name = "FILE")]
     junit: Option<PathBuf>,
     /// Write a Markdown summary here (e.g. "$GITHUB_STEP_SUMMARY").
@@ -53,18 +67,6 @@ pub struct BaselineArgs {
     out: PathBuf,
 }
 
-/// A tolerance flag: `5%` or `5`, a percentage from 0 up.
-fn percent(s: &str) -> Result<f64, String> {
-    let t = s.trim();
-    t.strip_suffix('%')
-        .unwrap_or(t)
-        .trim()
-        .parse::<f64>()
-        .ok()
-        .filter(|p| p.is_finite() && (0.0..=1e6).contains(p))
-        .ok_or_else(|| format!("{s:?} is not a percentage from 0 to 1000000, such as 5%"))
-}
-
 /// Runs the scenario and checks it; the exit code says how it went.
 pub fn check(args: CheckArgs) -> ExitCode {
     match prepare(&args).and_then(|gate| gate.run(&args)) {
@@ -80,6 +82,8 @@ struct Gate<'a> {
     /// "virtual" or "realtime": a baseline must come from the same mode.
     mode: &'static str,
     baseline: Option<Value>,
+    /// The metrics compared with the baseline.
+    selection: Selection,
     dir: PathBuf,
     outputs: OutputSet<'a>,
 }
@@ -94,6 +98,19 @@ fn prepare(args: &CheckArgs) -> Result<Gate<'_>, Failure> {
         &scenario.provider_names(),
     )
     .map_err(|e| Failure::bad_input(format!("{}: {e}", args.input.scenario.display())))?;
+    let listed = Selection::of(scenario.check.metrics.as_deref());
+    listed
+        .validate(&scenario.provider_names(), "[check] metrics")
+        .map_err(|e| Failure::bad_input(format!("{}: {e}", args.input.scenario.display())))?;
+    let selection = match &args.metrics {
+        Some(list) => {
+            let flag = Selection::of(Some(list));
+            flag.validate(&scenario.provider_names(), "--metrics")
+                .map_err(|e| Failure::bad_input(e.to_string()))?;
+            flag
+        }
+        None => listed,
+    };
     let mode = if realtime.is_some() {
         "realtime"
     } else {
@@ -105,6 +122,19 @@ fn prepare(args: &CheckArgs) -> Result<Gate<'_>, Failure> {
         .map(|path| check::read_baseline(path, &scenario.name, mode))
         .transpose()
         .map_err(Failure::bad_input)?;
+    if let Some(b) = &baseline {
+        if check::compared(b, &selection) == 0 {
+            let from = match (&args.metrics, &scenario.check.metrics) {
+                (Some(_), _) => "--metrics",
+                (None, Some(_)) => "[check] metrics",
+                (None, None) => "the default (every metric but the maxima)",
+            };
+            return Err(Failure::bad_input(format!(
+                "{}: nothing to compare: {from} selects no metric the baseline holds a number for",
+                args.input.scenario.display()
+            )));
+        }
+    }
     if scenario.slo.is_empty() && baseline.is_none() {
         return Err(Failure::bad_input(format!(
             "{}: nothing to check: the scenario has no [slo] objectives and no --baseline was given",
@@ -129,6 +159,7 @@ fn prepare(args: &CheckArgs) -> Result<Gate<'_>, Failure> {
         realtime,
         mode,
         baseline,
+        selection,
         dir,
         outputs,
     })
@@ -143,6 +174,11 @@ impl Gate<'_> {
         let summary = Summary::new(&self.scenario, &outcome);
         let run = serde_json::to_value(&summary).expect("a summary always serialises");
         let checks = self.judge(&run, args.tolerance);
+        let rows = if args.only_failures {
+            Rows::Failures
+        } else {
+            Rows::All
+        };
         let title = self.title(args);
         let outputs = &mut self.outputs;
         crate::output::report::put_run(outputs, &self.dir, &summary, &outcome.recording);
@@ -150,13 +186,13 @@ impl Gate<'_> {
             outputs.put(path, check::junit(&self.scenario.name, &checks));
         }
         if let Some(path) = &args.summary_md {
-            outputs.put(path, check::markdown(&title, &checks));
+            outputs.put(path, check::markdown(&title, &checks, rows));
         }
         self.outputs.commit().map_err(|e| Failure::output(&e))?;
         let printed = out(&format!(
             "capsize check: {}\n\n{}",
             escape::terminal(&title),
-            check::table(&checks)
+            check::table_of(&checks, rows)
         ));
         Ok(if checks.iter().all(|c| c.pass) {
             printed
@@ -166,16 +202,15 @@ impl Gate<'_> {
     }
 
     /// The run held to the objectives, then to the baseline if there is one.
-    fn judge(&self, run: &Value, tolerance: f64) -> Vec<check::Check> {
+    fn judge(&self, run: &Value, tolerance: Tolerance) -> Vec<check::Check> {
         let scenario = &self.scenario;
         let mut checks = check::objectives(&scenario.slo, run);
         if let Some(b) = &self.baseline {
-            checks.extend(check::against_baseline(
-                b,
-                run,
-                tolerance,
-                &scenario.slo_tolerance,
-            ));
+            let tolerances = Tolerances {
+                default: tolerance,
+                per_metric: &scenario.slo_tolerance,
+            };
+            checks.extend(check::against_baseline(b, run, tolerances, &self.selection));
         }
         checks
     }
@@ -184,11 +219,11 @@ impl Gate<'_> {
     fn title(&self, args: &CheckArgs) -> String {
         let against = match (&args.baseline, &self.baseline) {
             (Some(path), Some(b)) => format!(
-                " against baseline {} (seed {}) at {} % tolerance",
+                " against baseline {} (seed {}) at {} tolerance",
                 path.display(),
                 crate::analysis::slo::lookup(b, metrics::SEED.path())
                     .map_or("?".into(), |v| v.to_string()),
-                crate::analysis::plan::fmt_num(args.tolerance)
+                args.tolerance
             ),
             _ => String::new(),
         };

@@ -30,7 +30,8 @@ pub struct ExecArgs {
     /// Override the scenario's seed (the mock's randomness: latencies, errors).
     #[arg(long, value_parser = seed_flag)]
     seed: Option<u64>,
-    /// Override any scalar key, e.g. --set provider.rpm=60 (repeatable).
+    /// Override any key (repeatable): a scalar, e.g. --set scheduler.max_concurrency=8, or an
+    /// inline table, e.g. --set provider.latency='{ dist = "uniform", min_ms = 200, max_ms = 900 }'.
     #[arg(long = "set", value_name = "KEY.PATH=VALUE")]
     sets: Vec<String>,
     /// Output folder (default: reports/<scenario name>/exec/).

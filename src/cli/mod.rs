@@ -73,10 +73,11 @@ enum Command {
         #[arg(long, default_value = "reports/article")]
         out: PathBuf,
     },
-    /// Gate CI: run a scenario and check its [slo] objectives and, with --baseline, every
-    /// metric against a baseline run.
+    /// Gate CI: run a scenario and check its [slo] objectives and, with --baseline, its
+    /// metrics against a baseline run (all but the *.max ones, or those --metrics chooses).
     ///
-    /// Virtual time by default, so the gate is deterministic. Prints a table of every check.
+    /// Virtual time by default, so the gate is deterministic. Prints a table of the checks
+    /// (--only-failures: the failed ones). A tolerance is 5% or 0.05; a bare 5 is refused.
     /// Exit 0 when all pass, 1 when an objective or a baseline comparison fails, 2 on bad input
     /// (scenario, flags, an unknown metric, a missing or mismatched baseline) or a run that
     /// could not be done, 5 when an output cannot be written.
@@ -133,7 +134,8 @@ pub(crate) struct ScenarioArgs {
     /// a scenario file).
     #[arg(long, value_parser = seed_flag)]
     seed: Option<u64>,
-    /// Override any scalar key, e.g. --set scheduler.max_concurrency=8 (repeatable).
+    /// Override any key (repeatable): a scalar, e.g. --set scheduler.max_concurrency=8, or an
+    /// inline table, e.g. --set provider.latency='{ dist = "uniform", min_ms = 200, max_ms = 900 }'.
     #[arg(long = "set", value_name = "KEY.PATH=VALUE")]
     sets: Vec<String>,
     #[command(flatten)]

@@ -20,7 +20,9 @@ pub struct SweepArgs {
     /// --sweep scheduler.max_concurrency=1,2,4,8 or =1..=64 or ='{ from = 0.5, to = 1, step = 0.1 }'.
     #[arg(long = "sweep", value_name = "KEY.PATH=VALUES")]
     sweeps: Vec<String>,
-    /// Override any scalar key at every point (repeatable).
+    /// Override any key at every point (repeatable): a scalar (scheduler.headroom=0.8) or an
+    /// inline table (provider.latency='{ dist = "uniform", min_ms = 200, max_ms = 900 }').
+    /// A key the [sweep] table varies is pinned to this value and not swept.
     #[arg(long = "set", value_name = "KEY.PATH=VALUE")]
     sets: Vec<String>,
     /// Override the scenario's seed (each point's seeds derive from it; 0 to
@@ -58,6 +60,14 @@ pub fn sweep(args: SweepArgs) -> ExitCode {
         Err(GridError::Scenario(e)) => return Failure::bad_input(e).exit(),
         Err(GridError::Flag(e)) => return Failure::bad_input(e).exit(),
     };
+    for (key, set) in &grid.pinned {
+        eprintln!(
+            "capsize sweep: --set {} pins {}: it is not swept ({} points)",
+            escape::terminal(set),
+            escape::terminal(key),
+            grid.points.len()
+        );
+    }
     let first = &grid.points[0].1;
     if let Err(e) =
         crate::analysis::check::validate(&first.slo, &first.slo_tolerance, &first.provider_names())

@@ -1,23 +1,28 @@
 //! The CI gate: a run's summary.json held against the scenario's objectives (`[slo]`) and,
 //! optionally, against a baseline run, metric by metric, knowing which way is worse.
 //!
-//! A baseline comparison allows each metric to get worse by a tolerance, a percentage of its
-//! baseline value (`--tolerance`, or `[slo.tolerance]` per metric). A metric whose baseline is
-//! 0 may not get worse at all. Improvements always pass.
+//! A baseline comparison allows each metric to get worse by a [`Tolerance`] of its baseline
+//! value (`--tolerance`, or `[slo.tolerance]` per metric), or by its kind's absolute slack
+//! (a few ms of latency, none for a count: see [`slack`]), whichever is more. Improvements
+//! always pass. Which metrics are compared is a [`Selection`]: by default every one with a
+//! way that is worse but the maxima.
 
 pub mod direction;
 mod render;
+pub mod select;
+pub mod slack;
 
 use std::path::Path;
 
 use serde_json::Value;
 use thiserror::Error;
 
-use crate::analysis::slo::{self, Threshold};
+use crate::analysis::slo::{self, Threshold, Tolerance};
 use crate::output::report::metrics;
 use crate::output::report::summary::Summary;
 pub use direction::{direction, Direction};
-pub use render::{junit, markdown, table};
+pub use render::{junit, markdown, table, table_of, Rows};
+pub use select::Selection;
 
 /// What a check holds the run against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,6 +71,22 @@ pub enum GateError {
         /// The name.
         metric: String,
     },
+    /// A list of metrics to compare names something summary.json does not have.
+    #[error("{at}: {metric:?} is not a summary.json metric or a prefix of metrics (e.g. latency_ms.query, latency_ms.query.p95, provider.rate_limited)")]
+    UnknownPath {
+        /// Where it is named.
+        at: String,
+        /// The name.
+        metric: String,
+    },
+    /// A list of metrics to compare names only metrics a baseline comparison does not gate.
+    #[error("{at}: {metric:?} is not compared with a baseline (no way of it is worse: the seed, the workload's size, calls that rise with useful work and waste alike)")]
+    NotCompared {
+        /// Where it is named.
+        at: String,
+        /// The name.
+        metric: String,
+    },
     /// The baseline file cannot be used.
     #[error("baseline {path}: {reason}")]
     Baseline {
@@ -81,7 +102,7 @@ pub enum GateError {
 /// one `[provider]`).
 pub fn validate(
     thresholds: &[Threshold],
-    tolerances: &[(String, f64)],
+    tolerances: &[(String, Tolerance)],
     providers: &[String],
 ) -> Result<(), GateError> {
     let mut known = Summary::metric_paths();
@@ -193,28 +214,57 @@ pub fn objectives(thresholds: &[Threshold], run: &Value) -> Vec<Check> {
         .collect()
 }
 
-/// The run against the baseline, for every metric both hold a number for (in the baseline's
-/// order), each allowed to get worse by its tolerance in percent: `tolerances` for the metrics
-/// it names, `default_pct` for the rest. A metric the baseline has and the run lacks fails.
+/// How many metrics of `baseline` a comparison with `selection` gates (0: it compares nothing).
+pub fn compared(baseline: &Value, selection: &Selection) -> usize {
+    slo::metric_paths(baseline)
+        .iter()
+        .filter(|m| selection.gates(m) && slo::number(baseline, m).is_some())
+        .count()
+}
+
+/// The tolerances a baseline comparison applies: `default` to every metric but those
+/// `[slo.tolerance]` names.
+#[derive(Debug, Clone, Copy)]
+pub struct Tolerances<'a> {
+    /// The flag's (`--tolerance`).
+    pub default: Tolerance,
+    /// Per metric.
+    pub per_metric: &'a [(String, Tolerance)],
+}
+
+impl Tolerances<'_> {
+    /// The tolerance of `metric`.
+    pub fn of(&self, metric: &str) -> Tolerance {
+        self.per_metric
+            .iter()
+            .find(|(m, _)| m == metric)
+            .map_or(self.default, |(_, t)| *t)
+    }
+}
+
+/// The run against the baseline, for every metric `selection` gates that the baseline holds a
+/// number for (in the baseline's order), each allowed to get worse by its tolerance of its
+/// baseline value or by its absolute slack ([`slack`]), whichever is more. A metric the
+/// baseline has and the run lacks fails.
 pub fn against_baseline(
     baseline: &Value,
     run: &Value,
-    default_pct: f64,
-    tolerances: &[(String, f64)],
+    tolerances: Tolerances<'_>,
+    selection: &Selection,
 ) -> Vec<Check> {
+    let f = crate::analysis::plan::fmt_num;
     let mut checks = Vec::new();
     for metric in slo::metric_paths(baseline) {
-        let Some(dir) = direction(&metric).filter(|d| *d != Direction::NotGated) else {
+        if !selection.gates(&metric) {
+            continue;
+        }
+        let (Some(dir), Some(base)) = (direction(&metric), slo::number(baseline, &metric)) else {
             continue;
         };
-        let Some(base) = slo::number(baseline, &metric) else {
-            continue;
-        };
-        let pct = tolerances
-            .iter()
-            .find(|(m, _)| *m == metric)
-            .map_or(default_pct, |(_, p)| *p);
-        let slack = base.abs() * pct / 100.0;
+        let tolerance = tolerances.of(&metric);
+        let unit = slack::unit(&metric);
+        let relative = base.abs() * tolerance.fraction();
+        let slack = relative.max(unit.slack());
         let (limit, op) = match dir {
             Direction::HigherIsWorse => (base + slack, "<="),
             _ => (base - slack, ">="),
@@ -224,16 +274,20 @@ pub fn against_baseline(
             Direction::HigherIsWorse => v <= limit,
             _ => v >= limit,
         });
-        let f = crate::analysis::plan::fmt_num;
         let verdict = match value {
             None => "no value in this run".to_string(),
             Some(_) if pass => "pass".to_string(),
             Some(v) if base == 0.0 => format!("FAIL: {} where the baseline had 0", f(v)),
             Some(v) => format!("FAIL: {:.1} % worse", ((v - base) / base).abs() * 100.0),
         };
+        let allowance = if unit.slack() > relative {
+            format!("{}{} slack", f(unit.slack()), unit.suffix())
+        } else {
+            tolerance.to_string()
+        };
         checks.push(Check {
             kind: Kind::Baseline,
-            expected: format!("{op} {} (baseline {}, {} %)", f(limit), f(base), f(pct)),
+            expected: format!("{op} {} (baseline {}, {allowance})", f(limit), f(base)),
             metric,
             value,
             pass,
@@ -248,6 +302,21 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn pct(p: f64) -> Tolerance {
+        Tolerance::from_fraction(p / 100.0).unwrap()
+    }
+
+    fn flat(p: f64) -> Tolerances<'static> {
+        Tolerances {
+            default: pct(p),
+            per_metric: &[],
+        }
+    }
+
+    fn by<'a>(checks: &'a [Check], m: &str) -> &'a Check {
+        checks.iter().find(|c| c.metric == m).expect(m)
+    }
+
     #[test]
     fn a_baseline_comparison_knows_which_way_is_worse() {
         let base = json!({"latency_ms": {"query": {"p95": 1000.0, "count": 100}},
@@ -256,38 +325,90 @@ mod tests {
         let run = json!({"latency_ms": {"query": {"p95": 1060.0, "count": 100}},
                          "throughput": {"queries_per_s": 1.8}, "provider": {"rate_limited": 1},
                          "seed": 2, "rpm_utilization": 0.5});
-        let checks = against_baseline(&base, &run, 5.0, &[]);
-        let by = |m: &str| checks.iter().find(|c| c.metric == m).expect(m);
+        let all = Selection::Default;
+        let checks = against_baseline(&base, &run, flat(5.0), &all);
         // 6 % slower than 1000 at 5 %: fails; 10 % less throughput: fails; 0 → 1: fails.
-        assert!(!by("latency_ms.query.p95").pass);
-        assert_eq!(by("latency_ms.query.p95").verdict, "FAIL: 6.0 % worse");
-        assert!(!by("throughput.queries_per_s").pass);
-        assert!(!by("provider.rate_limited").pass);
-        assert!(by("latency_ms.query.count").pass);
+        assert!(!by(&checks, "latency_ms.query.p95").pass);
+        assert_eq!(
+            by(&checks, "latency_ms.query.p95").verdict,
+            "FAIL: 6.0 % worse"
+        );
+        assert_eq!(
+            by(&checks, "latency_ms.query.p95").expected,
+            "<= 1,050 (baseline 1,000, 5 %)"
+        );
+        assert!(!by(&checks, "throughput.queries_per_s").pass);
+        assert!(!by(&checks, "provider.rate_limited").pass);
+        assert!(by(&checks, "latency_ms.query.count").pass);
         // Not gated, or null in the baseline: not compared.
         assert!(checks
             .iter()
             .all(|c| c.metric != "seed" && c.metric != "rpm_utilization"));
         // A per-metric tolerance of 10 % lets the 6 % pass; improvements always pass.
-        let tol = [("latency_ms.query.p95".to_string(), 10.0)];
-        let checks = against_baseline(&base, &run, 5.0, &tol);
-        assert!(
-            checks
-                .iter()
-                .find(|c| c.metric == "latency_ms.query.p95")
-                .unwrap()
-                .pass
-        );
+        let tol = [("latency_ms.query.p95".to_string(), pct(10.0))];
+        let per_metric = Tolerances {
+            default: pct(5.0),
+            per_metric: &tol,
+        };
+        let checks = against_baseline(&base, &run, per_metric, &all);
+        assert!(by(&checks, "latency_ms.query.p95").pass);
         let better = json!({"latency_ms": {"query": {"p95": 500.0, "count": 200}},
                             "throughput": {"queries_per_s": 4.0}, "provider": {"rate_limited": 0}});
-        assert!(against_baseline(&base, &better, 0.0, &[])
+        assert!(against_baseline(&base, &better, flat(0.0), &all)
             .iter()
             .all(|c| c.pass));
         // A metric the run lacks fails.
         let missing = json!({"throughput": {"queries_per_s": 2.0}});
-        assert!(against_baseline(&base, &missing, 5.0, &[])
+        assert!(against_baseline(&base, &missing, flat(5.0), &all)
             .iter()
             .any(|c| !c.pass && c.verdict == "no value in this run"));
+    }
+
+    #[test]
+    fn a_zero_baseline_gets_its_kinds_absolute_slack() {
+        let base = json!({"latency_ms": {"call_queue": {"p95": 0.0}},
+                          "provider": {"rate_limited": 0}, "virtual_seconds": 0.0});
+        let run = |ms: f64, n: u64| {
+            json!({"latency_ms": {"call_queue": {"p95": ms}},
+                   "provider": {"rate_limited": n}, "virtual_seconds": 0.004})
+        };
+        let all = Selection::Default;
+        // 3 ms of queue where there was none: within 5 ms; 0.004 s within 0.005 s.
+        let checks = against_baseline(&base, &run(3.0, 0), flat(5.0), &all);
+        assert!(checks.iter().all(|c| c.pass), "{checks:?}");
+        let q = by(&checks, "latency_ms.call_queue.p95");
+        assert_eq!(q.expected, "<= 5 (baseline 0, 5 ms slack)");
+        // 6 ms is beyond the slack; a count has none: one 429 fails.
+        let checks = against_baseline(&base, &run(6.0, 1), flat(5.0), &all);
+        let q = by(&checks, "latency_ms.call_queue.p95");
+        assert!(!q.pass);
+        assert_eq!(q.verdict, "FAIL: 6 where the baseline had 0");
+        assert!(!by(&checks, "provider.rate_limited").pass);
+        // The slack is a floor: 5 % of 40 ms is 2 ms, but 44 ms is within 5 ms of 40.
+        let base = json!({"latency_ms": {"call_queue": {"p95": 40.0}}});
+        let run = json!({"latency_ms": {"call_queue": {"p95": 44.0}}});
+        assert!(against_baseline(&base, &run, flat(5.0), &all)[0].pass);
+    }
+
+    #[test]
+    fn maxima_are_compared_only_when_asked() {
+        let base = json!({"latency_ms": {"query": {"p95": 1000.0, "max": 1000.0}},
+                          "provider": {"rate_limited": 0}});
+        let run = json!({"latency_ms": {"query": {"p95": 1000.0, "max": 3000.0}},
+                         "provider": {"rate_limited": 5}});
+        let checks = against_baseline(&base, &run, flat(5.0), &Selection::Default);
+        assert!(checks.iter().all(|c| c.metric != "latency_ms.query.max"));
+        assert_eq!(compared(&base, &Selection::Default), 2);
+        let max = Selection::Only(vec!["latency_ms.query.max".into()]);
+        let checks = against_baseline(&base, &run, flat(5.0), &max);
+        assert_eq!(checks.len(), 1);
+        assert!(!checks[0].pass, "{checks:?}");
+        // A list compares only what it names: the 429s are not looked at.
+        let query = Selection::Only(vec!["latency_ms.query".into()]);
+        let checks = against_baseline(&base, &run, flat(5.0), &query);
+        let names: Vec<&str> = checks.iter().map(|c| c.metric.as_str()).collect();
+        assert_eq!(names, ["latency_ms.query.p95"]);
+        assert_eq!(compared(&base, &Selection::Only(vec!["errors".into()])), 0);
     }
 
     #[test]
@@ -323,7 +444,10 @@ mod tests {
             validate(&[typo], &[], &[]),
             Err(GateError::UnknownMetric { .. })
         ));
-        let tol = [("throughput.qps".to_string(), 5.0)];
+        let tol = [(
+            "throughput.qps".to_string(),
+            Tolerance::from_fraction(0.05).unwrap(),
+        )];
         assert!(matches!(
             validate(&[ok], &tol, &[]),
             Err(GateError::UnknownMetric { .. })

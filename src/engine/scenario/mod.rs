@@ -5,6 +5,7 @@
 //! is one line naming the file, the key, and line:column where known.
 
 pub mod bounds;
+pub mod check;
 mod concurrency;
 pub mod fleet;
 pub mod providers;
@@ -20,7 +21,7 @@ use capsize_mock::{Latency, ProviderConfig};
 use rand::{Rng, RngExt};
 use thiserror::Error;
 
-use crate::analysis::slo::Threshold;
+use crate::analysis::slo::{Threshold, Tolerance};
 use crate::scheduler::{Adaptive, RetryPolicy, TurnPolicy};
 pub use fleet::{Fleet, FleetLimiter};
 use raw::RawScenario;
@@ -253,8 +254,10 @@ pub struct Scenario {
     pub sweep: Vec<Axis>,
     /// Objectives on summary.json fields.
     pub slo: Vec<Threshold>,
-    /// Per-metric tolerances for baseline comparisons, in percent.
-    pub slo_tolerance: Vec<(String, f64)>,
+    /// Per-metric tolerances for baseline comparisons.
+    pub slo_tolerance: Vec<(String, Tolerance)>,
+    /// How `capsize check` compares a run with a baseline (`[check]`).
+    pub check: check::CheckSettings,
 }
 
 impl Scenario {
@@ -302,12 +305,17 @@ fn line_col(text: &str, offset: usize) -> (usize, usize) {
 
 /// Best effort: where `key` (dotted, e.g. `provider.latency.p95_ms`) is written in `text`.
 fn locate(text: &str, key: &str) -> Option<(usize, usize)> {
-    let mut parts = key.split('.');
-    let section = parts.next()?;
-    let last = key.rsplit('.').next()?.split('[').next()?;
-    let start = array_table(text, key)
-        .or_else(|| text.find(&format!("[{section}]")))
-        .unwrap_or(0);
+    // A quoted last key (`slo.tolerance."latency_ms.query.p95"`) is found whole.
+    let last = match key.strip_suffix('"').and_then(|k| k.rfind('"')) {
+        Some(open) => &key[open..],
+        None => key.rsplit('.').next()?.split('[').next()?,
+    };
+    // The innermost `[table]` header the key is under (`[slo.tolerance]` before `[slo]`).
+    let header = (1..key.len())
+        .rev()
+        .filter(|&i| key.as_bytes()[i] == b'.')
+        .find_map(|i| text.find(&format!("[{}]", &key[..i])));
+    let start = array_table(text, key).or(header).unwrap_or(0);
     let mut from = start;
     while let Some(i) = text[from..].find(last) {
         let at = from + i;
@@ -498,13 +506,20 @@ pub fn parse(text: &str, path: &Path, sets: &[String]) -> Result<Scenario, Scena
                     let m = format!("--set {set}: {}", e.message().trim());
                     fail(None, Some(dotted.clone()), m)
                 })?;
-            set_keys.push(dotted);
+            set_keys.push((dotted, set));
         }
     }
     let base = path.parent().unwrap_or(Path::new("."));
     validate::validate(raw, base).map_err(|bounds::Invalid { key, message }| {
-        if set_keys.contains(&key) {
-            fail(None, Some(key), format!("{message} (from --set)"))
+        // A value a --set gave (the key, or a table holding it) is named by its argument.
+        let from_set = set_keys.iter().rev().find(|(k, _)| {
+            key == *k
+                || key
+                    .strip_prefix(k.as_str())
+                    .is_some_and(|r| r.starts_with('.'))
+        });
+        if let Some((_, set)) = from_set {
+            fail(None, Some(key), format!("{message} (from --set {set})"))
         } else {
             fail(locate(text, &key), Some(key), message)
         }

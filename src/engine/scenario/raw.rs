@@ -38,6 +38,9 @@ pub struct RawScenario {
     /// Objectives: summary.json field → comparison (and `[slo.tolerance]`).
     #[serde(default)]
     pub slo: Option<toml::Table>,
+    /// How `capsize check` compares a run with a baseline (`[check] metrics = [...]`).
+    #[serde(default)]
+    pub check: Option<super::check::RawCheck>,
 }
 
 /// An integer that is fixed or drawn: `8` or `{ dist = "uniform_int", min = 1, max = 30 }`.

@@ -5,11 +5,12 @@
 //! (`"scheduler.max_concurrency" = [1, 2, 4, 8]`), a range table (`{ from = 1, to = 64, step = 1 }`)
 //! or a range string (`"1..=64"`). `[slo]` maps a summary.json field to a comparison
 //! (`"latency_ms.query.p95" = "< 2000"`); its sub-table `[slo.tolerance]` sets per-metric
-//! tolerances for baseline comparisons (`"throughput.queries_per_s" = "10%"` or `10`).
+//! tolerances for baseline comparisons, in one unit: a percentage (`"throughput.queries_per_s" =
+//! "10%"`) or a fraction below 1 (`0.1`); a bare `10` is refused as ambiguous.
 
 use std::fmt;
 
-use crate::analysis::slo::Threshold;
+use crate::analysis::slo::{Threshold, Tolerance};
 
 use super::bounds::{bad, Invalid};
 
@@ -204,10 +205,10 @@ pub fn axes(table: &toml::Table) -> Result<Vec<Axis>, Invalid> {
     table.iter().map(|(k, v)| axis(k, v)).collect()
 }
 
-/// Thresholds, and per-metric tolerances in percent.
-pub type Slo = (Vec<Threshold>, Vec<(String, f64)>);
+/// Thresholds, and per-metric tolerances.
+pub type Slo = (Vec<Threshold>, Vec<(String, Tolerance)>);
 
-/// The `[slo]` table: thresholds, and per-metric tolerances (percent) from `[slo.tolerance]`.
+/// The `[slo]` table: thresholds, and per-metric tolerances from `[slo.tolerance]`.
 pub fn slo(table: &toml::Table) -> Result<Slo, Invalid> {
     let mut thresholds = Vec::new();
     let mut tolerances = Vec::new();
@@ -216,7 +217,9 @@ pub fn slo(table: &toml::Table) -> Result<Slo, Invalid> {
         match (metric.as_str(), v) {
             ("tolerance", toml::Value::Table(t)) => {
                 for (m, v) in t {
-                    tolerances.push((m.clone(), percent(m, v)?));
+                    let tolerance = Tolerance::from_toml(v)
+                        .map_err(|e| bad(&format!("slo.tolerance.\"{m}\""), e.to_string()))?;
+                    tolerances.push((m.clone(), tolerance));
                 }
             }
             (_, toml::Value::String(expr)) => {
@@ -231,19 +234,6 @@ pub fn slo(table: &toml::Table) -> Result<Slo, Invalid> {
         }
     }
     Ok((thresholds, tolerances))
-}
-
-/// A tolerance: `"5%"`, `"5"` or `5`, a non-negative percentage.
-fn percent(metric: &str, v: &toml::Value) -> Result<f64, Invalid> {
-    let k = format!("slo.tolerance.\"{metric}\"");
-    let p = match v {
-        toml::Value::Integer(i) => Some(*i as f64),
-        toml::Value::Float(f) => Some(*f),
-        toml::Value::String(s) => s.trim().trim_end_matches('%').trim().parse().ok(),
-        _ => None,
-    };
-    p.filter(|p: &f64| p.is_finite() && *p >= 0.0)
-        .ok_or_else(|| bad(&k, format!("{v} is not a percentage such as \"5%\"")))
 }
 
 #[cfg(test)]
@@ -303,19 +293,24 @@ mod tests {
             "latency_ms.query.p95" = "< 2000"
             [tolerance]
             "throughput.queries_per_s" = "10%"
-            rpm_utilization = 2
+            rpm_utilization = 0.02
             "#,
         );
         let (th, tol) = slo(&t).unwrap();
         assert_eq!(th.len(), 1);
+        let tol: Vec<(&str, f64)> = tol
+            .iter()
+            .map(|(m, t)| (m.as_str(), t.fraction()))
+            .collect();
         assert_eq!(
             tol,
-            [
-                ("throughput.queries_per_s".to_string(), 10.0),
-                ("rpm_utilization".to_string(), 2.0)
-            ]
+            [("throughput.queries_per_s", 0.1), ("rpm_utilization", 0.02)]
         );
         assert!(slo(&parse(r#"x = 3"#)).is_err());
         assert!(slo(&parse(r#"x = "about 3""#)).is_err());
+        // A bare 2 is 2 % or 200 %: refused, naming the key.
+        let e = slo(&parse("[tolerance]\nrpm_utilization = 2\n")).unwrap_err();
+        assert_eq!(e.key, "slo.tolerance.\"rpm_utilization\"");
+        assert!(e.message.contains("is ambiguous"), "{}", e.message);
     }
 }

@@ -541,5 +541,6 @@ pub(super) fn validate(raw: RawScenario, base: &Path) -> Result<Scenario, Invali
             .unwrap_or_default(),
         slo,
         slo_tolerance,
+        check: super::check::check(raw.check.as_ref())?,
     })
 }

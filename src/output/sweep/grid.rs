@@ -94,6 +94,23 @@ pub fn flag(text: &str) -> Result<Axis, String> {
 pub struct Grid {
     /// Every point, with its validated scenario; the first axis varies slowest.
     pub points: Vec<(Point, Scenario)>,
+    /// The `[sweep]` keys a `--set` pinned to one value, each with the `--set` argument:
+    /// they are not swept.
+    pub pinned: Vec<(String, String)>,
+}
+
+/// The key a `--set key=value` argument names (`None`: no `=`; parsing reports that).
+fn set_key(set: &str) -> Option<&str> {
+    set.split_once('=').map(|(k, _)| k.trim())
+}
+
+/// Whether `--set` of `set` decides the value of the swept `key`: the same key, or a table
+/// that holds it (`scheduler.retry` holds `scheduler.retry.max_retries`).
+fn covers(set: &str, key: &str) -> bool {
+    key == set
+        || key
+            .strip_prefix(set)
+            .is_some_and(|rest| rest.starts_with('.'))
 }
 
 /// Why a grid cannot be built.
@@ -121,14 +138,47 @@ impl Grid {
         let mut axes = base.sweep.clone();
         for f in flags {
             let axis = flag(f).map_err(GridError::Flag)?;
+            if let Some(set) = sets
+                .iter()
+                .find(|s| set_key(s).is_some_and(|k| covers(k, &axis.key)))
+            {
+                return Err(GridError::Flag(format!(
+                    "--set {set} and --sweep {f} both give {}: keep one",
+                    axis.key
+                )));
+            }
             match axes.iter_mut().find(|a| a.key == axis.key) {
                 Some(a) => *a = axis,
                 None => axes.push(axis),
             }
         }
+        // A --set of a key the [sweep] table varies pins it: the key is not swept.
+        let mut pinned = Vec::new();
+        axes.retain(|a| {
+            match sets
+                .iter()
+                .find(|s| set_key(s).is_some_and(|k| covers(k, &a.key)))
+            {
+                Some(set) => {
+                    pinned.push((a.key.clone(), set.clone()));
+                    false
+                }
+                None => true,
+            }
+        });
         if axes.is_empty() {
+            let why = match pinned.as_slice() {
+                [] => String::new(),
+                p => format!(
+                    " (--set pinned every swept key: {})",
+                    p.iter()
+                        .map(|(k, _)| k.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            };
             return Err(GridError::Flag(format!(
-                "{}: nothing to sweep: add a [sweep] table (e.g. \"scheduler.max_concurrency\" = [1, 2, 4, 8]) or --sweep key=values",
+                "{}: nothing to sweep{why}: add a [sweep] table (e.g. \"scheduler.max_concurrency\" = [1, 2, 4, 8]) or --sweep key=values",
                 path.display()
             )));
         }
@@ -165,13 +215,13 @@ impl Grid {
                 if e.key.as_ref().is_some_and(|k| point.get(k).is_some()) {
                     e.message = e
                         .message
-                        .replace("(from --set)", "(a swept value)")
+                        .replace("(from --set ", "(a swept value: ")
                         .replace("--set ", "sweep ");
                 }
                 e
             })?;
             points.push((point, s));
         }
-        Ok(Grid { points })
+        Ok(Grid { points, pinned })
     }
 }
