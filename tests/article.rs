@@ -24,7 +24,7 @@ fn the_committed_article_reproduction_is_what_the_command_writes() {
     let kept = std::fs::read_to_string(committed.join("README.md")).expect("committed README.md");
     assert!(
         fresh == kept,
-        "reports/article/README.md is stale: run `capsize article`"
+        "reports/article/README.md is stale: run scripts/regenerate-reports.sh"
     );
     for stem in [
         "quotes-sequential",

@@ -327,3 +327,34 @@ fn a_write_failing_mid_way_leaves_the_previous_outputs_and_no_staging() {
     assert_eq!(o.status.code(), Some(5), "{}", stderr(&o));
     assert!(!t.path("new").exists(), "a created folder was left behind");
 }
+
+#[test]
+fn without_out_a_run_writes_under_capsize_out_in_the_working_directory() {
+    let t = Temp::new("outputs", "default-out");
+    let scenario = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/research-agent.toml"),
+    )
+    .expect("the research agent");
+    let file = t.write("agent.toml", &scenario);
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_capsize"))
+        .args([
+            "run",
+            file.to_str().unwrap(),
+            "--set",
+            "workload.queries=20",
+        ])
+        .current_dir(t.dir())
+        .output()
+        .expect("capsize runs");
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let dir = t.dir().join("capsize-out/research-agent");
+    for f in ["summary.json", "query_latency.hgrm", "call_latency.hgrm"] {
+        assert!(dir.join(f).is_file(), "{f} not in {}", dir.display());
+    }
+    assert!(!t.dir().join("reports").exists(), "wrote into reports/");
+}

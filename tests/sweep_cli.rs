@@ -342,6 +342,6 @@ fn the_committed_research_agent_report_is_what_the_command_writes() {
             "latency.png",
             "rpm_over_time.svg",
         ],
-        "reports/research-agent is stale: run `capsize sweep scenarios/research-agent.toml`",
+        "reports/research-agent is stale: run scripts/regenerate-reports.sh",
     );
 }

@@ -52,7 +52,7 @@ pub struct CheckArgs {
     /// Write a Markdown summary here (e.g. "$GITHUB_STEP_SUMMARY").
     #[arg(long = "summary-md", value_name = "FILE")]
     summary_md: Option<PathBuf>,
-    /// Where the run's summary.json and .hgrm files go (default: reports/<scenario name>/).
+    /// Where the run's summary.json and .hgrm files go (default: capsize-out/<scenario name>/).
     #[arg(long)]
     out: Option<PathBuf>,
 }

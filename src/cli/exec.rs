@@ -34,7 +34,7 @@ pub struct ExecArgs {
     /// inline table, e.g. --set provider.latency='{ dist = "uniform", min_ms = 200, max_ms = 900 }'.
     #[arg(long = "set", value_name = "KEY.PATH=VALUE")]
     sets: Vec<String>,
-    /// Output folder (default: reports/<scenario name>/exec/).
+    /// Output folder (default: capsize-out/<scenario name>/exec/).
     #[arg(long)]
     out: Option<PathBuf>,
     /// Stop the agent (and everything it started) after this long: 90s, 5m, 1h, 1500ms, or a

@@ -53,12 +53,12 @@ enum Command {
     ///
     /// In virtual time by default (fast, deterministic); --mode realtime runs it over HTTP
     /// against the mock provider. Writes summary.json, query_latency.hgrm and call_latency.hgrm into --out (default
-    /// reports/<name>/) and prints a summary table (or, with --json, summary.json).
+    /// capsize-out/<name>/) and prints a summary table (or, with --json, summary.json).
     Run(RunArgs),
     /// Run a scenario over a grid of settings and write a capacity report.
     ///
     /// The grid comes from the scenario's [sweep] table and --sweep flags. Writes sweep.csv,
-    /// charts (SVG and PNG), report.md and report.html into --out (default reports/<name>/).
+    /// charts (SVG and PNG), report.md and report.html into --out (default capsize-out/<name>/).
     Sweep(sweep::SweepArgs),
     /// Print the closed-form rate-limit arithmetic, no simulation.
     Plan(plan::PlanArgs),
@@ -70,7 +70,7 @@ enum Command {
         #[arg(long, default_value = "scenarios/article")]
         scenarios: PathBuf,
         /// Output folder.
-        #[arg(long, default_value = "reports/article")]
+        #[arg(long, default_value = "capsize-out/article")]
         out: PathBuf,
     },
     /// Gate CI: run a scenario and check its [slo] objectives and, with --baseline, its
@@ -93,7 +93,7 @@ enum Command {
     /// {address} in an argument becomes HOST:PORT. Its [workload] and [scheduler] are not used.
     /// Writes summary.json (mode "exec": requests, 429s, errors, tokens, the busiest 60 s,
     /// requests in flight, retries and the wait before each, orphans, the agent's exit code and
-    /// wall time) and charts (SVG and PNG) into --out (default reports/<name>/exec/).
+    /// wall time) and charts (SVG and PNG) into --out (default capsize-out/<name>/exec/).
     ///
     /// An agent that fails (exits non-zero) is reported, not an error: its exit code is in
     /// summary.json, capsize says it failed on stderr and exits 0 (with --check, 0 or 1 on the
@@ -117,7 +117,7 @@ enum Command {
 struct RunArgs {
     #[command(flatten)]
     input: ScenarioArgs,
-    /// Output folder (default: reports/<scenario name>/).
+    /// Output folder (default: capsize-out/<scenario name>/).
     #[arg(long)]
     out: Option<PathBuf>,
     /// Print summary.json to stdout instead of the table.
@@ -235,10 +235,14 @@ impl Failure {
     }
 }
 
-/// Where a command writes by default: `reports/<scenario name>/`.
+/// The folder every command writes under by default, in the working directory: not the
+/// repository's committed `reports/`.
+pub(crate) const DEFAULT_OUT: &str = "capsize-out";
+
+/// Where a command writes by default: `capsize-out/<scenario name>/`.
 pub(crate) fn default_out(out: &Option<PathBuf>, name: &str) -> PathBuf {
     out.clone()
-        .unwrap_or_else(|| PathBuf::from("reports").join(name))
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_OUT).join(name))
 }
 
 /// The real-time options, if the flags ask for real time; flags that only real time takes

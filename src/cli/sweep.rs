@@ -38,7 +38,7 @@ pub struct SweepArgs {
     /// Run a grid of more than 10,000 points.
     #[arg(long)]
     force: bool,
-    /// Output folder (default: reports/<scenario name>/).
+    /// Output folder (default: capsize-out/<scenario name>/).
     #[arg(long)]
     out: Option<PathBuf>,
     #[command(flatten)]

@@ -233,7 +233,7 @@ pub struct SchedulerSettings {
 /// A validated scenario.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Scenario {
-    /// Name (the default output folder is `reports/<name>/`).
+    /// Name (the default output folder is `capsize-out/<name>/`).
     pub name: String,
     /// What it shows.
     pub description: Option<String>,

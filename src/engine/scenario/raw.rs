@@ -10,7 +10,7 @@ use serde::Deserialize;
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawScenario {
-    /// Names the run and its default output folder (`reports/<name>/`).
+    /// Names the run and its default output folder (`capsize-out/<name>/`).
     pub name: String,
     /// What the scenario shows, for people reading reports.
     #[serde(default)]

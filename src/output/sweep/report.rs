@@ -401,6 +401,9 @@ fn recommendation<'a>(
         return None;
     };
     let _ = writeln!(md, "{}.\n\nChosen by {}.", headline(p), r.rule);
+    if let Some(line) = burst(p) {
+        let _ = writeln!(md, "{line}");
+    }
     if let Some((k, v)) = knee(points, p) {
         let _ = writeln!(
             md,
@@ -410,6 +413,20 @@ fn recommendation<'a>(
         );
     }
     Some(p)
+}
+
+/// The burst the client's RPM bucket allows at `p`, in a sentence (`None` when the client does
+/// not limit itself or the provider has no RPM).
+fn burst(p: &PointResult) -> Option<String> {
+    let s = &p.scenario.scheduler;
+    let rpm = p.scenario.provider().rpm.filter(|_| s.rate_limit)?;
+    Some(format!(
+        "The client's bucket in force: `scheduler.burst_s` = {} s of refill, up to {} requests at once at {} RPM × {}.",
+        fmt_num(s.burst_s),
+        fmt_num((rpm * s.headroom / 60.0 * s.burst_s).max(1.0)),
+        fmt_num(rpm),
+        s.headroom
+    ))
 }
 
 /// The recommended point in one line: its values, queries per minute, p95, 429s and the RPM
