@@ -1,5 +1,7 @@
 //! Charts: both files written, deterministic output, tick labels of the log2 and percentile axes,
-//! legend and axis text in the SVG, no panic on empty data, errors that name the path.
+//! legend and axis text in the SVG, no panic on empty data, errors that name the path; time axes
+//! in the unit that suits them, the legend beside the plot, objectives labelled on their line,
+//! a note in place of an empty plot, panels (small multiples).
 //!
 //! Set `CAPSIZE_CHART_GALLERY=<dir>` to keep one chart of each axis kind there for viewing.
 
@@ -12,13 +14,18 @@ use common::temp::Temp;
 
 const PNG_SIGNATURE: [u8; 8] = [0x89, b'P', b'N', b'G', 0x0d, 0x0a, 0x1a, 0x0a];
 
-/// The text content of every `<text>` element, trimmed.
+/// The text content of every `<text>` element, trimmed and unescaped.
 fn svg_texts(svg: &str) -> Vec<String> {
     svg.split("<text")
         .skip(1)
         .filter_map(|rest| {
             let body = &rest[rest.find('>')? + 1..];
-            Some(body[..body.find("</text>")?].trim().to_string())
+            let text = body[..body.find("</text>")?].trim();
+            Some(
+                text.replace("&lt;", "<")
+                    .replace("&gt;", ">")
+                    .replace("&amp;", "&"),
+            )
         })
         .collect()
 }
@@ -247,4 +254,154 @@ fn gallery() {
         "empty",
     )
     .unwrap();
+    let mut grid = sweep_chart();
+    grid.panels = (1..=3)
+        .map(|b| {
+            let series = grid.series.iter().map(|s| {
+                let points = s.points.iter().map(|&(x, y)| (x, y * b as f64)).collect();
+                Series::new(s.label.clone(), points)
+            });
+            Panel::new(format!("burst_s={b}"), series.collect())
+        })
+        .collect();
+    charts::write(&grid, dir, "panels").unwrap();
+    let mut steps = Chart::new("Requests per minute", "time", "requests", XAxis::Linear);
+    steps.series = vec![Series::new(
+        "achieved RPM (60 s window)",
+        (0..=2400)
+            .map(|t| (t as f64, 500.0 + 80.0 * (t as f64 / 90.0).sin()))
+            .collect(),
+    )];
+    steps.references = vec![
+        Reference::steps(
+            "RPM limit in force",
+            vec![(0.0, 600.0), (600.0, 300.0), (900.0, 600.0)],
+        ),
+        Reference::new("objective p95 < 2 s", 200.0).labelled_on_line(),
+    ];
+    steps.x_time = Some(TimeUnit::S);
+    steps.y_from_zero = true;
+    charts::write(&steps, dir, "steps").unwrap();
+    let mut none = linear_chart();
+    none.series.clear();
+    none.note = Some("no 429s".into());
+    charts::write(&none, dir, "note").unwrap();
+}
+
+// ---- Charts people read at a glance (the sweep's own charts: src/output/sweep/charts.rs) ----
+
+use capsize::output::report::charts::{Panel, TimeUnit};
+
+/// The `x="..."` of every `<text>` whose content is `wanted`.
+fn text_xs(svg: &str, wanted: &str) -> Vec<f64> {
+    svg.split("<text")
+        .skip(1)
+        .filter(|rest| {
+            rest.find('>').is_some_and(|i| {
+                let body = &rest[i + 1..];
+                body.find("</text>")
+                    .is_some_and(|j| body[..j].trim() == wanted)
+            })
+        })
+        .filter_map(|rest| {
+            let at = rest.find(" x=\"")? + 4;
+            rest[at..at + rest[at..].find('"')?].parse().ok()
+        })
+        .collect()
+}
+
+/// The right end of the plot: the largest `x2` of the grid's `<line>`s.
+fn plot_right(svg: &str) -> f64 {
+    svg.split("<line")
+        .skip(1)
+        .filter_map(|rest| {
+            let at = rest.find(" x2=\"")? + 5;
+            rest[at..at + rest[at..].find('"')?].parse::<f64>().ok()
+        })
+        .fold(f64::NEG_INFINITY, f64::max)
+}
+
+#[test]
+fn a_time_axis_picks_its_unit_from_the_data() {
+    let mut chart = Chart::new("Latency", "run", "query latency", XAxis::Linear);
+    chart.series = vec![Series::new("p95", vec![(1.0, 20_000.0), (2.0, 250_000.0)])];
+    chart.y_time = Some(TimeUnit::Ms);
+    let texts = svg_texts(&charts::svg(&chart).unwrap());
+    assert!(texts.iter().any(|t| t == "query latency (s)"), "{texts:?}");
+    assert!(texts.iter().any(|t| t == "250"), "{texts:?}");
+    assert!(!texts.iter().any(|t| t.contains("250000")), "{texts:?}");
+    // Long enough for minutes: a 40-minute run's time axis.
+    let mut long = Chart::new("Over time", "time", "RPM", XAxis::Linear);
+    long.series = vec![Series::new("RPM", vec![(0.0, 1.0), (2400.0, 2.0)])];
+    long.x_time = Some(TimeUnit::S);
+    let texts = svg_texts(&charts::svg(&long).unwrap());
+    assert!(texts.iter().any(|t| t == "time (min)"), "{texts:?}");
+    assert!(texts.iter().any(|t| t == "40"), "{texts:?}");
+}
+
+#[test]
+fn the_legend_is_beside_the_plot_not_over_it() {
+    let svg = charts::svg(&sweep_chart()).unwrap();
+    let right = plot_right(&svg);
+    assert!(right > 500.0, "plot ends at {right}");
+    for label in ["queries", "calls", "provider ceiling 600 RPM"] {
+        let xs = text_xs(&svg, label);
+        assert!(!xs.is_empty(), "no legend entry {label}");
+        assert!(
+            xs.iter().all(|x| *x > right),
+            "{label} at {xs:?}, plot ends at {right}"
+        );
+    }
+}
+
+#[test]
+fn an_objective_is_labelled_on_its_line_and_in_the_legend() {
+    let mut chart = linear_chart();
+    chart.references = vec![Reference::new("objective p95 < 2 s", 20.0).labelled_on_line()];
+    let texts = svg_texts(&charts::svg(&chart).unwrap());
+    let n = texts.iter().filter(|t| *t == "objective p95 < 2 s").count();
+    assert_eq!(n, 2, "{texts:?}");
+    chart.references[0].on_line = false;
+    let texts = svg_texts(&charts::svg(&chart).unwrap());
+    let n = texts.iter().filter(|t| *t == "objective p95 < 2 s").count();
+    assert_eq!(n, 1, "{texts:?}");
+}
+
+#[test]
+fn a_note_replaces_an_empty_plot_and_panels_get_their_captions() {
+    let mut chart = linear_chart();
+    chart.series.clear();
+    chart.note = Some("no 429s".into());
+    let texts = svg_texts(&charts::svg(&chart).unwrap());
+    assert!(texts.iter().any(|t| t == "no 429s"), "{texts:?}");
+    assert!(!texts.iter().any(|t| t == "no data"), "{texts:?}");
+    assert!(
+        texts.iter().any(|t| t == "rate-limited (%)"),
+        "axes kept: {texts:?}"
+    );
+
+    let mut grid = sweep_chart();
+    grid.panels = (1..=4)
+        .map(|b| Panel::new(format!("burst_s={b}"), grid.series.clone()))
+        .collect();
+    let dir = Temp::new("charts", "panels");
+    charts::write(&grid, dir.dir(), "panels").unwrap();
+    let texts = svg_texts(&charts::svg(&grid).unwrap());
+    for b in 1..=4 {
+        let n = texts
+            .iter()
+            .filter(|t| **t == format!("burst_s={b}"))
+            .count();
+        assert_eq!(n, 1, "{texts:?}");
+    }
+    // One legend: each label once, though every panel draws it.
+    assert_eq!(
+        texts.iter().filter(|t| *t == "queries").count(),
+        1,
+        "{texts:?}"
+    );
+    // The axis descriptions once for the grid, not per panel.
+    for desc in ["max concurrency (calls in flight)", "throughput (calls/s)"] {
+        assert_eq!(texts.iter().filter(|t| *t == desc).count(), 1, "{texts:?}");
+    }
 }

@@ -444,3 +444,29 @@ fn max_concurrency_one_runs_a_querys_calls_one_after_another() {
         "query p50 is {ratio:.2} x a call's {per_call} ms"
     );
 }
+
+#[test]
+fn a_setting_that_cannot_work_is_warned_about_once_and_the_run_goes_on() {
+    let t = Temp::new("run-cli", "sanity");
+    let out = t.path("out");
+    let o = common::capsize(&[
+        "run",
+        "scenarios/research-agent.toml",
+        "--set",
+        "scheduler.timeout_ms=100",
+        "--set",
+        "workload.queries=10",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", common::stderr(&o));
+    let stderr = common::stderr(&o);
+    let warnings: Vec<&str> = stderr.lines().filter(|l| l.contains("warning")).collect();
+    // U[200, 900] ms: its 5th percentile is about 235 ms (231 from the fixed-seed draws).
+    assert_eq!(
+        warnings,
+        ["capsize: warning: scheduler.timeout_ms = 100 is below provider.latency's 5th percentile (~231 ms): nearly every call will time out"],
+        "{stderr}"
+    );
+    assert!(out.join("summary.json").is_file());
+}

@@ -288,6 +288,61 @@ fn a_set_pins_a_swept_key_and_says_so() {
 }
 
 #[test]
+fn prefer_chooses_which_passing_point_is_recommended() {
+    let t = Temp::new("sweep", "prefer");
+    let agent = std::fs::read_to_string(AGENT).expect("the research agent");
+    let with = |prefer: &str| {
+        t.write(
+            "prefer.toml",
+            &agent.replace("[sweep]\n", &format!("[sweep]\nprefer = {prefer:?}\n")),
+        )
+    };
+    let out = t.path("out");
+    let o = out.to_str().expect("UTF-8");
+    let file = with("max scheduler.max_concurrency");
+    let r = capsize(&[
+        "sweep",
+        file.to_str().unwrap(),
+        "--out",
+        o,
+        "--set",
+        "workload.queries=300",
+    ]);
+    assert_eq!(
+        r.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    let md = read(out.join("report.md"));
+    // Of the passing points (4 at 0.7, 0.9, 1.0; 8 and 16 at 1.0), the largest concurrency.
+    assert!(
+        md.contains("**max_concurrency = 16 at headroom = 1.0**"),
+        "{md}"
+    );
+    assert!(
+        md.contains("Chosen by the largest `scheduler.max_concurrency` (`[sweep] prefer`)"),
+        "{md}"
+    );
+    for (prefer, says) in [
+        (
+            "max workload.sessions",
+            "sweep.prefer: \"max workload.sessions\" names a key that is not swept",
+        ),
+        (
+            "most scheduler.headroom",
+            "sweep.prefer: \"most scheduler.headroom\": \"most\" is not min or max",
+        ),
+    ] {
+        let file = with(prefer);
+        let r = capsize(&["sweep", file.to_str().unwrap(), "--out", o]);
+        let stderr = String::from_utf8_lossy(&r.stderr);
+        assert_eq!(r.status.code(), Some(2), "{prefer}: {stderr}");
+        assert!(stderr.contains(says), "{prefer}: {stderr}");
+    }
+}
+
+#[test]
 fn plan_prints_the_arithmetic() {
     let r = capsize(&[
         "plan",

@@ -15,12 +15,13 @@ use std::process::ExitCode;
 mod check;
 mod exec;
 mod plan;
+mod search;
 mod sweep;
 
 use clap::{Args as ClapArgs, Parser, Subcommand};
 
 use crate::engine::scenario::Scenario;
-use crate::engine::sim::{RealtimeOptions, SimError, SimOutcome};
+use crate::engine::sim::{RealtimeOptions, RunExtras, SimError, SimOutcome};
 use crate::output::files::{OutputError, OutputSet};
 use crate::output::report::escape;
 use crate::output::report::summary::Summary;
@@ -53,13 +54,23 @@ enum Command {
     ///
     /// In virtual time by default (fast, deterministic); --mode realtime runs it over HTTP
     /// against the mock provider. Writes summary.json, query_latency.hgrm and call_latency.hgrm into --out (default
-    /// capsize-out/<name>/) and prints a summary table (or, with --json, summary.json).
+    /// capsize-out/<name>/) and prints a summary table (or, with --json, summary.json);
+    /// --timeseries adds timeseries.csv. A real-time run on a terminal shows a live status line.
     Run(RunArgs),
     /// Run a scenario over a grid of settings and write a capacity report.
     ///
     /// The grid comes from the scenario's [sweep] table and --sweep flags. Writes sweep.csv,
     /// charts (SVG and PNG), report.md and report.html into --out (default capsize-out/<name>/).
     Sweep(sweep::SweepArgs),
+    /// Find the largest (--max) or smallest (--min) value of one key that meets the objectives.
+    ///
+    /// Brackets from the scenario's own value (or --from) by doubling or halving, then bisects:
+    /// to the integer for an integer key, to --precision for a fractional one. Each probe runs
+    /// --repeats seeds and passes as a sweep's point does (every [slo] objective on the mean,
+    /// the busiest minute under RPM x headroom); a probe whose seeds disagree runs more, up to
+    /// --max-repeats. Prints each probe and the answer; writes search.csv into --out (default
+    /// capsize-out/<name>/search/).
+    Search(search::SearchArgs),
     /// Print the closed-form rate-limit arithmetic, no simulation.
     Plan(plan::PlanArgs),
     /// Reproduce the article: run scenarios/article/ and write its claims table.
@@ -123,6 +134,11 @@ struct RunArgs {
     /// Print summary.json to stdout instead of the table.
     #[arg(long)]
     json: bool,
+    /// Also write timeseries.csv: per second of model time (wider bins past 4096 s), requests,
+    /// 429s, calls ended, calls in flight and queued, the adaptive limit, call latency
+    /// percentiles.
+    #[arg(long)]
+    timeseries: bool,
 }
 
 /// The scenario to run and how (shared by `run`, `check` and `baseline`).
@@ -293,14 +309,31 @@ pub(crate) fn load(args: &ScenarioArgs) -> Result<Scenario, Failure> {
     Ok(scenario)
 }
 
+/// Prints, once, each setting of `scenario` that is valid but cannot work as meant
+/// ([`crate::engine::scenario::sanity`]): `capsize: warning: ...` on stderr, not an error.
+pub(crate) fn warn(scenario: &Scenario) {
+    for w in crate::engine::scenario::sanity::warnings(scenario) {
+        eprintln!("capsize: warning: {}", escape::terminal(&w));
+    }
+}
+
 /// Runs a loaded scenario in virtual time, or in real time with `realtime`.
 pub(crate) fn run_in(
     scenario: &Scenario,
     realtime: Option<&RealtimeOptions>,
 ) -> Result<SimOutcome, Failure> {
+    run_in_with(scenario, realtime, RunExtras::default())
+}
+
+/// [`run_in`], recording and showing `extras` too.
+pub(crate) fn run_in_with(
+    scenario: &Scenario,
+    realtime: Option<&RealtimeOptions>,
+    extras: RunExtras,
+) -> Result<SimOutcome, Failure> {
     let result = match realtime {
-        None => crate::engine::sim::run(scenario),
-        Some(opts) => crate::engine::sim::run_realtime(scenario, opts),
+        None => crate::engine::sim::run_with(scenario, extras),
+        Some(opts) => crate::engine::sim::run_realtime_with(scenario, opts, extras),
     };
     result.map_err(|e| {
         if is_bad_input(&e) {
@@ -327,20 +360,38 @@ pub(crate) fn load_and_run(
     args: &ScenarioArgs,
     before_run: impl FnOnce(&Scenario) -> Result<(), Failure>,
 ) -> Result<(Scenario, SimOutcome), Failure> {
+    load_and_run_with(args, RunExtras::default(), before_run)
+}
+
+/// [`load_and_run`], recording and showing `extras` too.
+pub(crate) fn load_and_run_with(
+    args: &ScenarioArgs,
+    extras: RunExtras,
+    before_run: impl FnOnce(&Scenario) -> Result<(), Failure>,
+) -> Result<(Scenario, SimOutcome), Failure> {
     let realtime = realtime_options(&args.clock).map_err(Failure::bad_input)?;
     let scenario = load(args)?;
     before_run(&scenario)?;
-    let outcome = run_in(&scenario, realtime.as_ref())?;
+    warn(&scenario);
+    let outcome = run_in_with(&scenario, realtime.as_ref(), extras)?;
     Ok((scenario, outcome))
 }
 
 fn run(args: RunArgs) -> ExitCode {
     let mut outputs = OutputSet::new();
     let mut dir = PathBuf::new();
-    let loaded = load_and_run(&args.input, |scenario| {
+    let extras = RunExtras {
+        timeseries: args.timeseries,
+        // The live status line, on a terminal only (otherwise today's line every 10 s).
+        live: std::io::IsTerminal::is_terminal(&std::io::stderr()),
+    };
+    let loaded = load_and_run_with(&args.input, extras, |scenario| {
         dir = default_out(&args.out, &scenario.name);
         outputs.scenario(&args.input.scenario, &args.input.sets);
         crate::output::report::declare_run(&mut outputs, &dir);
+        if args.timeseries {
+            crate::output::timeseries::declare(&mut outputs, &dir);
+        }
         outputs.check().map_err(|e| Failure::output(&e))
     });
     let (scenario, outcome) = match loaded {
@@ -349,13 +400,19 @@ fn run(args: RunArgs) -> ExitCode {
     };
     let summary = Summary::new(&scenario, &outcome);
     crate::output::report::put_run(&mut outputs, &dir, &summary, &outcome.recording);
+    if args.timeseries {
+        crate::output::timeseries::put(&mut outputs, &dir, &outcome.recording, outcome.span);
+    }
     if let Err(e) = outputs.commit() {
         return Failure::output(&e).exit();
     }
     if args.json {
         out(&summary.to_json())
     } else {
-        let files = "{summary.json, query_latency.hgrm, call_latency.hgrm}";
+        let files = match args.timeseries {
+            false => "{summary.json, query_latency.hgrm, call_latency.hgrm}",
+            true => "{summary.json, query_latency.hgrm, call_latency.hgrm, timeseries.csv}",
+        };
         let table = crate::output::report::table(&summary);
         let dir = escape::terminal(&dir.display().to_string());
         out(&format!("{table}\n  wrote {dir}/{files}\n"))
@@ -400,6 +457,7 @@ pub fn main() -> ExitCode {
         Command::Demo => out(&crate::output::demo::render(&crate::output::demo::rows())),
         Command::Run(args) => run(args),
         Command::Sweep(args) => sweep::sweep(args),
+        Command::Search(args) => search::search(args),
         Command::Plan(args) => plan::plan(args),
         Command::Article {
             scenarios,

@@ -88,10 +88,12 @@ pub fn sweep(args: SweepArgs) -> ExitCode {
     if let Err(e) = outputs.check() {
         return Failure::output(&e).exit();
     }
+    super::warn(first);
     let opts = SweepOptions {
         repeats: args.repeats,
         jobs,
         realtime: realtime.clone(),
+        progress: true,
     };
     let points = match sweep::run(&grid, &opts) {
         Ok(p) => p,
@@ -106,7 +108,7 @@ pub fn sweep(args: SweepArgs) -> ExitCode {
     };
     let rec = table::recommend(&points, slo);
     let rpm = base.provider().rpm;
-    let mut charts = capacity::sweep_charts(&points, rpm);
+    let mut charts = capacity::sweep_charts(&points, rpm, slo);
     if adaptive {
         charts.push(sweep::limit::sweep_chart(&points));
     }
@@ -119,11 +121,7 @@ pub fn sweep(args: SweepArgs) -> ExitCode {
         };
         match outcome {
             Ok(o) => {
-                charts.extend(capacity::point_charts(
-                    &o.recording,
-                    rpm,
-                    s.scheduler.headroom,
-                ));
+                charts.extend(capacity::point_charts(&o.recording, s, slo));
                 if adaptive {
                     charts.push(sweep::limit::point_chart(&o.recording, s));
                 }

@@ -1,7 +1,8 @@
 //! The recorder: turns the scheduler's call ends and the provider's arrivals into HDR
 //! histograms, counters and a per-second series, in model time. It asks the scheduler for no
 //! events: each call's breakdown arrives folded, once, when the call ends. Memory is fixed
-//! (histograms, and a series of at most [`MAX_BINS`] bins), never growing with the calls.
+//! (histograms, and a series of at most [`MAX_BINS`] bins), never growing with the calls; a
+//! run with a time series ([`Recorder::with_timeseries`]) keeps a small histogram per bin too.
 
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
@@ -12,6 +13,10 @@ use tokio::time::Instant;
 use crate::engine::timescale::TimeScale;
 use crate::scheduler::observe::{CallEnd, EventKind, LimitChange, Observer};
 use crate::scheduler::Interrupt;
+
+mod series;
+
+pub use series::{CallBin, Second, Series, MAX_BINS};
 
 /// Histogram values are microseconds of model time, up to a day, 3 significant digits.
 fn histogram() -> Histogram<u64> {
@@ -52,79 +57,6 @@ pub struct CallCounts {
     pub retries: u64,
     /// Calls stopped because the budget they drew on was spent.
     pub budget_exhausted: u64,
-}
-
-/// Requests and tokens the provider received in one bin of model time.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Second {
-    /// Requests received (whatever their fate).
-    pub requests: u64,
-    /// Requests the provider charged (not refused).
-    pub charged: u64,
-    /// Tokens charged.
-    pub tokens: u64,
-    /// Requests refused with 429.
-    pub rate_limited: u64,
-    /// The adaptive concurrency limits (every replica's, added up) integrated over the bin,
-    /// in limit x microseconds: divided by the bin's width, their mean in it.
-    pub limit_us: u64,
-}
-
-impl Second {
-    fn merge(self, o: Second) -> Second {
-        Second {
-            requests: self.requests + o.requests,
-            charged: self.charged + o.charged,
-            tokens: self.tokens + o.tokens,
-            rate_limited: self.rate_limited + o.rate_limited,
-            limit_us: self.limit_us + o.limit_us,
-        }
-    }
-}
-
-/// The most bins a [`Series`] keeps.
-pub const MAX_BINS: usize = 4096;
-
-/// Provider arrivals over time: bins of `bin_s` seconds, starting at one second and doubling
-/// in width whenever more than [`MAX_BINS`] would be needed, so memory stays fixed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Series {
-    /// Width of a bin, in seconds of model time.
-    pub bin_s: u64,
-    /// The bins, from time 0.
-    pub bins: Vec<Second>,
-}
-
-impl Series {
-    fn bin(&mut self, at_s: u64) -> &mut Second {
-        while at_s / self.bin_s >= MAX_BINS as u64 {
-            self.bins = self
-                .bins
-                .chunks(2)
-                .map(|p| p.iter().fold(Second::default(), |a, b| a.merge(*b)))
-                .collect();
-            self.bin_s *= 2;
-        }
-        let i = (at_s / self.bin_s) as usize;
-        if self.bins.len() <= i {
-            self.bins.resize(i + 1, Second::default());
-        }
-        &mut self.bins[i]
-    }
-
-    /// Adds `limit` held from `from_us` to `to_us` (model µs) to the bins it spans.
-    fn hold(&mut self, limit: u64, from_us: u64, to_us: u64) {
-        let mut at = from_us;
-        while at < to_us {
-            // The bin first: making room may widen every bin.
-            self.bin(at / 1_000_000);
-            let width = self.bin_s * 1_000_000;
-            let end = (at / width + 1) * width;
-            let upto = end.min(to_us);
-            self.bins[(at / width) as usize].limit_us += limit * (upto - at);
-            at = upto;
-        }
-    }
 }
 
 /// The fleet's adaptive limits as they move: their sum since `last`.
@@ -283,6 +215,23 @@ struct State {
     peaks: Vec<Peak60>,
     /// The adaptive limits, once the run has started with some.
     limit: Option<LimitTrack>,
+    /// When the run started (runtime), once it has: call ends are placed in the series from it.
+    origin: Option<Instant>,
+    /// Live totals for a progress display.
+    live: Live,
+}
+
+/// Totals so far, for a live progress display.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Live {
+    /// Requests the provider received.
+    pub requests: u64,
+    /// Of those, refused with 429.
+    pub rate_limited: u64,
+    /// Calls ended (whatever their end, "not run" aside).
+    pub calls_ended: u64,
+    /// Queries ended (finished or abandoned).
+    pub queries_ended: u64,
 }
 
 impl State {
@@ -345,10 +294,7 @@ impl Recorder {
                         left_min: u64::MAX,
                         ..Syntheses::default()
                     },
-                    series: Series {
-                        bin_s: 1,
-                        bins: Vec::new(),
-                    },
+                    series: Series::new(false),
                     charged_requests: 0,
                     peak_requests_60s: 0,
                     peak_tokens_60s: 0,
@@ -359,7 +305,30 @@ impl Recorder {
                 peak: Peak60::default(),
                 peaks: vec![Peak60::default(); several],
                 limit: None,
+                origin: None,
+                live: Live::default(),
             }),
+        }
+    }
+
+    /// The same recorder, keeping what the calls did per bin of its series too when
+    /// `timeseries` (see [`CallBin`]; `capsize run --timeseries` writes it).
+    pub fn with_timeseries(self, timeseries: bool) -> Self {
+        self.lock().rec.series = Series::new(timeseries);
+        self
+    }
+
+    /// The run started at `origin` (runtime): call ends are placed in the series from it.
+    pub fn begin(&self, origin: Instant) {
+        self.lock().origin = Some(origin);
+    }
+
+    /// Totals so far, for a live progress display.
+    pub fn live(&self) -> Live {
+        let s = self.lock();
+        Live {
+            queries_ended: s.rec.queries_completed + s.rec.queries_abandoned,
+            ..s.live
         }
     }
 
@@ -440,6 +409,8 @@ impl Recorder {
         let mut guard = self.lock();
         let s = &mut *guard;
         let at_s = at.as_secs();
+        s.live.requests += 1;
+        s.live.rate_limited += u64::from(rate_limited);
         let bin = s.rec.series.bin(at_s);
         bin.requests += 1;
         bin.rate_limited += u64::from(rate_limited);
@@ -566,6 +537,7 @@ impl Observer for Recorder {
             _ => {}
         }
         c.calls += 1;
+        s.live.calls_ended += 1;
         c.attempts += u64::from(b.attempts);
         c.rate_limited += u64::from(end.rate_limited);
         c.retries += u64::from(end.retries);
@@ -578,6 +550,39 @@ impl Observer for Recorder {
             record(&mut r.limiter, &mut z.limiter, model(b.limiter));
             record(&mut r.backoff, &mut z.backoff, model(b.backoff));
             record(&mut r.service, &mut z.service, model(b.service));
+        }
+        if s.rec.series.calls.is_some() {
+            s.call_in_series(end);
+        }
+    }
+}
+
+impl State {
+    /// Folds a call that ended into the series' call bins: its wait for a permit, the time it
+    /// held one, how it ended and (if it succeeded) its latency, in the bins they fall in.
+    fn call_in_series(&mut self, end: &CallEnd<'_>) {
+        let Some(origin) = self.origin else {
+            return;
+        };
+        let scale = self.scale;
+        let at = |i: Instant| micros(scale.to_model(i.saturating_duration_since(origin)));
+        let (queued, ended) = (at(end.queued_at), at(end.at));
+        // The permit is waited for first, from submission, and held until the call ends.
+        let admitted = at(end.queued_at + end.breakdown.queue).clamp(queued, ended);
+        let series = &mut self.rec.series;
+        series.queued(queued, admitted);
+        series.in_flight(admitted, ended);
+        let latency = micros(scale.to_model(end.at - end.queued_at));
+        if let Some(bin) = series.calls_at(ended / 1_000_000) {
+            match end.end {
+                Some(EventKind::Completed { .. }) => {
+                    bin.completed += 1;
+                    bin.latency(latency);
+                }
+                Some(EventKind::Failed { .. }) => bin.failed += 1,
+                Some(EventKind::Cancelled { .. }) => bin.cancelled += 1,
+                _ => {}
+            }
         }
     }
 }

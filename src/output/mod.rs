@@ -1,7 +1,8 @@
 //! Outputs: what a command writes. [`report`] turns one run into summary.json, HDR histograms
 //! and charts; `sweep` runs a grid of points and writes its CSV, charts and capacity report;
 //! `article` and `demo` reproduce the source article's figures; [`exec`] writes what the mock
-//! saw of someone else's agent; `files` writes a command's files all together or not at all.
+//! saw of someone else's agent; `files` writes a command's files all together or not at all;
+//! [`timeseries`] writes a run's per-second series as CSV.
 
 pub(crate) mod article;
 pub(crate) mod demo;
@@ -9,3 +10,4 @@ pub mod exec;
 pub(crate) mod files;
 pub mod report;
 pub(crate) mod sweep;
+pub mod timeseries;

@@ -10,6 +10,7 @@ mod concurrency;
 pub mod fleet;
 pub mod providers;
 pub mod raw;
+pub mod sanity;
 pub mod sweep_slo;
 mod validate;
 
@@ -252,6 +253,8 @@ pub struct Scenario {
     pub fleet: Fleet,
     /// What `capsize sweep` varies (empty: nothing).
     pub sweep: Vec<Axis>,
+    /// Which passing point the sweep recommends (`None`: the smallest value of the first key).
+    pub prefer: Option<sweep_slo::Prefer>,
     /// Objectives on summary.json fields.
     pub slo: Vec<Threshold>,
     /// Per-metric tolerances for baseline comparisons.

@@ -202,7 +202,65 @@ pub fn axis(key: &str, value: &toml::Value) -> Result<Axis, Invalid> {
 
 /// The `[sweep]` table's axes, in the order written.
 pub fn axes(table: &toml::Table) -> Result<Vec<Axis>, Invalid> {
-    table.iter().map(|(k, v)| axis(k, v)).collect()
+    table
+        .iter()
+        .filter(|(k, _)| k.as_str() != PREFER)
+        .map(|(k, v)| axis(k, v))
+        .collect()
+}
+
+/// The `[sweep]` entry that says which passing point the recommendation prefers.
+pub const PREFER: &str = "prefer";
+
+/// Which passing point a sweep recommends: the smallest or the largest value of `key`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Prefer {
+    /// A swept key.
+    pub key: String,
+    /// The largest value (true) or the smallest.
+    pub max: bool,
+}
+
+impl fmt::Display for Prefer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", if self.max { "max" } else { "min" }, self.key)
+    }
+}
+
+impl Prefer {
+    /// Reads `"min scheduler.max_concurrency"` or `"max workload.sessions"`.
+    pub fn parse(text: &str) -> Result<Prefer, String> {
+        let (dir, key) = text.trim().split_once(char::is_whitespace).ok_or_else(|| {
+            format!("{text:?}: write \"min KEY\" or \"max KEY\", e.g. \"min scheduler.max_concurrency\"")
+        })?;
+        let max = match dir {
+            "min" => false,
+            "max" => true,
+            other => {
+                return Err(format!(
+                    "{text:?}: {other:?} is not min or max: write \"min KEY\" or \"max KEY\""
+                ))
+            }
+        };
+        Ok(Prefer {
+            key: key.trim().to_string(),
+            max,
+        })
+    }
+}
+
+/// `[sweep] prefer = "min KEY" | "max KEY"`, if given (that KEY is swept is checked when the
+/// grid is built: `--sweep` flags may add it).
+pub fn prefer(table: &toml::Table) -> Result<Option<Prefer>, Invalid> {
+    let key = format!("sweep.{PREFER}");
+    match table.get(PREFER) {
+        None => Ok(None),
+        Some(toml::Value::String(text)) => Prefer::parse(text).map(Some).map_err(|e| bad(&key, e)),
+        Some(other) => Err(bad(
+            &key,
+            format!("{other} is not a string such as \"min scheduler.max_concurrency\""),
+        )),
+    }
 }
 
 /// Thresholds, and per-metric tolerances.

@@ -539,6 +539,12 @@ pub(super) fn validate(raw: RawScenario, base: &Path) -> Result<Scenario, Invali
             .map(sweep_slo::axes)
             .transpose()?
             .unwrap_or_default(),
+        prefer: raw
+            .sweep
+            .as_ref()
+            .map(sweep_slo::prefer)
+            .transpose()?
+            .flatten(),
         slo,
         slo_tolerance,
         check: super::check::check(raw.check.as_ref())?,

@@ -436,6 +436,7 @@ pub(super) async fn drive<P: Provider + 'static, R: Runtime>(
 ) -> Option<Driven> {
     let rt = schedulers.first()?.clock().clone();
     let t0 = rt.now();
+    recorder.begin(t0);
     let limits: Vec<_> = schedulers
         .iter()
         .filter_map(Scheduler::concurrency_limit)

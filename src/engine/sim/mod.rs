@@ -14,10 +14,11 @@
 
 mod drive;
 mod fleet;
+pub mod live;
 mod realtime;
 pub(crate) mod runtime;
 
-pub use realtime::{mock_config, mock_configs, run_realtime, RealtimeOptions};
+pub use realtime::{mock_config, mock_configs, run_realtime, run_realtime_with, RealtimeOptions};
 
 use std::rc::Rc;
 use std::sync::Arc;
@@ -219,10 +220,21 @@ fn schedulers<C: Clock>(
     Ok(all)
 }
 
-async fn simulate(s: &Scenario, rt: DesRuntime) -> Result<SimOutcome, SimError> {
+/// What a run records and shows beyond what every run does.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RunExtras {
+    /// Keep what the calls did per bin of the series (`capsize run --timeseries`).
+    pub timeseries: bool,
+    /// Real time only: show a live one-line status on stderr (the caller checks that stderr is
+    /// a terminal) instead of a progress line every 10 s.
+    pub live: bool,
+}
+
+async fn simulate(s: &Scenario, rt: DesRuntime, extras: RunExtras) -> Result<SimOutcome, SimError> {
     let scale = TimeScale::VIRTUAL;
     let routes = Routes::of(s);
-    let recorder = Arc::new(Recorder::new(scale, routes.endpoints.len()));
+    let recorder =
+        Arc::new(Recorder::new(scale, routes.endpoints.len()).with_timeseries(extras.timeseries));
     let schedulers = schedulers(s, scale, &recorder, rt.clone())?;
     let provider = Rc::new(VirtualProvider::new(
         &routes,
@@ -265,6 +277,14 @@ pub(crate) fn total(endpoints: &[Counters]) -> Counters {
 
 /// Simulates `scenario` in virtual time on a fresh discrete-event executor.
 pub fn run(scenario: &Scenario) -> Result<SimOutcome, SimError> {
+    run_with(scenario, RunExtras::default())
+}
+
+/// [`run`], recording `extras` too.
+pub fn run_with(scenario: &Scenario, extras: RunExtras) -> Result<SimOutcome, SimError> {
     let scenario = scenario.clone();
-    runtime::run_virtual(TICK, |rt| async move { simulate(&scenario, rt).await })?
+    runtime::run_virtual(
+        TICK,
+        |rt| async move { simulate(&scenario, rt, extras).await },
+    )?
 }

@@ -23,7 +23,7 @@ use capsize_mock::Counters;
 use tokio::time::Instant;
 
 use super::runtime::RealClock;
-use super::{drive, schedulers, total, Mode, SimError, SimOutcome, HORIZON};
+use super::{drive, live, schedulers, total, Mode, RunExtras, SimError, SimOutcome, HORIZON};
 use crate::engine::provider::http::{HttpProvider, HttpTarget};
 use crate::engine::recorder::Recorder;
 use crate::engine::routes::Routes;
@@ -45,11 +45,20 @@ pub struct RealtimeOptions {
 /// Runs `scenario` in real time over HTTP. Raises the process's soft open-files limit to its
 /// hard limit first: each call in flight holds a socket, and with the in-process mock two.
 pub fn run_realtime(scenario: &Scenario, opts: &RealtimeOptions) -> Result<SimOutcome, SimError> {
+    run_realtime_with(scenario, opts, RunExtras::default())
+}
+
+/// [`run_realtime`], recording and showing `extras` too.
+pub fn run_realtime_with(
+    scenario: &Scenario,
+    opts: &RealtimeOptions,
+    extras: RunExtras,
+) -> Result<SimOutcome, SimError> {
     raise_open_files_limit();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    rt.block_on(realtime(scenario, opts))
+    rt.block_on(realtime(scenario, opts, extras))
 }
 
 /// The mocks that serve `scenario`'s endpoints (its providers, and the tools it sends to
@@ -83,7 +92,11 @@ pub fn mock_config(s: &Scenario, time_scale: f64) -> Result<ServerConfig, Vec<St
         .collect())
 }
 
-async fn realtime(s: &Scenario, opts: &RealtimeOptions) -> Result<SimOutcome, SimError> {
+async fn realtime(
+    s: &Scenario,
+    opts: &RealtimeOptions,
+    extras: RunExtras,
+) -> Result<SimOutcome, SimError> {
     super::fleet::check(s, opts.fleet_redis.is_some())?;
     let scale = TimeScale::faster(opts.time_scale);
     let routes = Routes::of(s);
@@ -134,11 +147,14 @@ async fn realtime(s: &Scenario, opts: &RealtimeOptions) -> Result<SimOutcome, Si
     if opts.target.is_some() {
         same_model(&client, &bases[0], &configs[0]).await?;
     }
-    let recorder = Arc::new(Recorder::new(scale, routes.endpoints.len()));
+    let recorder =
+        Arc::new(Recorder::new(scale, routes.endpoints.len()).with_timeseries(extras.timeseries));
     let schedulers = match &opts.fleet_redis {
         Some(url) => super::fleet::on_redis(s, scale, &recorder, url).await?,
         None => schedulers(s, scale, &recorder, RealClock)?,
     };
+    // Clones share everything: the live view reads the permits they hold.
+    let watched = schedulers.clone();
     let target = HttpTarget {
         bases: bases.clone(),
         timeout: s.scheduler.timeout,
@@ -160,7 +176,8 @@ async fn realtime(s: &Scenario, opts: &RealtimeOptions) -> Result<SimOutcome, Si
         )) => driven,
         // A header that cannot be read stops the run there.
         () = provider.broken() => None,
-        () = progress(&recorder, scale) => None,
+        () = progress(&recorder, scale), if !extras.live => None,
+        () = live::show(&recorder, scale, s.workload.stop, &watched, s.scheduler.max_concurrency), if extras.live => None,
         () = keep_warm(), if opts.time_scale > 1.0 => None,
     };
     if let Some(bad) = provider.bad_header() {

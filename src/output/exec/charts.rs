@@ -1,10 +1,11 @@
 //! The charts of `capsize exec`, from the mock's per-second series: requests per minute against
-//! the RPM ceiling, requests in flight, and 429s over time.
+//! the RPM ceiling, requests in flight, and 429s over time ("no 429s" when there were none);
+//! time in s or min, whichever suits the run.
 
 use capsize_mock::server::Series;
 
 use crate::analysis::plan::fmt_num;
-use crate::output::report::charts::{Chart, Reference, Series as Line, XAxis};
+use crate::output::report::charts::{Chart, Reference, Series as Line, TimeUnit, XAxis};
 
 /// The charts' file stems, in the order [`charts`] returns them.
 pub const CHARTS: [&str; 3] = ["requests_per_minute", "in_flight", "rate_limited"];
@@ -42,7 +43,7 @@ pub fn charts(series: &Series, rpm: Option<f64>) -> Vec<(&'static str, Chart)> {
     let [rpm_stem, in_flight_stem, limited_stem] = CHARTS;
     let mut per_min = Chart::new(
         "Requests per minute",
-        "time (s)",
+        "time",
         "requests in the last 60 s",
         XAxis::Linear,
     );
@@ -59,11 +60,12 @@ pub fn charts(series: &Series, rpm: Option<f64>) -> Vec<(&'static str, Chart)> {
             .push(Reference::new(format!("ceiling {} RPM", fmt_num(rpm)), rpm));
     }
     per_min.y_from_zero = true;
+    per_min.x_time = Some(TimeUnit::S);
 
     let width = series.bin_s.max(1);
     let mut in_flight = Chart::new(
         "Requests in flight",
-        "time (s)",
+        "time",
         "requests in flight at the provider",
         XAxis::Linear,
     );
@@ -77,10 +79,11 @@ pub fn charts(series: &Series, rpm: Option<f64>) -> Vec<(&'static str, Chart)> {
         over_time(series, |i| bins[i].in_flight_mean),
     ));
     in_flight.y_from_zero = true;
+    in_flight.x_time = Some(TimeUnit::S);
 
     let mut limited = Chart::new(
         "Rate-limited requests (429)",
-        "time (s)",
+        "time",
         format!("429s per {width} s"),
         XAxis::Linear,
     );
@@ -89,6 +92,11 @@ pub fn charts(series: &Series, rpm: Option<f64>) -> Vec<(&'static str, Chart)> {
         over_time(series, |i| bins[i].rate_limited as f64),
     ));
     limited.y_from_zero = true;
+    limited.x_time = Some(TimeUnit::S);
+    if !bins.is_empty() && bins.iter().all(|b| b.rate_limited == 0) {
+        limited.series.clear();
+        limited.note = Some("no 429s".into());
+    }
     vec![
         (rpm_stem, per_min),
         (in_flight_stem, in_flight),

@@ -182,6 +182,17 @@ impl Grid {
                 path.display()
             )));
         }
+        if let Some(prefer) = base.prefer.as_ref() {
+            let swept = axes.iter().find(|a| a.key == prefer.key);
+            if !swept.is_some_and(|a| a.values[0].is_number()) {
+                let keys: Vec<&str> = axes.iter().map(|a| a.key.as_str()).collect();
+                return Err(GridError::Flag(format!(
+                    "{}: sweep.prefer: \"{prefer}\" names a key that is not swept, or not a number (swept: {})",
+                    path.display(),
+                    keys.join(", ")
+                )));
+            }
+        }
         // The first key is the charts' x axis and orders the recommendation: a number.
         if let Some(words) = axes.first().filter(|a| !a.values[0].is_number()) {
             return Err(GridError::Flag(format!(
@@ -199,18 +210,42 @@ impl Grid {
                 "the grid has {size} points (more than {MAX_POINTS}); pass --force to run it anyway"
             )));
         }
+        let points = Self::points(&text, path, sets, &axes, size)?;
+        Ok(Grid { points, pinned })
+    }
+
+    /// The grid of one `axis` over the scenario at `path` with `sets` applied, its `[sweep]`
+    /// table left aside: the probes of `capsize search`.
+    pub fn single(path: &Path, sets: &[String], axis: Axis) -> Result<Grid, GridError> {
+        let text = scenario::read(path)?;
+        let size = axis.values.len();
+        let points = Self::points(&text, path, sets, &[axis], size)?;
+        Ok(Grid {
+            points,
+            pinned: Vec::new(),
+        })
+    }
+
+    /// Every point of the product of `axes` (`size` of them), each validated.
+    fn points(
+        text: &str,
+        path: &Path,
+        sets: &[String],
+        axes: &[Axis],
+        size: usize,
+    ) -> Result<Vec<(Point, Scenario)>, GridError> {
         let mut points = Vec::with_capacity(size);
         for i in 0..size {
             let mut rest = i;
             let mut values = vec![(String::new(), AxisValue::Int(0)); axes.len()];
-            for (slot, axis) in values.iter_mut().zip(&axes).rev() {
+            for (slot, axis) in values.iter_mut().zip(axes).rev() {
                 let n = axis.values.len();
                 *slot = (axis.key.clone(), axis.values[rest % n].clone());
                 rest /= n;
             }
             let point = Point { values };
             let all: Vec<String> = sets.iter().cloned().chain(point.sets()).collect();
-            let s = scenario::parse(&text, path, &all).map_err(|mut e| {
+            let s = scenario::parse(text, path, &all).map_err(|mut e| {
                 // Name the sweep, not --set, as where a swept value came from.
                 if e.key.as_ref().is_some_and(|k| point.get(k).is_some()) {
                     e.message = e
@@ -222,6 +257,6 @@ impl Grid {
             })?;
             points.push((point, s));
         }
-        Ok(Grid { points, pinned })
+        Ok(points)
     }
 }

@@ -1,13 +1,13 @@
 //! The charts of a sweep with adaptive concurrency limits: each point's mean limit against
-//! the sweep's x key (a fixed point's limit is its `max_concurrency`), and the recommended
-//! point's limit over time.
+//! the sweep's x key (a fixed point's limit is its `max_concurrency`; a panel per value of a
+//! third key), and the recommended point's limit over time.
 
 use crate::engine::recorder::Recording;
 use crate::engine::scenario::Scenario;
-use crate::output::report::charts::{Chart, Series, XAxis};
+use crate::output::report::charts::{Chart, Series, TimeUnit, XAxis};
 use crate::output::report::metrics;
 
-use super::report::{layout, lines_of, short};
+use super::charts::{fill, layout, lines_of, panel_keys, short};
 use super::PointResult;
 
 /// Stems of the two charts.
@@ -23,6 +23,7 @@ pub fn any_adaptive<'a>(scenarios: impl IntoIterator<Item = &'a Scenario>) -> bo
 /// Each point's limit, its mean over the run for an adaptive one, against the x key.
 pub fn sweep_chart(points: &[PointResult]) -> (&'static str, Chart) {
     let (x, group) = layout(points);
+    let more = panel_keys(points, &x, group.as_deref());
     let mut chart = Chart::new(
         "Concurrency limit by point (an adaptive limit's mean over the run)",
         short(&x),
@@ -30,11 +31,13 @@ pub fn sweep_chart(points: &[PointResult]) -> (&'static str, Chart) {
         XAxis::Linear,
     );
     // An unbounded point (max_concurrency 0) has no limit to draw.
-    chart.series = lines_of(points, &x, group.as_deref(), "limit", |p| {
-        let fixed = p.scenario.scheduler.max_concurrency;
-        metrics::CONCURRENCY_LIMIT_MEAN
-            .read(&p.mean)
-            .or((fixed > 0).then_some(fixed as f64))
+    fill(&mut chart, points, &more, |ps| {
+        lines_of(ps.iter().copied(), &x, group.as_deref(), "limit", |p| {
+            let fixed = p.scenario.scheduler.max_concurrency;
+            metrics::CONCURRENCY_LIMIT_MEAN
+                .read(&p.mean)
+                .or((fixed > 0).then_some(fixed as f64))
+        })
     });
     chart.y_from_zero = true;
     (CHARTS[0], chart)
@@ -45,10 +48,11 @@ pub fn sweep_chart(points: &[PointResult]) -> (&'static str, Chart) {
 pub fn point_chart(rec: &Recording, s: &Scenario) -> (&'static str, Chart) {
     let mut chart = Chart::new(
         "Recommended point: concurrency limit over time",
-        "time (s)",
+        "time",
         "calls in flight allowed (per replica)",
         XAxis::Linear,
     );
+    chart.x_time = Some(TimeUnit::S);
     let width = rec.series.bin_s.max(1);
     let width_us = width * 1_000_000;
     let replicas = s.fleet.replicas.max(1) as f64;

@@ -5,10 +5,12 @@
 //! seed and the point ([`grid::seed`]). Runs are spread over `jobs` threads; results are kept
 //! by index, so what is written does not depend on `jobs` or on which run finished first.
 
+mod charts;
 pub mod grid;
 pub mod limit;
 mod phases;
 pub mod report;
+pub mod search;
 mod stats;
 pub mod table;
 pub mod why;
@@ -34,6 +36,8 @@ pub struct SweepOptions {
     pub jobs: usize,
     /// Real time instead of virtual time.
     pub realtime: Option<RealtimeOptions>,
+    /// Progress on stderr (a caller that reports its own, `capsize search`, turns it off).
+    pub progress: bool,
 }
 
 /// One point's results.
@@ -63,20 +67,22 @@ pub struct SweepError {
     pub source: SimError,
 }
 
-/// Progress on stderr: a bar on a terminal, a plain line per tenth otherwise.
+/// Progress on stderr: on a terminal a bar with the runs done, their rate per second, the time
+/// elapsed and an ETA; a plain line per tenth otherwise.
 struct Progress {
     bar: Option<indicatif::ProgressBar>,
     total: usize,
     done: AtomicUsize,
+    shown: bool,
 }
 
 impl Progress {
-    fn new(total: usize) -> Self {
-        let bar = std::io::stderr().is_terminal().then(|| {
+    fn new(total: usize, shown: bool) -> Self {
+        let bar = (shown && std::io::stderr().is_terminal()).then(|| {
             let bar = indicatif::ProgressBar::new(total as u64);
             bar.set_style(
                 indicatif::ProgressStyle::with_template(
-                    "{prefix} [{bar:40}] {pos}/{len} runs, {elapsed} elapsed, ~{eta} left",
+                    "{prefix} [{bar:40}] {pos}/{len} runs, {per_sec}, {elapsed} elapsed, ~{eta} left",
                 )
                 .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
                 .progress_chars("=> "),
@@ -88,6 +94,7 @@ impl Progress {
             bar,
             total,
             done: AtomicUsize::new(0),
+            shown,
         }
     }
 
@@ -95,12 +102,13 @@ impl Progress {
         let done = self.done.fetch_add(1, Ordering::Relaxed) + 1;
         match &self.bar {
             Some(bar) => bar.inc(1),
-            None => {
+            None if self.shown => {
                 let tenth = self.total.div_ceil(10).max(1);
                 if done % tenth == 0 || done == self.total {
                     eprintln!("capsize sweep: {done}/{} runs", self.total);
                 }
             }
+            None => {}
         }
     }
 
@@ -135,7 +143,7 @@ pub fn run(grid: &Grid, opts: &SweepOptions) -> Result<Vec<PointResult>, SweepEr
     let results: Mutex<Vec<Option<Value>>> = Mutex::new(vec![None; jobs.len()]);
     let failure: Mutex<Option<SweepError>> = Mutex::new(None);
     let next = AtomicUsize::new(0);
-    let progress = Progress::new(jobs.len());
+    let progress = Progress::new(jobs.len(), opts.progress);
     let threads = match opts.realtime {
         Some(_) => 1,
         None => opts.jobs.clamp(1, jobs.len().max(1)),

@@ -4,27 +4,23 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
+use super::charts::{layout, short, POINT_CHARTS, SWEEP_CHARTS};
 use super::table::{failures, Failure, Recommendation};
 use super::PointResult;
 use crate::analysis::plan::{self, fmt_num, PlanInput};
 use crate::analysis::slo::Threshold;
-use crate::engine::recorder::Recording;
 use crate::output::files::OutputSet;
-use crate::output::report::charts::{self, Chart, Reference, Series, XAxis};
+use crate::output::report::charts::{self, Chart};
 use crate::output::report::escape::markdown;
 use crate::output::report::html;
 use crate::output::report::metrics::{self, Metric};
 
-const MAX_CONCURRENCY: &str = "scheduler.max_concurrency";
-const HEADROOM: &str = "scheduler.headroom";
+pub use super::charts::{point_charts, sweep_charts};
 
 /// The table of every point, in the output folder.
 pub const CSV: &str = "sweep.csv";
 /// The report, in Markdown and in HTML.
 const REPORTS: [&str; 2] = ["report.md", "report.html"];
-/// Stems of the sweep's charts, then of the recommended point's.
-const SWEEP_CHARTS: [&str; 3] = ["latency", "throughput", "rate_limited"];
-const POINT_CHARTS: [&str; 2] = ["latency_distribution", "rpm_over_time"];
 
 /// `metric` in a point's mean summary.
 fn mean_at(p: &PointResult, metric: Metric) -> Option<f64> {
@@ -37,231 +33,6 @@ fn always(p: &PointResult, metric: Metric) -> f64 {
     mean_at(p, metric).unwrap_or_else(|| {
         panic!("a point's mean summary lacks {metric}, which every summary.json holds")
     })
-}
-
-/// The x key of the sweep charts (max_concurrency if swept, else the first key) and the key
-/// whose values make one line each (the other key of a two-key sweep).
-pub(super) fn layout(points: &[PointResult]) -> (String, Option<String>) {
-    let keys: Vec<String> = points
-        .first()
-        .map(|p| p.point.values.iter().map(|(k, _)| k.clone()).collect())
-        .unwrap_or_default();
-    let x = if keys.iter().any(|k| k == MAX_CONCURRENCY) {
-        MAX_CONCURRENCY.to_string()
-    } else {
-        keys.first().cloned().unwrap_or_default()
-    };
-    let group = keys.iter().find(|k| **k != x).cloned();
-    (x, group)
-}
-
-/// One series per value of `group` (or one in all), of `metric` against the `x` key.
-fn lines(
-    points: &[PointResult],
-    x: &str,
-    group: Option<&str>,
-    metric: Metric,
-    label: &str,
-) -> Vec<Series> {
-    lines_of(points, x, group, label, |p| mean_at(p, metric))
-}
-
-/// One series per value of `group` (or one in all), of `value` against the `x` key.
-pub(super) fn lines_of(
-    points: &[PointResult],
-    x: &str,
-    group: Option<&str>,
-    label: &str,
-    value: impl Fn(&PointResult) -> Option<f64>,
-) -> Vec<Series> {
-    let mut out: Vec<Series> = Vec::new();
-    for p in points {
-        let (Some(xv), Some(y)) = (p.point.get(x), value(p)) else {
-            continue;
-        };
-        let name = match group.and_then(|g| p.point.get(g).map(|v| (g, v))) {
-            Some((g, v)) => format!("{label}, {}={v}", g.rsplit('.').next().unwrap_or(g)),
-            None => label.to_string(),
-        };
-        match out.iter_mut().find(|s| s.label == name) {
-            Some(s) => s.points.push((xv.as_f64(), y)),
-            None => out.push(Series::new(name, vec![(xv.as_f64(), y)])),
-        }
-    }
-    out
-}
-
-pub(super) fn short(key: &str) -> &str {
-    key.rsplit('.').next().unwrap_or(key)
-}
-
-/// The sweep's charts: (file stem, chart).
-pub fn sweep_charts(points: &[PointResult], rpm: Option<f64>) -> Vec<(&'static str, Chart)> {
-    let (x, group) = layout(points);
-    let axis = if x == MAX_CONCURRENCY {
-        XAxis::Log2
-    } else {
-        XAxis::Linear
-    };
-    let g = group.as_deref();
-    let mut latency = Chart::new(
-        "Query latency by concurrency",
-        short(&x),
-        "query latency (ms)",
-        axis,
-    );
-    latency.series = if g.is_some() {
-        lines(points, &x, g, metrics::QUERY_P95, "p95")
-    } else {
-        [
-            (metrics::QUERY_P50, "p50"),
-            (metrics::QUERY_P95, "p95"),
-            (metrics::QUERY_P99, "p99"),
-        ]
-        .into_iter()
-        .flat_map(|(m, q)| lines(points, &x, None, m, q))
-        .collect()
-    };
-    latency.y_from_zero = true;
-    let mut throughput = Chart::new(
-        "Throughput by concurrency",
-        short(&x),
-        "calls per second",
-        axis,
-    );
-    throughput.series = lines(points, &x, g, metrics::CALLS_PER_S, "calls/s");
-    throughput.y_from_zero = true;
-    if let Some(rpm) = rpm {
-        throughput.references.push(Reference::new(
-            format!("provider ceiling {} RPM", fmt_num(rpm)),
-            rpm / 60.0,
-        ));
-        let mut hs: Vec<f64> = points
-            .iter()
-            .map(|p| p.scenario.scheduler.headroom)
-            .collect();
-        hs.sort_by(f64::total_cmp);
-        hs.dedup();
-        for h in hs.into_iter().filter(|h| *h < 1.0) {
-            throughput.references.push(Reference::new(
-                format!("ceiling x headroom {h}"),
-                rpm / 60.0 * h,
-            ));
-        }
-    }
-    let (hx, hg) = if points
-        .first()
-        .is_some_and(|p| p.point.get(HEADROOM).is_some())
-    {
-        (
-            HEADROOM.to_string(),
-            if g == Some(HEADROOM) {
-                Some(x.clone())
-            } else {
-                group.clone()
-            },
-        )
-    } else {
-        (x.clone(), group.clone())
-    };
-    let mut limited = Chart::new(
-        "Share of requests refused with 429",
-        short(&hx),
-        "429s / requests received",
-        XAxis::Linear,
-    );
-    for p in points {
-        let (Some(xv), Some(rl), Some(rec)) = (
-            p.point.get(&hx),
-            mean_at(p, metrics::PROVIDER_RATE_LIMITED),
-            mean_at(p, metrics::PROVIDER_RECEIVED),
-        ) else {
-            continue;
-        };
-        let ratio = if rec > 0.0 { rl / rec } else { 0.0 };
-        let name = match hg.as_deref().and_then(|k| p.point.get(k).map(|v| (k, v))) {
-            Some((k, v)) => format!("{}={v}", short(k)),
-            None => "429 ratio".to_string(),
-        };
-        match limited.series.iter_mut().find(|s| s.label == name) {
-            Some(s) => s.points.push((xv.as_f64(), ratio)),
-            None => limited
-                .series
-                .push(Series::new(name, vec![(xv.as_f64(), ratio)])),
-        }
-    }
-    limited.y_from_zero = true;
-    let [l, t, r] = SWEEP_CHARTS;
-    vec![(l, latency), (t, throughput), (r, limited)]
-}
-
-/// The recommended point's charts: its query latency percentile distribution, and its
-/// requests per minute over time against the ceiling.
-pub fn point_charts(
-    rec: &Recording,
-    rpm: Option<f64>,
-    headroom: f64,
-) -> Vec<(&'static str, Chart)> {
-    let mut dist = Chart::new(
-        "Recommended point: query latency distribution",
-        "percentile",
-        "query latency (ms)",
-        XAxis::Percentile,
-    );
-    let points: Vec<(f64, f64)> = if rec.query.is_empty() {
-        Vec::new()
-    } else {
-        rec.query
-            .iter_quantiles(5)
-            .map(|v| {
-                (
-                    v.quantile_iterated_to(),
-                    v.value_iterated_to() as f64 / 1000.0,
-                )
-            })
-            .filter(|(q, _)| *q < 1.0)
-            .collect()
-    };
-    dist.series.push(Series::new("query latency", points));
-    dist.y_from_zero = true;
-    let mut rpm_chart = Chart::new(
-        "Recommended point: requests per minute",
-        "time (s)",
-        "requests charged in the last 60 s",
-        XAxis::Linear,
-    );
-    let bins = &rec.series.bins;
-    let width = rec.series.bin_s.max(1) as usize;
-    let window = (60 / width).max(1);
-    let mut sum = 0u64;
-    let mut series = Vec::with_capacity(bins.len());
-    for (i, b) in bins.iter().enumerate() {
-        sum += b.charged;
-        if i >= window {
-            sum -= bins[i - window].charged;
-        }
-        series.push((
-            ((i + 1) * width) as f64,
-            sum as f64 * 60.0 / (window * width) as f64,
-        ));
-    }
-    rpm_chart
-        .series
-        .push(Series::new("achieved RPM (60 s window)", series));
-    if let Some(rpm) = rpm {
-        rpm_chart
-            .references
-            .push(Reference::new(format!("ceiling {} RPM", fmt_num(rpm)), rpm));
-        if headroom < 1.0 {
-            rpm_chart.references.push(Reference::new(
-                format!("ceiling x headroom {headroom}"),
-                rpm * headroom,
-            ));
-        }
-    }
-    rpm_chart.y_from_zero = true;
-    let [d, r] = POINT_CHARTS;
-    vec![(d, dist), (r, rpm_chart)]
 }
 
 /// Declares every file a sweep may write into `dir`: the CSV, the report and every chart.
@@ -298,11 +69,13 @@ pub fn put<'a>(
 /// The smallest value of the x key whose throughput reaches 95 % of the best in the
 /// recommended point's line (the knee of the throughput curve).
 fn knee(points: &[PointResult], rec: &PointResult) -> Option<(String, f64)> {
-    let (x, group) = layout(points);
+    let (x, _) = layout(points);
+    // The recommended point's line: the points that share its value of every other key.
     let same = |p: &PointResult| {
-        group
-            .as_deref()
-            .is_none_or(|g| p.point.get(g) == rec.point.get(g))
+        p.point
+            .values
+            .iter()
+            .all(|(k, v)| *k == x || rec.point.get(k) == Some(v))
     };
     let line: Vec<(f64, f64)> = points
         .iter()

@@ -5,6 +5,8 @@ use serde_json::Value;
 use super::{mean_ci, PointResult};
 use crate::analysis::plan::fmt_num;
 use crate::analysis::slo::Threshold;
+use crate::engine::scenario::sweep_slo::Prefer;
+use crate::engine::scenario::Scenario;
 use crate::output::report::metrics;
 
 /// A column of a sweep row: its name and how to read it off one summary.json.
@@ -143,17 +145,25 @@ impl std::fmt::Display for Failure {
 /// Every reason a point does not pass (none: it passes): each objective its mean summary
 /// misses, then a busiest minute over the provider's RPM × its headroom.
 pub fn failures(p: &PointResult, slo: &[Threshold]) -> Vec<Failure> {
+    failures_in(&p.scenario, &p.mean, slo)
+}
+
+/// Every reason a run of `scenario` whose summary.json is `summary` (or a mean of several)
+/// does not pass.
+pub fn failures_in(scenario: &Scenario, summary: &Value, slo: &[Threshold]) -> Vec<Failure> {
     let mut out: Vec<Failure> = slo
         .iter()
-        .filter(|t| !t.met(&p.mean))
+        .filter(|t| !t.met(summary))
         .map(|t| Failure::Objective {
             threshold: t.clone(),
-            value: t.value(&p.mean),
+            value: t.value(summary),
         })
         .collect();
-    let headroom = p.scenario.scheduler.headroom;
-    let over = stat(p, "peak_rpm_utilization").filter(|(v, _)| *v > headroom + 1e-9);
-    if let (Some((util, _)), Some(rpm)) = (over, p.scenario.provider().rpm) {
+    let headroom = scenario.scheduler.headroom;
+    let over = metrics::PEAK_RPM_UTILIZATION
+        .read(summary)
+        .filter(|v| *v > headroom + 1e-9);
+    if let (Some(util), Some(rpm)) = (over, scenario.provider().rpm) {
         out.push(Failure::OverHeadroom {
             peak: util * rpm,
             allowed: rpm * headroom,
@@ -230,10 +240,27 @@ pub struct Recommendation {
 }
 
 /// The recommended point: among the points that pass ([`passes`]), the smallest value of the
-/// first swept key, then the lowest headroom, then the higher throughput. `None` if none passes.
+/// first swept key, or the value `[sweep] prefer` asks for (`min KEY` or `max KEY`), then the
+/// lowest headroom, then the higher throughput. `None` if none passes.
 pub fn recommend(points: &[PointResult], slo: &[Threshold]) -> Option<Recommendation> {
-    let first = points.first()?.point.values.first()?.0.clone();
-    let key = |p: &PointResult| p.point.values[0].1.as_f64();
+    let first = points.first()?;
+    let prefer = first.scenario.prefer.clone().unwrap_or_else(|| Prefer {
+        key: first
+            .point
+            .values
+            .first()
+            .map(|(k, _)| k.clone())
+            .unwrap_or_default(),
+        max: false,
+    });
+    let key = |p: &PointResult| {
+        let v = p.point.get(&prefer.key).map_or(f64::NAN, |v| v.as_f64());
+        if prefer.max {
+            -v
+        } else {
+            v
+        }
+    };
     let headroom = |p: &PointResult| p.scenario.scheduler.headroom;
     let qps = |p: &PointResult| stat(p, "queries_per_s").map_or(0.0, |s| s.0);
     let (index, _) = points
@@ -254,10 +281,17 @@ pub fn recommend(points: &[PointResult], slo: &[Threshold]) -> Option<Recommenda
             .collect::<Vec<_>>()
             .join(", ")
     };
+    let which = if prefer.max { "largest" } else { "smallest" };
+    let from = if first.scenario.prefer.is_some() {
+        " (`[sweep] prefer`)"
+    } else {
+        ""
+    };
     Some(Recommendation {
         index,
         rule: format!(
-            "the smallest `{first}` that meets the objectives ({objectives}) and keeps its busiest minute under the provider's RPM × its headroom; among those, the lowest headroom (the most capacity left for retries and other traffic), then the higher throughput"
+            "the {which} `{}`{from} that meets the objectives ({objectives}) and keeps its busiest minute under the provider's RPM × its headroom; among those, the lowest headroom (the most capacity left for retries and other traffic), then the higher throughput",
+            prefer.key
         ),
     })
 }

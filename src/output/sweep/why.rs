@@ -127,7 +127,7 @@ fn at(p: &PointResult) -> String {
         .map(|(k, v)| {
             format!(
                 "{} = {}",
-                markdown(super::report::short(k)),
+                markdown(super::charts::short(k)),
                 markdown(&v.to_string())
             )
         })

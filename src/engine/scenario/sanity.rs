@@ -1,0 +1,92 @@
+//! Settings that are valid but cannot work as meant: warnings a command prints once on stderr
+//! before it runs, never an error (a scenario may mean it: a timeout storm on purpose).
+//!
+//! - A client timeout per attempt below the fastest answers a provider gives (its latency's
+//!   5th percentile): nearly every call times out.
+//! - A think time longer on average than the whole run: most sessions send one query.
+
+use rand::rngs::Xoshiro256PlusPlus;
+use rand::SeedableRng;
+
+use super::{Scenario, Stop};
+
+/// Draws used to estimate a latency's 5th percentile (deterministic: a fixed seed).
+const DRAWS: usize = 4_000;
+
+/// The 5th percentile of `latency`, in ms, from [`DRAWS`] draws of a fixed-seed generator.
+fn p5(latency: &capsize_mock::Latency) -> f64 {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(0x5A_17);
+    let mut draws: Vec<f64> = (0..DRAWS).map(|_| latency.sample(&mut rng)).collect();
+    draws.sort_by(f64::total_cmp);
+    draws[DRAWS / 20]
+}
+
+/// Every warning `s` deserves, one line each, naming the keys involved.
+pub fn warnings(s: &Scenario) -> Vec<String> {
+    let mut out = Vec::new();
+    let timeout_ms = s.scheduler.timeout.as_secs_f64() * 1000.0;
+    for p in &s.providers {
+        let fastest = p5(&p.config.latency);
+        if timeout_ms < fastest {
+            let at = if s.named_providers {
+                format!("providers.{}", p.name)
+            } else {
+                "provider".to_string()
+            };
+            out.push(format!(
+                "scheduler.timeout_ms = {} is below {at}.latency's 5th percentile (~{} ms): nearly every call will time out",
+                crate::analysis::plan::fmt_num(timeout_ms),
+                crate::analysis::plan::fmt_num(fastest.round())
+            ));
+        }
+    }
+    if let (Some(think), Stop::Duration(run)) = (&s.workload.think_time, s.workload.stop) {
+        let think_s = think.mean() / 1000.0;
+        if think_s > run.as_secs_f64() {
+            out.push(format!(
+                "workload.think_time's mean ({} s) is longer than the run (duration_s = {}): most sessions will send one query",
+                crate::analysis::plan::fmt_num(think_s),
+                crate::analysis::plan::fmt_num(run.as_secs_f64())
+            ));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn scenario(scheduler: &str, workload: &str) -> Scenario {
+        let text = format!(
+            "name = \"w\"\n[provider]\nrpm = 600\nlatency = {{ dist = \"uniform\", min_ms = 200, max_ms = 900 }}\n[workload]\nmode = \"closed\"\nsessions = 2\ncalls_per_query = 2\ntokens_per_call = 100\n{workload}\n[scheduler]\nmax_concurrency = 4\n{scheduler}\n"
+        );
+        super::super::parse(&text, Path::new("w.toml"), &[]).expect("a valid scenario")
+    }
+
+    #[test]
+    fn a_timeout_below_the_fastest_answers_is_named() {
+        // U[200, 900]: the 5th percentile is 235 ms.
+        let w = warnings(&scenario("timeout_ms = 100", "queries = 10"));
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].starts_with(
+                "scheduler.timeout_ms = 100 is below provider.latency's 5th percentile (~23"
+            ),
+            "{w:?}"
+        );
+        assert!(warnings(&scenario("timeout_ms = 300", "queries = 10")).is_empty());
+    }
+
+    #[test]
+    fn a_think_time_longer_than_the_run_is_named() {
+        let long = "duration_s = 60\nthink_time = { dist = \"constant\", ms = 120000 }";
+        assert_eq!(
+            warnings(&scenario("", long)),
+            ["workload.think_time's mean (120 s) is longer than the run (duration_s = 60): most sessions will send one query"]
+        );
+        let short = "duration_s = 600\nthink_time = { dist = \"constant\", ms = 120000 }";
+        assert!(warnings(&scenario("", short)).is_empty());
+    }
+}
