@@ -7,28 +7,12 @@
 
 use std::path::{Path, PathBuf};
 
-use capsize::output::report::charts::{self, Chart, Reference, Series, XAxis};
+use capsize::output::report::charts::{self, texts as svg_texts, Chart, Reference, Series, XAxis};
 
 mod common;
 use common::temp::Temp;
 
 const PNG_SIGNATURE: [u8; 8] = [0x89, b'P', b'N', b'G', 0x0d, 0x0a, 0x1a, 0x0a];
-
-/// The text content of every `<text>` element, trimmed and unescaped.
-fn svg_texts(svg: &str) -> Vec<String> {
-    svg.split("<text")
-        .skip(1)
-        .filter_map(|rest| {
-            let body = &rest[rest.find('>')? + 1..];
-            let text = body[..body.find("</text>")?].trim();
-            Some(
-                text.replace("&lt;", "<")
-                    .replace("&gt;", ">")
-                    .replace("&amp;", "&"),
-            )
-        })
-        .collect()
-}
 
 fn sweep_chart() -> Chart {
     let xs: [f64; 7] = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0];

@@ -273,6 +273,23 @@ pub fn put<'a>(
     });
 }
 
+/// The text of every `<text>` element of a drawn SVG chart, trimmed and unescaped, in order:
+/// what a reader of the chart sees written (titles, labels, legends, notes).
+pub fn texts(svg: &str) -> Vec<String> {
+    svg.split("<text")
+        .skip(1)
+        .filter_map(|rest| {
+            let body = &rest[rest.find('>')? + 1..];
+            let text = body[..body.find("</text>")?].trim();
+            Some(
+                text.replace("&lt;", "<")
+                    .replace("&gt;", ">")
+                    .replace("&amp;", "&"),
+            )
+        })
+        .collect()
+}
+
 /// The SVG as a string (for inlining into an HTML report).
 pub fn svg(chart: &Chart) -> Result<String, ChartError> {
     ensure_font()?;

@@ -3,24 +3,8 @@
 
 use super::*;
 use crate::engine::scenario::{self, AxisValue};
-use crate::output::report::charts::svg;
+use crate::output::report::charts::{svg, texts as svg_texts};
 use crate::output::sweep::Point;
-
-/// The text content of every `<text>` element, trimmed and unescaped.
-fn svg_texts(svg: &str) -> Vec<String> {
-    svg.split("<text")
-        .skip(1)
-        .filter_map(|rest| {
-            let body = &rest[rest.find('>')? + 1..];
-            let text = body[..body.find("</text>")?].trim();
-            Some(
-                text.replace("&lt;", "<")
-                    .replace("&gt;", ">")
-                    .replace("&amp;", "&"),
-            )
-        })
-        .collect()
-}
 
 /// A point of a research-agent sweep at `values`, with `p95` ms and `limited` 429s of 1000.
 fn point(values: &[(&str, AxisValue)], p95: f64, limited: f64) -> PointResult {
