@@ -470,3 +470,35 @@ fn a_setting_that_cannot_work_is_warned_about_once_and_the_run_goes_on() {
     );
     assert!(out.join("summary.json").is_file());
 }
+
+#[test]
+fn attempts_that_time_out_at_the_client_are_counted_beside_the_providers_answers() {
+    let t = Temp::new("run-cli", "client-timeouts");
+    // Every answer takes 100 ms and the client waits 50: each of the 10 calls sends its
+    // attempt and two retries, all three time out, and the call fails for good.
+    let scenario = t.write(
+        "scenario.toml",
+        &edit(
+            "headroom = 0.7",
+            "headroom = 0.7\ntimeout_ms = 50\nretry = { max_retries = 2, base_ms = 10, cap_ms = 10, jitter = \"none\" }",
+        ),
+    );
+    let out = t.path("out");
+    let o = run(&scenario, &[], &out);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let table = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        table.contains("  client         30 attempts (30 timed out at the client), 20 retries; calls: 10 failed for good, 0 cancelled, 0 not run;"),
+        "{table}"
+    );
+    assert!(table.contains("0 never answered"), "{table}");
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["attempts_timed_out"], 30);
+    assert_eq!(summary["errors"], 10);
+}

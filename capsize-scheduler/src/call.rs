@@ -33,6 +33,7 @@ pub(crate) struct Call<'a, C: Clock> {
     breakdown: Breakdown,
     rate_limited: u32,
     retries: u32,
+    timed_out: u32,
     /// The event that ended the call, once it has.
     end: Option<Event>,
     /// The adaptive limit's window its last attempt was sent in.
@@ -68,6 +69,7 @@ impl<'a, C: Clock> Call<'a, C> {
             breakdown: Breakdown::default(),
             rate_limited: 0,
             retries: 0,
+            timed_out: 0,
             end: None,
             window: 0,
         };
@@ -297,6 +299,7 @@ impl<'a, C: Clock> Call<'a, C> {
         number: u32,
     ) -> Result<(), CallError<E>> {
         let kind = error.classify();
+        self.timed_out += u32::from(matches!(kind, FailureKind::Timeout));
         if let FailureKind::RateLimited { retry_after } = kind {
             self.emit(EventKind::RateLimited {
                 attempt: number,
@@ -376,6 +379,7 @@ impl<C: Clock> Drop for Call<'_, C> {
             breakdown: self.breakdown,
             rate_limited: self.rate_limited,
             retries: self.retries,
+            timed_out: self.timed_out,
         });
     }
 }

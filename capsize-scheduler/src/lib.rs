@@ -407,6 +407,7 @@ impl<C: Clock> Scheduler<C> {
                 breakdown: observe::Breakdown::default(),
                 rate_limited: 0,
                 retries: 0,
+                timed_out: 0,
             });
         }
         id

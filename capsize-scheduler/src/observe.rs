@@ -160,6 +160,9 @@ pub struct CallEnd<'a> {
     pub rate_limited: u32,
     /// Retries it scheduled.
     pub retries: u32,
+    /// Attempts that timed out (the client's timeout per attempt, or a transport failure
+    /// classified as one).
+    pub timed_out: u32,
 }
 
 /// An adaptive concurrency limit moved (its floor, the permits that exist).

@@ -51,6 +51,8 @@ pub struct CallCounts {
     pub not_run: u64,
     /// Attempts sent.
     pub attempts: u64,
+    /// Attempts that timed out at the client.
+    pub timed_out: u64,
     /// 429s the client saw.
     pub rate_limited: u64,
     /// Retries scheduled.
@@ -539,6 +541,7 @@ impl Observer for Recorder {
         c.calls += 1;
         s.live.calls_ended += 1;
         c.attempts += u64::from(b.attempts);
+        c.timed_out += u64::from(end.timed_out);
         c.rate_limited += u64::from(end.rate_limited);
         c.retries += u64::from(end.retries);
         if let Some(EventKind::Completed { .. }) = end.end {

@@ -40,6 +40,7 @@ const DIRECTIONS: &[(Metric, Direction)] = {
         (PEAK_REQUESTS_PER_60S, NotGated),
         (PEAK_TOKENS_PER_60S, NotGated),
         (ATTEMPTS, HigherIsWorse),
+        (ATTEMPTS_TIMED_OUT, HigherIsWorse),
         (RETRIES, HigherIsWorse),
         (ERRORS, HigherIsWorse),
         (CANCELLED, HigherIsWorse),

@@ -89,6 +89,8 @@ pub const PEAK_TOKENS_PER_60S: Metric = Metric("provider.peak_tokens_per_60s");
 
 /// Attempts sent (count).
 pub const ATTEMPTS: Metric = Metric("attempts");
+/// Attempts that timed out at the client (count).
+pub const ATTEMPTS_TIMED_OUT: Metric = Metric("attempts_timed_out");
 /// Retries scheduled (count).
 pub const RETRIES: Metric = Metric("retries");
 /// Calls that failed for good (count).
@@ -185,6 +187,7 @@ pub const ALL: &[Metric] = &[
     PEAK_REQUESTS_PER_60S,
     PEAK_TOKENS_PER_60S,
     ATTEMPTS,
+    ATTEMPTS_TIMED_OUT,
     RETRIES,
     ERRORS,
     CANCELLED,

@@ -91,13 +91,15 @@ pub fn table(s: &Summary) -> String {
     let p = &s.provider.counters;
     let _ = writeln!(
         out,
-        "\n  provider       {} received, {} served, {} rate-limited (429), {} errors, {} timeouts",
+        "\n  provider       {} received, {} served, {} rate-limited (429), {} errors, {} never answered",
         p.received, p.served, p.rate_limited, p.errored, p.timed_out
     );
+    // The client's side of the same attempts, so its failures read beside the provider's
+    // counts: an attempt the provider answered slowly still times out here.
     let _ = writeln!(
         out,
-        "  client         {} attempts, {} retries, {} failed, {} cancelled, {} not run, {} orphaned requests",
-        s.attempts, s.retries, s.errors, s.cancelled, s.not_run, s.orphaned_requests
+        "  client         {} attempts ({} timed out at the client), {} retries; calls: {} failed for good, {} cancelled, {} not run; {} orphaned requests",
+        s.attempts, s.attempts_timed_out, s.retries, s.errors, s.cancelled, s.not_run, s.orphaned_requests
     );
     if let Some(l) = &s.concurrency_limit {
         let _ = writeln!(
@@ -143,7 +145,7 @@ pub fn table(s: &Summary) -> String {
             let c = &ph.counters;
             let _ = writeln!(
                 out,
-                "  phase          {whose}{when}: {} received, {} served, {} rate-limited (429), {} errors, {} timeouts",
+                "  phase          {whose}{when}: {} received, {} served, {} rate-limited (429), {} errors, {} never answered",
                 c.received, c.served, c.rate_limited, c.errored, c.timed_out
             );
         }

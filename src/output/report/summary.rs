@@ -189,6 +189,9 @@ pub struct Summary {
     pub providers: BTreeMap<String, NamedProviderSummary>,
     /// Attempts sent.
     pub attempts: u64,
+    /// Attempts that timed out at the client (its timeout per attempt: the provider was slow
+    /// or never answered).
+    pub attempts_timed_out: u64,
     /// Retries scheduled.
     pub retries: u64,
     /// Calls that failed for good.
@@ -472,6 +475,7 @@ impl Summary {
                 },
             },
             attempts: r.calls.attempts,
+            attempts_timed_out: r.calls.timed_out,
             retries: r.calls.retries,
             errors: r.calls.failed,
             cancelled: r.calls.cancelled,
