@@ -138,6 +138,14 @@ fn the_committed_reports_are_one_table_per_table_and_no_markdown_in_the_text() {
         let read = |f: &str| std::fs::read_to_string(root.join(name).join(f)).unwrap();
         check_structure(name, &read("report.md"), &read("report.html"));
     }
+    // The research agent's report names the client's burst, and says where it crosses the line.
+    let md = std::fs::read_to_string(root.join("research-agent/report.md")).unwrap();
+    for line in [
+        "The client's bucket in force: `scheduler.burst_s` = 1 s of refill, up to 7 requests at once at 600 RPM × 0.7.",
+        "| 8 | 0.7 | 0.875 | 1,485.8 | 0 | no: busiest minute 424 requests, over 420 (600 RPM × 0.7) by the bucket's burst (7: scheduler.burst_s) |",
+    ] {
+        assert!(md.lines().any(|l| l == line), "{line}\n{md}");
+    }
 }
 
 /// The issue's own scenario: 20 users, 3 rounds of 5 tool calls, 50 RPM: nothing passes.

@@ -111,12 +111,17 @@ pub enum Failure {
         rpm: f64,
         /// The point's headroom.
         headroom: f64,
+        /// The client's RPM bucket capacity, when the client limits itself: the most its
+        /// limiter lets a minute exceed RPM × headroom by.
+        burst: Option<f64>,
     },
 }
 
 impl std::fmt::Display for Failure {
-    /// One phrase: `latency_ms.query.p95 1,983.5, needs < 2000` or `busiest minute 452
-    /// requests, over 420 (600 RPM × 0.7)`.
+    /// One phrase: `latency_ms.query.p95 1,983.5, needs < 2000`, `busiest minute 452
+    /// requests, over 420 (600 RPM × 0.7)`, or, when the client's own bucket let it through,
+    /// `busiest minute 424 requests, over 420 (600 RPM × 0.7) by the bucket's burst (7:
+    /// scheduler.burst_s)`.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Failure::Objective { threshold, value } => write!(
@@ -131,13 +136,24 @@ impl std::fmt::Display for Failure {
                 allowed,
                 rpm,
                 headroom,
-            } => write!(
-                f,
-                "busiest minute {} requests, over {} ({} RPM × {headroom})",
-                fmt_num(*peak),
-                fmt_num(*allowed),
-                fmt_num(*rpm)
-            ),
+                burst,
+            } => {
+                write!(
+                    f,
+                    "busiest minute {} requests, over {} ({} RPM × {headroom})",
+                    fmt_num(*peak),
+                    fmt_num(*allowed),
+                    fmt_num(*rpm)
+                )?;
+                match burst.filter(|b| *peak <= allowed + b + 1e-9) {
+                    Some(b) => write!(
+                        f,
+                        " by the bucket's burst ({}: scheduler.burst_s)",
+                        fmt_num(b)
+                    ),
+                    None => Ok(()),
+                }
+            }
         }
     }
 }
@@ -164,11 +180,16 @@ pub fn failures_in(scenario: &Scenario, summary: &Value, slo: &[Threshold]) -> V
         .read(summary)
         .filter(|v| *v > headroom + 1e-9);
     if let (Some(util), Some(rpm)) = (over, scenario.provider().rpm) {
+        let sc = &scenario.scheduler;
         out.push(Failure::OverHeadroom {
             peak: util * rpm,
             allowed: rpm * headroom,
             rpm,
             headroom,
+            // As the simulator sizes the client's RPM bucket.
+            burst: sc
+                .rate_limit
+                .then(|| (rpm * headroom / 60.0 * sc.burst_s).max(1.0)),
         });
     }
     out
