@@ -53,7 +53,8 @@ rate_limit = false
 "#;
 
 const HEADER: &str = "t_s,bin_s,requests,charged,rate_limited,tokens,completed,failed,cancelled,\
-in_flight_mean,queue_len_mean,concurrency_limit_mean,call_p50_ms,call_p95_ms,call_p99_ms";
+in_flight_mean,queue_len_mean,concurrency_limit_mean,limiter_balance,call_p50_ms,call_p95_ms,\
+call_p99_ms";
 
 /// Runs `capsize run <scenario> <extra>... --out <out>`.
 fn run(scenario: &Path, extra: &[&str], out: &Path) -> Output {
@@ -110,11 +111,53 @@ fn back_to_back_calls_give_rows_worked_out_by_hand() {
     // in every bin, to 2 significant digits (the highest value of their HDR bucket).
     let expected = format!(
         "{HEADER}\n\
-         0,1,3,3,0,30,2,0,0,1.000,0.600,,401.407,802.815,802.815\n\
-         1,1,2,2,0,20,2,0,0,1.000,0.600,,401.407,802.815,802.815\n\
-         2,1,1,1,0,10,2,0,0,1.000,0.000,,401.407,802.815,802.815\n"
+         0,1,3,3,0,30,2,0,0,1.000,0.600,,,401.407,802.815,802.815\n\
+         1,1,2,2,0,20,2,0,0,1.000,0.600,,,401.407,802.815,802.815\n\
+         2,1,1,1,0,10,2,0,0,1.000,0.000,,,401.407,802.815,802.815\n"
     );
     assert_eq!(csv, expected);
+}
+
+/// 60 RPM at headroom 1 through the client's own bucket (1 request a second, a burst of 1),
+/// two queries of two parallel calls of 500 ms.
+const BUCKET: &str = r#"name = "tsbucket"
+seed = 1
+
+[provider]
+rpm = 60
+latency = { dist = "constant", ms = 500 }
+
+[workload]
+sessions = 1
+queries = 2
+calls_per_query = 2
+tokens_per_call = 10
+
+[scheduler]
+max_concurrency = 2
+headroom = 1.0
+rate_limit = true
+"#;
+
+#[test]
+fn the_limiter_balance_is_what_each_bins_last_call_end_left() {
+    let t = Temp::new("timeseries", "bucket");
+    let (csv, _) = timeseries(&t, "c", BUCKET);
+    // t=0: the first call takes the one request (0), the second owes one (-1) and goes at 1 s.
+    // 0.5: the first ends: -1 + 0.5 = -0.5. 1.5: the second ends: 0.5. The next query then
+    // owes two (-1.5): its calls go at 2 and 3 s and end at 2.5 (-0.5) and 3.5 (0.5).
+    let balances: Vec<&str> = csv
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').nth(12).unwrap())
+        .collect();
+    assert_eq!(balances, ["-0.500", "0.500", "-0.500", "0.500"], "{csv}");
+    // Reading the balance changes nothing of the run: the same summary.json without the flag.
+    let with = std::fs::read(t.path("c").join("summary.json")).unwrap();
+    let out = t.path("without");
+    let o = run(&t.path("c.toml"), &[], &out);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(std::fs::read(out.join("summary.json")).unwrap() == with);
 }
 
 #[test]
@@ -127,14 +170,14 @@ fn a_429_lands_in_its_second_and_the_retry_a_minute_later() {
     assert_eq!(rows.len(), 1 + 61, "{csv}");
     assert_eq!(
         rows[1],
-        "0,1,3,2,1,20,2,0,0,1.000,0.000,,100.351,100.351,100.351"
+        "0,1,3,2,1,20,2,0,0,1.000,0.000,,,100.351,100.351,100.351"
     );
     // The refused call holds its permit while it backs off; nothing is sent meanwhile.
     for (s, row) in rows[2..61].iter().enumerate() {
-        assert_eq!(*row, format!("{},1,0,0,0,0,0,0,0,1.000,0.000,,,,", s + 1));
+        assert_eq!(*row, format!("{},1,0,0,0,0,0,0,0,1.000,0.000,,,,,", s + 1));
     }
     assert!(
-        rows[61].starts_with("60,1,1,1,0,10,1,0,0,1.000,0.000,,"),
+        rows[61].starts_with("60,1,1,1,0,10,1,0,0,1.000,0.000,,,"),
         "{}",
         rows[61]
     );

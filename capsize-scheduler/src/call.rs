@@ -380,6 +380,11 @@ impl<C: Clock> Drop for Call<'_, C> {
             rate_limited: self.rate_limited,
             retries: self.retries,
             timed_out: self.timed_out,
+            limiter_balance: observer
+                .wants_balances()
+                .then(|| self.scheduler.limiter_for(self.spec.via))
+                .flatten()
+                .and_then(|l| l.peek_balances().0),
         });
     }
 }

@@ -408,6 +408,7 @@ impl<C: Clock> Scheduler<C> {
                 rate_limited: 0,
                 retries: 0,
                 timed_out: 0,
+                limiter_balance: None,
             });
         }
         id

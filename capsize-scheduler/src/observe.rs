@@ -163,6 +163,10 @@ pub struct CallEnd<'a> {
     /// Attempts that timed out (the client's timeout per attempt, or a transport failure
     /// classified as one).
     pub timed_out: u32,
+    /// The balance of the request bucket the call went through, when it ended, read without
+    /// refilling it: only for an observer that [`Observer::wants_balances`], and `None`
+    /// without an RPM limit (or with buckets kept on Redis).
+    pub limiter_balance: Option<f64>,
 }
 
 /// An adaptive concurrency limit moved (its floor, the permits that exist).
@@ -192,6 +196,12 @@ pub trait Observer: Send + Sync {
     /// needs only [`Observer::on_call_end`] returns false, and the scheduler builds no events.
     fn wants_events(&self) -> bool {
         true
+    }
+
+    /// Whether [`CallEnd::limiter_balance`] should be read at each call's end (a lock of the
+    /// limiter per call; off by default).
+    fn wants_balances(&self) -> bool {
+        false
     }
 }
 

@@ -262,6 +262,8 @@ impl State {
 /// the workload.
 pub struct Recorder {
     state: Mutex<State>,
+    /// Whether the time series is kept (then each call's end reads its limiter's balance).
+    timeseries: bool,
 }
 
 fn micros(d: Duration) -> u64 {
@@ -310,13 +312,15 @@ impl Recorder {
                 origin: None,
                 live: Live::default(),
             }),
+            timeseries: false,
         }
     }
 
     /// The same recorder, keeping what the calls did per bin of its series too when
     /// `timeseries` (see [`CallBin`]; `capsize run --timeseries` writes it).
-    pub fn with_timeseries(self, timeseries: bool) -> Self {
+    pub fn with_timeseries(mut self, timeseries: bool) -> Self {
         self.lock().rec.series = Series::new(timeseries);
+        self.timeseries = timeseries;
         self
     }
 
@@ -512,6 +516,10 @@ impl Observer for Recorder {
         false
     }
 
+    fn wants_balances(&self) -> bool {
+        self.timeseries
+    }
+
     fn on_limit(&self, change: &LimitChange) {
         let mut s = self.lock();
         if let Some(track) = s.hold_limit(change.at) {
@@ -577,6 +585,9 @@ impl State {
         series.in_flight(admitted, ended);
         let latency = micros(scale.to_model(end.at - end.queued_at));
         if let Some(bin) = series.calls_at(ended / 1_000_000) {
+            if let Some(balance) = end.limiter_balance {
+                bin.balance(ended, balance);
+            }
             match end.end {
                 Some(EventKind::Completed { .. }) => {
                     bin.completed += 1;

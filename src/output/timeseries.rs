@@ -24,6 +24,11 @@
 //! - `queue_len_mean`: the mean number of calls waiting for a concurrency permit over the bin.
 //! - `concurrency_limit_mean`: the mean adaptive concurrency limit (every replica's added up)
 //!   over the bin; empty with a fixed `max_concurrency`.
+//! - `limiter_balance`: the client's request bucket (its RPM limiter) in requests, as the
+//!   last call that ended in the bin left it (read without refilling it, so reading it
+//!   changes nothing of the run); negative while reservations wait for credit. With a fleet,
+//!   that call's replica's bucket. Empty when the client has no RPM limiter (or keeps it on
+//!   Redis), or no call ended in the bin.
 //! - `call_p50_ms`, `call_p95_ms`, `call_p99_ms`: percentiles of the latency (from
 //!   submission) of the calls that succeeded and ended in the bin, in milliseconds, to 2
 //!   significant digits (an HDR histogram per bin; each is the highest value its bucket
@@ -45,7 +50,8 @@ pub const FILE: &str = "timeseries.csv";
 
 /// The header row.
 pub const HEADER: &str = "t_s,bin_s,requests,charged,rate_limited,tokens,completed,failed,\
-cancelled,in_flight_mean,queue_len_mean,concurrency_limit_mean,call_p50_ms,call_p95_ms,call_p99_ms";
+cancelled,in_flight_mean,queue_len_mean,concurrency_limit_mean,limiter_balance,call_p50_ms,\
+call_p95_ms,call_p99_ms";
 
 /// Declares `timeseries.csv` in `dir` as an output of `set`, named by `--timeseries`.
 pub fn declare(set: &mut OutputSet, dir: &Path) {
@@ -111,7 +117,7 @@ pub fn csv(rec: &Recording, span: Duration) -> String {
         });
         let _ = writeln!(
             out,
-            "{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             start / 1_000_000,
             series.bin_s,
             bin.requests,
@@ -124,6 +130,8 @@ pub fn csv(rec: &Recording, span: Duration) -> String {
             per_us(count(|c| c.in_flight_us)),
             per_us(count(|c| c.queued_us)),
             limit,
+            c.and_then(|c| c.balance)
+                .map_or(String::new(), |(_, b)| format!("{b:.3}")),
             percentiles(c),
         );
     }

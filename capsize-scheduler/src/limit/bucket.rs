@@ -126,6 +126,18 @@ impl Bucket {
         self.credited - self.debited
     }
 
+    /// The balance at `now` as [`Bucket::refill`] then [`Bucket::balance`] would read it,
+    /// with nothing changed: a read must not split the bucket's refills (and their rounding)
+    /// differently from a run that does not read it. Reservations that fall due by `now` are
+    /// not marked, which can only lower the cap of a full bucket.
+    pub(crate) fn balance_at(&self, now: Instant) -> f64 {
+        let mut credited = self.credited;
+        if now > self.last {
+            credited += (now - self.last).as_secs_f64() * self.rate;
+        }
+        credited.min(self.ceiling()) - self.debited
+    }
+
     /// The first pending reservation that is not due yet.
     pub(crate) fn first_waiting(&self) -> Option<Ticket> {
         self.pending

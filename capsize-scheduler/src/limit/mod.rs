@@ -200,6 +200,17 @@ impl<C: Clock> RateLimiter<C> {
         self.lock().balances(self.clock.now())
     }
 
+    /// The balances now, read without refilling the buckets, so that reading changes nothing
+    /// a run does (an observer may read it at every call's end): (requests, tokens). `None`
+    /// for a limit that is not set, and for buckets kept on Redis (their balance is there).
+    pub fn peek_balances(&self) -> (Option<f64>, Option<f64>) {
+        #[cfg(feature = "redis")]
+        if self.remote.is_some() {
+            return (None, None);
+        }
+        self.lock().peek_balances(self.clock.now())
+    }
+
     /// Refill rates in units per second: (requests, tokens).
     pub fn rates(&self) -> (Option<f64>, Option<f64>) {
         let queue = self.lock();

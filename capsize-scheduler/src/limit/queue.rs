@@ -138,6 +138,13 @@ impl Queue {
         }
     }
 
+    /// The balances at `now`, read without bringing the buckets there
+    /// ([`Bucket::balance_at`]): (requests, tokens).
+    pub(crate) fn peek_balances(&self, now: Instant) -> (Option<f64>, Option<f64>) {
+        let (r, t) = self.parts();
+        (r.map(|b| b.balance_at(now)), t.map(|b| b.balance_at(now)))
+    }
+
     /// The balances at `now`: (requests, tokens).
     pub(crate) fn balances(&mut self, now: Instant) -> (Option<f64>, Option<f64>) {
         self.advance(now);

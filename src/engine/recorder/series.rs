@@ -52,6 +52,9 @@ pub struct CallBin {
     /// Latency (µs, from submission) of the calls that succeeded and ended in the bin, to 2
     /// significant digits; `None` while there are none.
     pub latency: Option<Histogram<u64>>,
+    /// The request bucket's balance at the last call end in the bin that read one, and when
+    /// (model µs): `None` while none did.
+    pub balance: Option<(u64, f64)>,
 }
 
 impl CallBin {
@@ -61,6 +64,9 @@ impl CallBin {
         self.cancelled += o.cancelled;
         self.in_flight_us += o.in_flight_us;
         self.queued_us += o.queued_us;
+        if let Some((at, b)) = o.balance {
+            self.balance(at, b);
+        }
         if let Some(h) = &o.latency {
             match &mut self.latency {
                 // Both auto-resize: adding cannot run out of range.
@@ -71,6 +77,14 @@ impl CallBin {
             }
         }
         self
+    }
+
+    /// Keeps `balance`, read at `at_us`, if it is the bin's latest (of two at one instant, the
+    /// one recorded last: call ends are recorded in the order they happen).
+    pub(super) fn balance(&mut self, at_us: u64, balance: f64) {
+        if self.balance.is_none_or(|(t, _)| at_us >= t) {
+            self.balance = Some((at_us, balance));
+        }
     }
 
     /// Records the latency (µs) of a call that succeeded and ended in the bin.
