@@ -128,6 +128,58 @@ fn a_noisy_probe_runs_more_seeds_and_a_fraction_is_bisected_to_its_precision() {
 }
 
 #[test]
+fn a_search_that_never_fails_says_it_stopped_at_its_bound() {
+    let t = Temp::new("search", "bound");
+    let lax = t.write(
+        "lax.toml",
+        &std::fs::read_to_string(AGENT).unwrap().replace(
+            "\"latency_ms.query.p95\" = \"< 2000\"",
+            "\"latency_ms.query.p95\" = \"< 100000\"",
+        ),
+    );
+    let out = t.path("out");
+    let o = capsize(&[
+        "search",
+        lax.to_str().unwrap(),
+        "--min",
+        "scheduler.max_concurrency",
+        "--repeats",
+        "1",
+        "--set",
+        "workload.queries=50",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", common::stderr(&o));
+    // 4, 2 and 1 all pass: the answer is the floor, and it says so.
+    assert!(
+        stdout(&o).contains("smallest scheduler.max_concurrency that meets the objectives: 1; every value tried passes, down to the smallest the key takes here"),
+        "{}",
+        stdout(&o)
+    );
+    let o = capsize(&[
+        "search",
+        lax.to_str().unwrap(),
+        "--max",
+        "workload.sessions",
+        "--to",
+        "2",
+        "--repeats",
+        "1",
+        "--set",
+        "workload.queries=50",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", common::stderr(&o));
+    assert!(
+        stdout(&o).contains("largest workload.sessions that meets the objectives: 2; every value tried passes: the answer may lie beyond 2 (raise --to)"),
+        "{}",
+        stdout(&o)
+    );
+}
+
+#[test]
 fn bad_searches_are_refused_in_one_line() {
     let t = Temp::new("search", "bad");
     let out = t.path("out");

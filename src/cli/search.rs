@@ -201,11 +201,18 @@ fn answer(spec: &SearchSpec, found: &Found) -> String {
                         reasons.join("; ")
                     );
                 }
-                None => {
+                // Nothing failed on the far side: the search stopped at its bound.
+                None if spec.max => {
                     let _ = write!(
                         line,
                         "; every value tried passes: the answer may lie beyond {} (raise --to)",
                         search::shown(spec, a.value)
+                    );
+                }
+                None => {
+                    let _ = write!(
+                        line,
+                        "; every value tried passes, down to the smallest the key takes here"
                     );
                 }
             }
