@@ -291,6 +291,7 @@ pub fn search(args: SearchArgs) -> ExitCode {
     super::warn(&base);
     let opts = SweepOptions {
         repeats: spec.repeats,
+        first_repeat: 0,
         jobs,
         realtime,
         progress: false,

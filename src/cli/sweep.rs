@@ -91,6 +91,7 @@ pub fn sweep(args: SweepArgs) -> ExitCode {
     super::warn(first);
     let opts = SweepOptions {
         repeats: args.repeats,
+        first_repeat: 0,
         jobs,
         realtime: realtime.clone(),
         progress: true,

@@ -32,6 +32,9 @@ pub use stats::{mean_ci, mean_json};
 pub struct SweepOptions {
     /// Runs per point, each with its own seed.
     pub repeats: u32,
+    /// The number of the first of them (0 for a sweep): a caller adding seeds to a point it
+    /// has run runs the next ones, not the same again.
+    pub first_repeat: u32,
     /// Threads running points at once (real time always uses one).
     pub jobs: usize,
     /// Real time instead of virtual time.
@@ -128,11 +131,13 @@ fn run_one(s: &Scenario, realtime: Option<&RealtimeOptions>) -> Result<Value, Si
     serde_json::to_value(&summary).map_err(|e| SimError::BadProvider(e.to_string()))
 }
 
-/// Runs every point of `grid` `opts.repeats` times and returns the points in grid order.
+/// Runs every point of `grid` `opts.repeats` times (repeats `opts.first_repeat` on) and
+/// returns the points in grid order.
 pub fn run(grid: &Grid, opts: &SweepOptions) -> Result<Vec<PointResult>, SweepError> {
     let repeats = opts.repeats.max(1) as usize;
+    let numbers = opts.first_repeat..opts.first_repeat + repeats as u32;
     let jobs: Vec<(usize, u32)> = (0..grid.points.len())
-        .flat_map(|p| (0..repeats as u32).map(move |r| (p, r)))
+        .flat_map(|p| numbers.clone().map(move |r| (p, r)))
         .collect();
     let seeded = |p: usize, r: u32| {
         let (point, s) = &grid.points[p];
@@ -191,8 +196,8 @@ pub fn run(grid: &Grid, opts: &SweepOptions) -> Result<Vec<PointResult>, SweepEr
             let runs: Vec<Value> = all.by_ref().take(repeats).flatten().collect();
             PointResult {
                 point: point.clone(),
-                scenario: seeded(p, 0),
-                seeds: (0..repeats as u32).map(|r| seeded(p, r).seed).collect(),
+                scenario: seeded(p, opts.first_repeat),
+                seeds: numbers.clone().map(|r| seeded(p, r).seed).collect(),
                 mean: mean_json(&runs),
                 runs,
             }

@@ -131,11 +131,23 @@ fn probe(
     let grid = Grid::single(path, sets, axis)?;
     let mut opts = opts.clone();
     opts.repeats = spec.repeats.max(1);
+    opts.first_repeat = 0;
+    let mut ran: Option<PointResult> = None;
     loop {
-        let result = super::run(&grid, &opts)?
+        let more = super::run(&grid, &opts)?
             .into_iter()
             .next()
             .ok_or_else(|| GridError::Flag("a probe ran no point".into()))?;
+        // A noisy probe's further seeds join the ones it ran: none is run twice.
+        let result = match ran.take() {
+            None => more,
+            Some(mut all) => {
+                all.seeds.extend(more.seeds);
+                all.runs.extend(more.runs);
+                all.mean = super::mean_json(&all.runs);
+                all
+            }
+        };
         let seeds_passing = result
             .runs
             .iter()
@@ -148,10 +160,13 @@ fn probe(
             seeds_passing,
             failures,
         };
-        if !p.noisy() || opts.repeats >= spec.max_repeats {
+        let total = p.result.runs.len() as u32;
+        if !p.noisy() || total >= spec.max_repeats {
             return Ok(p);
         }
-        opts.repeats = (opts.repeats + spec.repeats).min(spec.max_repeats);
+        opts.first_repeat = total;
+        opts.repeats = spec.repeats.min(spec.max_repeats - total);
+        ran = Some(p.result);
     }
 }
 
