@@ -79,11 +79,7 @@ fn own_value(text: &str, key: &str) -> Option<(f64, bool)> {
 
 /// The search's spec from the flags and the scenario's text.
 fn spec(args: &SearchArgs, key: &str, max: bool, text: &str) -> Result<SearchSpec, String> {
-    if let Some(set) = args
-        .sets
-        .iter()
-        .find(|s| s.split_once('=').is_some_and(|(k, _)| k.trim() == key))
-    {
+    if let Some(set) = args.sets.iter().find(|s| scenario::set_key(s) == Some(key)) {
         return Err(format!(
             "--set {set} gives the key the search varies: drop it or search another key"
         ));

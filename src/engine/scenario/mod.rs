@@ -231,6 +231,14 @@ pub struct SchedulerSettings {
     pub transport_cancel: bool,
 }
 
+impl SchedulerSettings {
+    /// The capacity of a client bucket that refills `per_minute` × headroom: `burst_s` of its
+    /// refill, at least one unit (a call must fit).
+    pub fn bucket_capacity(&self, per_minute: f64) -> f64 {
+        (per_minute * self.headroom / 60.0 * self.burst_s).max(1.0)
+    }
+}
+
 /// A validated scenario.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Scenario {
@@ -416,6 +424,20 @@ fn key_of(text: &str, span: std::ops::Range<usize>) -> Option<String> {
     Some(parts.join("."))
 }
 
+/// The dotted key a `--set key=value` argument names (`None`: no `=`; parsing reports that).
+pub fn set_key(set: &str) -> Option<&str> {
+    set.split_once('=').map(|(k, _)| k.trim())
+}
+
+/// Whether a `--set` of the dotted key `set` decides the value of `key`: the same key, or a
+/// table that holds it (`scheduler.retry` holds `scheduler.retry.max_retries`).
+pub fn set_covers(set: &str, key: &str) -> bool {
+    key == set
+        || key
+            .strip_prefix(set)
+            .is_some_and(|rest| rest.starts_with('.'))
+}
+
 fn parse_override(set: &str) -> Result<(Vec<String>, toml::Value), String> {
     let (path, value) = set
         .split_once('=')
@@ -515,12 +537,7 @@ pub fn parse(text: &str, path: &Path, sets: &[String]) -> Result<Scenario, Scena
     let base = path.parent().unwrap_or(Path::new("."));
     validate::validate(raw, base).map_err(|bounds::Invalid { key, message }| {
         // A value a --set gave (the key, or a table holding it) is named by its argument.
-        let from_set = set_keys.iter().rev().find(|(k, _)| {
-            key == *k
-                || key
-                    .strip_prefix(k.as_str())
-                    .is_some_and(|r| r.starts_with('.'))
-        });
+        let from_set = set_keys.iter().rev().find(|(k, _)| set_covers(k, &key));
         if let Some((_, set)) = from_set {
             fail(None, Some(key), format!("{message} (from --set {set})"))
         } else {

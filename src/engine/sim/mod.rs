@@ -135,7 +135,7 @@ pub fn scheduler_config(s: &Scenario, scale: TimeScale) -> SchedulerConfig {
         per_minute.map(|pm| {
             let pm = pm / share;
             // Capacity in tokens does not depend on the scale: `burst_s` of the scaled refill.
-            let burst = (pm * sc.headroom / 60.0 * sc.burst_s).max(1.0);
+            let burst = sc.bucket_capacity(pm);
             Limit::per_minute(scale.rate_to_runtime(pm)).with_burst(burst)
         })
     };

@@ -99,18 +99,10 @@ pub struct Grid {
     pub pinned: Vec<(String, String)>,
 }
 
-/// The key a `--set key=value` argument names (`None`: no `=`; parsing reports that).
-fn set_key(set: &str) -> Option<&str> {
-    set.split_once('=').map(|(k, _)| k.trim())
-}
-
-/// Whether `--set` of `set` decides the value of the swept `key`: the same key, or a table
-/// that holds it (`scheduler.retry` holds `scheduler.retry.max_retries`).
-fn covers(set: &str, key: &str) -> bool {
-    key == set
-        || key
-            .strip_prefix(set)
-            .is_some_and(|rest| rest.starts_with('.'))
+/// The `--set` among `sets` that decides `key`, if any.
+fn set_of<'a>(sets: &'a [String], key: &str) -> Option<&'a String> {
+    sets.iter()
+        .find(|s| scenario::set_key(s).is_some_and(|k| scenario::set_covers(k, key)))
 }
 
 /// Why a grid cannot be built.
@@ -138,10 +130,7 @@ impl Grid {
         let mut axes = base.sweep.clone();
         for f in flags {
             let axis = flag(f).map_err(GridError::Flag)?;
-            if let Some(set) = sets
-                .iter()
-                .find(|s| set_key(s).is_some_and(|k| covers(k, &axis.key)))
-            {
+            if let Some(set) = set_of(sets, &axis.key) {
                 return Err(GridError::Flag(format!(
                     "--set {set} and --sweep {f} both give {}: keep one",
                     axis.key
@@ -154,17 +143,12 @@ impl Grid {
         }
         // A --set of a key the [sweep] table varies pins it: the key is not swept.
         let mut pinned = Vec::new();
-        axes.retain(|a| {
-            match sets
-                .iter()
-                .find(|s| set_key(s).is_some_and(|k| covers(k, &a.key)))
-            {
-                Some(set) => {
-                    pinned.push((a.key.clone(), set.clone()));
-                    false
-                }
-                None => true,
+        axes.retain(|a| match set_of(sets, &a.key) {
+            Some(set) => {
+                pinned.push((a.key.clone(), set.clone()));
+                false
             }
+            None => true,
         });
         if axes.is_empty() {
             let why = match pinned.as_slice() {

@@ -196,7 +196,7 @@ fn burst(p: &PointResult) -> Option<String> {
     Some(format!(
         "The client's bucket in force: `scheduler.burst_s` = {} s of refill, up to {} requests at once at {} RPM × {}.",
         fmt_num(s.burst_s),
-        fmt_num((rpm * s.headroom / 60.0 * s.burst_s).max(1.0)),
+        fmt_num(s.bucket_capacity(rpm)),
         fmt_num(rpm),
         s.headroom
     ))

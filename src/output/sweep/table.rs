@@ -186,10 +186,7 @@ pub fn failures_in(scenario: &Scenario, summary: &Value, slo: &[Threshold]) -> V
             allowed: rpm * headroom,
             rpm,
             headroom,
-            // As the simulator sizes the client's RPM bucket.
-            burst: sc
-                .rate_limit
-                .then(|| (rpm * headroom / 60.0 * sc.burst_s).max(1.0)),
+            burst: sc.rate_limit.then(|| sc.bucket_capacity(rpm)),
         });
     }
     out
