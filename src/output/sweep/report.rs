@@ -202,6 +202,15 @@ fn burst(p: &PointResult) -> Option<String> {
     ))
 }
 
+/// A point's swept keys and values as Markdown, each `max_concurrency = 8`.
+pub(super) fn values(p: &PointResult) -> Vec<String> {
+    p.point
+        .values
+        .iter()
+        .map(|(k, v)| format!("{} = {}", markdown(short(k)), markdown(&v.to_string())))
+        .collect()
+}
+
 /// The recommended point in one line: its values, queries per minute, p95, 429s and the RPM
 /// its busiest minute leaves.
 fn headline(p: &PointResult) -> String {
@@ -209,12 +218,7 @@ fn headline(p: &PointResult) -> String {
     let qpm = always(p, metrics::QUERIES_PER_S) * 60.0;
     let p95 = always(p, metrics::QUERY_P95) / 1000.0;
     let limited = always(p, metrics::PROVIDER_RATE_LIMITED);
-    let at: Vec<String> = p
-        .point
-        .values
-        .iter()
-        .map(|(k, v)| format!("{} = {v}", markdown(short(k))))
-        .collect();
+    let at = values(p);
     let mut line = format!(
         "**{}**: {} queries/min sustained, p95 {} s, {}",
         at.join(" at "),

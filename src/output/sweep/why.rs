@@ -20,7 +20,6 @@ use super::PointResult;
 use crate::analysis::plan::{self, fmt_num, PlanInput};
 use crate::analysis::slo::{Op, Threshold};
 use crate::engine::scenario::{Arrivals, Scenario};
-use crate::output::report::escape::markdown;
 
 /// What a workload asks for, in queries per minute, and how that was worked out (Markdown).
 fn demand(s: &Scenario) -> Option<(f64, String)> {
@@ -121,18 +120,7 @@ fn times(factor: f64) -> String {
 
 /// The values of a point's swept keys: `max_concurrency = 8, headroom = 0.5`.
 fn at(p: &PointResult) -> String {
-    p.point
-        .values
-        .iter()
-        .map(|(k, v)| {
-            format!(
-                "{} = {}",
-                markdown(super::charts::short(k)),
-                markdown(&v.to_string())
-            )
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
+    super::report::values(p).join(", ")
 }
 
 /// One paragraph per objective that no point meets: the best value and where, and the gap.
