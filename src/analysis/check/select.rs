@@ -4,6 +4,7 @@
 
 use super::direction::{direction, Direction};
 use super::GateError;
+use crate::engine::scenario::key_within;
 use crate::output::report::summary::Summary;
 
 /// The metrics compared with a baseline.
@@ -30,10 +31,7 @@ fn comparable(path: &str) -> bool {
 
 /// Whether `entry` picks `path`: it is the path, or a prefix of it (but for a maximum).
 fn picks(entry: &str, path: &str) -> bool {
-    path == entry
-        || path
-            .strip_prefix(entry)
-            .is_some_and(|rest| rest.starts_with('.') && !is_max(path))
+    key_within(path, entry) && (path == entry || !is_max(path))
 }
 
 impl Selection {

@@ -429,12 +429,12 @@ pub fn set_key(set: &str) -> Option<&str> {
     set.split_once('=').map(|(k, _)| k.trim())
 }
 
-/// Whether a `--set` of the dotted key `set` decides the value of `key`: the same key, or a
-/// table that holds it (`scheduler.retry` holds `scheduler.retry.max_retries`).
-pub fn set_covers(set: &str, key: &str) -> bool {
-    key == set
+/// Whether the dotted `key` is `prefix` or lies under it (`scheduler.retry.max_retries` lies
+/// under `scheduler.retry`, not under `scheduler.ret`): so a `--set` of `prefix` decides it.
+pub fn key_within(key: &str, prefix: &str) -> bool {
+    key == prefix
         || key
-            .strip_prefix(set)
+            .strip_prefix(prefix)
             .is_some_and(|rest| rest.starts_with('.'))
 }
 
@@ -537,7 +537,7 @@ pub fn parse(text: &str, path: &Path, sets: &[String]) -> Result<Scenario, Scena
     let base = path.parent().unwrap_or(Path::new("."));
     validate::validate(raw, base).map_err(|bounds::Invalid { key, message }| {
         // A value a --set gave (the key, or a table holding it) is named by its argument.
-        let from_set = set_keys.iter().rev().find(|(k, _)| set_covers(k, &key));
+        let from_set = set_keys.iter().rev().find(|(k, _)| key_within(&key, k));
         if let Some((_, set)) = from_set {
             fail(None, Some(key), format!("{message} (from --set {set})"))
         } else {

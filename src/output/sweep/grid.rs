@@ -102,7 +102,7 @@ pub struct Grid {
 /// The `--set` among `sets` that decides `key`, if any.
 fn set_of<'a>(sets: &'a [String], key: &str) -> Option<&'a String> {
     sets.iter()
-        .find(|s| scenario::set_key(s).is_some_and(|k| scenario::set_covers(k, key)))
+        .find(|s| scenario::set_key(s).is_some_and(|k| scenario::key_within(key, k)))
 }
 
 /// Why a grid cannot be built.
