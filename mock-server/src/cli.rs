@@ -339,6 +339,7 @@ impl MockArgs {
             output_tokens: None,
             ttft: None,
             tpot: None,
+            max_output_tokens: None,
             phases: Vec::new(),
         }
     }

@@ -10,8 +10,12 @@ use crate::error::ConfigError;
 use crate::latency::{Latency, RawLatency};
 use crate::limits::{show, MAX_DURATION_SECS, MAX_IN_FLIGHT, MAX_PER_MINUTE};
 use crate::phases::{Phase, RawPhase};
-use crate::tokens::{RawTokens, Tokens};
+use crate::tokens::{RawTokens, Tokens, MAX_TOKENS};
 use crate::window::WindowKind;
+
+/// The most output tokens a request may ask for when `max_output_tokens` is not set: 32,768,
+/// the output limit of OpenAI's GPT-4.1 models (Anthropic's Claude Opus 4 allows 32,000).
+pub const DEFAULT_MAX_OUTPUT_TOKENS: u64 = 32_768;
 
 /// What a 429 says about when to retry.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -115,13 +119,18 @@ pub struct RawProvider {
     pub ttft: Option<RawLatency>,
     /// Time per output token after the first.
     pub tpot: Option<RawLatency>,
+    /// The most output tokens a request may ask for (`max_tokens`), in [1, [`MAX_TOKENS`]];
+    /// absent: [`DEFAULT_MAX_OUTPUT_TOKENS`]. A request asking for more is answered 400.
+    #[serde(default)]
+    pub max_output_tokens: Option<u64>,
     /// Incidents: stretches of the run with other values of these keys, or an outage.
     #[serde(default)]
     pub phases: Vec<RawPhase>,
 }
 
 /// How a generating provider answers a model call: it generates a number of output tokens
-/// (at most the request's `max_tokens`), the first after `ttft`, each next one `tpot` later.
+/// (at most the request's `max_tokens`, and at most the provider's `max_output_tokens`), the
+/// first after `ttft`, each next one `tpot` later.
 /// The call's latency is `ttft + (output tokens - 1) x tpot`: the time its last token arrives.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Generation {
@@ -163,6 +172,9 @@ pub struct ProviderConfig {
     /// How model calls are generated (`None`: a model call is served after `latency`, as
     /// every other call).
     pub generation: Option<Generation>,
+    /// The most output tokens a request may ask for, and a generated answer may have: a
+    /// `max_tokens` above it is answered 400 (over HTTP); an answer is cut at it.
+    pub max_output_tokens: u64,
     /// Incidents, in time order (empty: the provider never changes).
     pub phases: Vec<Phase>,
 }
@@ -185,6 +197,7 @@ impl ProviderConfig {
             error_split: [1.0 / 3.0, 2.0 / 3.0],
             timeout_rate: 0.0,
             generation: None,
+            max_output_tokens: DEFAULT_MAX_OUTPUT_TOKENS,
             phases: Vec::new(),
         }
     }
@@ -305,8 +318,21 @@ impl RawProvider {
             error_split: [w500 / total, (w500 + w503) / total],
             timeout_rate,
             generation: self.generation(base)?,
+            max_output_tokens: self.max_output_tokens()?,
             phases: crate::phases::build(self, base)?,
         })
+    }
+
+    /// `max_output_tokens`, or its default.
+    fn max_output_tokens(&self) -> Result<u64, ConfigError> {
+        match self.max_output_tokens {
+            None => Ok(DEFAULT_MAX_OUTPUT_TOKENS),
+            Some(n) if (1..=MAX_TOKENS).contains(&n) => Ok(n),
+            Some(n) => Err(ConfigError::new(
+                "provider.max_output_tokens",
+                format!("must be a number of tokens in [1, {MAX_TOKENS}], got {n}"),
+            )),
+        }
     }
 
     /// `output_tokens`, `ttft` and `tpot`, all three or none.

@@ -75,7 +75,8 @@ pub struct Decision {
 /// What a generating provider made of a model call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Generated {
-    /// Output tokens: the provider's draw, capped at the request's `max_tokens`.
+    /// Output tokens: the provider's draw, capped at the request's `max_tokens` and at the
+    /// provider's `max_output_tokens`.
     pub output_tokens: u64,
     /// From arrival to the first token (the answer's `latency` is to the last).
     pub first_token: Duration,
@@ -142,7 +143,8 @@ pub struct Service<'a> {
     /// A model call (not a tool call): a generating provider generates its answer (see
     /// [`crate::config::Generation`]) instead of drawing `latency`.
     pub model_call: bool,
-    /// A model call's `max_tokens`: the most output tokens it may get (`None`: no cap).
+    /// A model call's `max_tokens`: the most output tokens it may get (`None`: the provider's
+    /// `max_output_tokens`).
     pub max_tokens: Option<u64>,
 }
 
@@ -440,7 +442,10 @@ impl ProviderModel {
                 let drawn = g.output_tokens.sample(&mut self.rng);
                 let ttft = g.ttft.sample(&mut self.rng);
                 let tpot = g.tpot.sample(&mut self.rng);
-                let n = asked.max_tokens.map_or(drawn, |cap| drawn.min(cap.max(1)));
+                // At most max_tokens, and never more than the provider's output limit.
+                let most = cfg.max_output_tokens.max(1);
+                let cap = asked.max_tokens.map_or(most, |m| m.clamp(1, most));
+                let n = drawn.min(cap);
                 let last = duration_from_ms(ttft + tpot * (n - 1) as f64);
                 (last, Some((n, duration_from_ms(ttft))))
             }

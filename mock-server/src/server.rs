@@ -3,8 +3,20 @@
 //! Every request is routed by the responder, which feeds the model real time (scaled by
 //! `time_scale`) and turns each decision into a response: OpenAI-compatible
 //! `POST /v1/chat/completions`, Anthropic-compatible `POST /v1/messages`, a generic
-//! `POST /tools/{name}`, plus `GET /stats` (the model's counters) and `GET /healthz`, which do not
-//! reach the model. The model sits behind a `std::sync::Mutex`.
+//! `POST /tools/{name}`, plus `GET /stats` (the model's counters and the clients' traffic),
+//! `GET /config` (the values the model is built from), `GET /healthz` and `POST /reset`, which
+//! do not reach the model. The model sits behind a `std::sync::Mutex`.
+//!
+//! `POST /reset` (no body needed) puts the provider back to the state of a freshly started server
+//! with the same config and seed: a new model (windows, counters, randomness, phases' clock),
+//! model time 0 from the reset, the traffic tally and per-second series cleared. It answers 200
+//! `{"reset":true,"generation":N}`, N the number of resets so far (a fresh server is generation
+//! 0). Give it between runs against one long-lived mock. A request in flight when it arrives
+//! finishes in the run it arrived in: its decision, its leaving the requests in flight and its
+//! orphaning are that run's, never the new one's. [`MockProvider::reset`] does the same.
+//!
+//! A streamed answer counts as in flight until its last event is sent (or its client goes
+//! away), not only until its first token.
 //!
 //! The server runs on a thread of its own, on a current-thread tokio runtime, so it never
 //! competes with the caller's runtime; dropping the [`MockProvider`] stops it, closing every
@@ -27,9 +39,11 @@
 //! is not paused, or model time will not advance with the wall clock.
 
 mod describe;
+mod render;
 mod respond;
 #[cfg(feature = "wiremock")]
 mod responder;
+mod run;
 mod series;
 mod sse;
 mod traffic;
@@ -61,8 +75,9 @@ pub use traffic::{Traffic, TrafficReport, IDEMPOTENCY_HEADER, MAX_LINKED, RETRY_
 use crate::config::ProviderConfig;
 use crate::latency::Latency;
 use crate::limits::MAX_HEAD_BYTES;
-use crate::model::{Counters, ProviderModel};
-use respond::{body_too_large, refuse, Named, Reply, Route, Shared};
+use crate::model::Counters;
+use respond::{body_too_large, refuse, Reply, Route, Shared};
+use traffic::Visit;
 
 /// How long a client may take to send a request head before its connection is closed.
 pub const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
@@ -187,17 +202,11 @@ impl MockProvider {
         let listener = std::net::TcpListener::bind(addr).map_err(bind_err)?;
         let address = listener.local_addr().map_err(bind_err)?;
         listener.set_nonblocking(true).map_err(bind_err)?;
-        let described = config.described();
-        let named = Named::of(&config);
-        let model = ProviderModel::new(config.provider, config.seed);
         let shared = Arc::new(Shared::new(
-            model,
-            described,
-            named,
+            config,
             scale,
             tokio::time::Instant::now(),
             wall_clock(),
-            config.max_body_bytes,
         ));
         let (stop, stopped) = watch::channel(());
         if here {
@@ -238,25 +247,31 @@ impl MockProvider {
         format!("http://{}", self.address)
     }
 
-    /// The model's counters so far.
+    /// The model's counters so far (since the last reset).
     pub fn counters(&self) -> Counters {
-        self.shared.counters()
+        self.shared.run().counters()
     }
 
     /// The model's counters in each of its phases (see [`crate::phases`]).
     pub fn phase_counters(&self) -> Vec<Counters> {
-        self.shared.phase_counters()
+        self.shared.run().phase_counters()
     }
 
     /// What the clients did so far: requests in flight, retries they announced, orphans.
     pub fn traffic(&self) -> Traffic {
-        self.shared.traffic.now()
+        self.shared.run().traffic.now()
     }
 
     /// [`MockProvider::traffic`], with the per-second series, the busiest 60 s and the wait
     /// before each retry linked to its previous attempt (what `capsize exec` reports).
     pub fn traffic_report(&self) -> TrafficReport {
-        self.shared.traffic.report()
+        self.shared.run().traffic.report()
+    }
+
+    /// Starts the provider afresh, as `POST /reset` does (see the module docs): returns the
+    /// number of resets so far.
+    pub fn reset(&self) -> u64 {
+        self.shared.reset()
     }
 }
 
@@ -372,12 +387,14 @@ async fn handle(
         Route::Answer(reply) => reply,
         Route::Model(call) => match read_body(body, shared.max_body_bytes).await {
             // The body is dropped here, before the answer's delay.
+            // The run it arrives in decides it and counts it, even if a reset comes meanwhile.
             Ok(bytes) => {
-                let v = visit.insert(shared.traffic.enter(&parts.headers));
-                let reply = shared.model_call(&call, &parts.headers, &bytes);
+                let run = shared.run();
+                let v = visit.insert(run.traffic.enter(&parts.headers));
+                let reply = shared.model_call(&run, &call, &parts.headers, &bytes);
                 v.charged = reply.orphanable;
                 if let Some(d) = reply.decided {
-                    shared.traffic.decided(d);
+                    run.traffic.decided(d);
                 }
                 reply
             }
@@ -411,7 +428,8 @@ async fn handle(
     if let Some(v) = &mut visit {
         v.answered = true;
     }
-    Ok(response(reply, shared.precise()))
+    // A streamed answer stays in flight until its last event; a whole one leaves now.
+    Ok(response(reply, shared.precise(), visit))
 }
 
 /// A response body: whole, or a stream of events paced by the model.
@@ -449,13 +467,14 @@ impl Body for Answer {
     }
 }
 
-/// The HTTP response for a reply: a streamed one from now on. A header that is not valid in
-/// HTTP is left out (none of ours is; this only keeps a future mistake from being a panic).
+/// The HTTP response for a reply: a streamed one from now on, holding `visit` (the request in
+/// flight) until its last event. A header that is not valid in HTTP is left out (none of ours
+/// is; this only keeps a future mistake from being a panic).
 #[allow(clippy::disallowed_methods)] // a real-time server: the stream starts now
-fn response(reply: Reply, precise: bool) -> Response<Answer> {
+fn response(reply: Reply, precise: bool, visit: Option<Visit>) -> Response<Answer> {
     use hyper::header::{HeaderName, HeaderValue, CONTENT_TYPE};
     let body = match reply.stream {
-        Some(s) => Answer::Streamed(s.body(tokio::time::Instant::now(), precise)),
+        Some(s) => Answer::Streamed(s.body(tokio::time::Instant::now(), precise, visit)),
         None => Answer::Whole(Full::new(Bytes::from(reply.body))),
     };
     let mut r = Response::new(body);

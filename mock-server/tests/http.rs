@@ -273,6 +273,7 @@ async fn bad_requests_get_4xx_bodies_are_not_charged_and_the_server_keeps_servin
         (c.delete(url("/tools/x")).send().await.unwrap(), 405),
         (c.post(url("/stats")).send().await.unwrap(), 405),
         (c.post(url("/config")).send().await.unwrap(), 405),
+        (c.get(url("/reset")).send().await.unwrap(), 405),
         (c.get(url("/nowhere")).send().await.unwrap(), 404),
         (c.post(url("/tools/")).send().await.unwrap(), 404),
         (

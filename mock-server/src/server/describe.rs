@@ -3,7 +3,8 @@
 //! another scenario or at another time scale is refused instead of measured.
 //!
 //! Every value that decides what the provider does is here: limits, how they are counted,
-//! Retry-After, latency, generation (output tokens, time to first token, time per token),
+//! Retry-After, latency, generation (output tokens, time to first token, time per token), the
+//! largest `max_tokens` accepted (`max_output_tokens`),
 //! capacity, errors, the time scale and named latencies. The seed is
 //! not: it changes which draws come out, not the model they come from.
 
@@ -56,6 +57,10 @@ impl ServerConfig {
         put("provider.error_rate", p.error_rate.to_string());
         put("provider.error_split", format!("{:?}", p.error_split));
         put("provider.timeout_rate", p.timeout_rate.to_string());
+        put(
+            "provider.max_output_tokens",
+            p.max_output_tokens.to_string(),
+        );
         if let Some(g) = &p.generation {
             put(
                 "provider.output_tokens",

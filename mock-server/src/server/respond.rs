@@ -1,14 +1,15 @@
-//! The responder: routes a request, works out its token cost, asks the [`ProviderModel`] (fed
-//! real time, scaled) and turns the decision into a [`Reply`]: status, rate-limit headers, a body
-//! in the provider's own JSON shape and how long to hold the answer. Replies are data; the HTTP
-//! layer (`server.rs`) reads requests and writes replies.
+//! The responder: routes a request, works out its token cost, asks the current run's
+//! [`ProviderModel`](crate::ProviderModel) (fed real time since the run began, scaled) and turns
+//! the decision into a [`Reply`] (`render.rs`): status, rate-limit headers, a body in the
+//! provider's own JSON shape and how long to hold the answer. Replies are data; the HTTP layer
+//! (`server.rs`) reads requests and writes replies.
 //!
 //! Bad requests (400, 404, 405, 408, and 413 for a body over the limit) are answered
 //! without reaching the model: never charged, never counted. Nothing here panics on client input.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use hyper::{HeaderMap, Method};
@@ -16,14 +17,16 @@ use serde::Serialize;
 use tokio::time::Instant;
 
 use super::describe::Described;
+use super::render::{render, scaled};
+use super::run::{Run, Runs};
 use super::series::Decided;
 use super::sse::Stream;
-use super::traffic::{Traffic, TrafficLog};
+use super::traffic::Traffic;
 use super::wire::{self, Api};
+use super::ServerConfig;
 use crate::latency::Latency;
-use crate::limits::{divide_duration, scale_duration};
-use crate::model::{Counters, Decision, Generated, Outcome, ProviderModel, Service};
-use crate::window::{Limit, Usage};
+use crate::limits::scale_duration;
+use crate::model::{Counters, Service};
 
 /// Header giving a request's token cost, overriding the body's estimate.
 pub const TOKENS_HEADER: &str = "x-capsize-tokens";
@@ -56,7 +59,7 @@ pub(crate) struct Reply {
 }
 
 impl Reply {
-    fn json(status: u16, body: &impl Serialize) -> Reply {
+    pub(super) fn json(status: u16, body: &impl Serialize) -> Reply {
         // Our bodies always serialise; the fallback is only for the impossible case.
         let body = serde_json::to_vec(body).unwrap_or_else(|_| b"{}".to_vec());
         Reply {
@@ -71,7 +74,7 @@ impl Reply {
         }
     }
 
-    fn header(mut self, name: &'static str, value: impl Into<String>) -> Reply {
+    pub(super) fn header(mut self, name: &'static str, value: impl Into<String>) -> Reply {
         self.headers.push((name, value.into()));
         self
     }
@@ -127,11 +130,11 @@ pub(crate) struct Call {
 }
 
 /// What a model-facing request asks for, once it has been read and found sound.
-struct Ask<'a> {
-    api: Api,
-    tokens: u64,
-    service: Service<'a>,
-    kind: Kind<'a>,
+pub(super) struct Ask<'a> {
+    pub(super) api: Api,
+    pub(super) tokens: u64,
+    pub(super) service: Service<'a>,
+    pub(super) kind: Kind<'a>,
 }
 
 /// The services a request can name with the `x-capsize-latency` header: a latency, an error
@@ -176,27 +179,34 @@ impl Named {
     }
 }
 
-enum Kind<'a> {
+/// A chat request (its prompt) or a tool call (its name).
+pub(super) enum Kind<'a> {
     Chat(wire::Prompt),
     Tool(&'a str),
 }
 
 /// Everything the server's tasks (and the handle the caller keeps) share.
 pub(crate) struct Shared {
-    model: Mutex<ProviderModel>,
+    /// The current run (model, model time, traffic), which `POST /reset` replaces.
+    runs: Runs,
     /// What `GET /config` answers.
     described: Described,
     named: Named,
     time_scale: f64,
-    /// Real time at start; model time is the real time since, times `time_scale`.
+    /// Real time at start (model time is counted from the current run's start).
     start: Instant,
     /// Wall-clock time since the Unix epoch at start (for `created` and Anthropic resets).
     wall_start: Duration,
     next_id: AtomicU64,
-    /// What the clients did.
-    pub(crate) traffic: TrafficLog,
     /// The largest request body read.
     pub(crate) max_body_bytes: usize,
+}
+
+/// `POST /reset`'s answer: the provider starts afresh, this many resets since it started.
+#[derive(Debug, Serialize)]
+struct Reset {
+    reset: bool,
+    generation: u64,
 }
 
 /// `GET /stats`: the model's counters and the server's view of the clients, in one object.
@@ -219,43 +229,37 @@ impl Shared {
         self.time_scale > 1.0
     }
 
+    /// What serves `config` (whose time scale `check` found to be `time_scale`), its model
+    /// time 0 at `start`, when the wall clock read `wall_start`.
     pub(crate) fn new(
-        model: ProviderModel,
-        described: Described,
-        named: Named,
+        config: ServerConfig,
         time_scale: f64,
         start: Instant,
         wall_start: Duration,
-        max_body_bytes: usize,
     ) -> Self {
         Shared {
-            model: Mutex::new(model),
-            described,
-            named,
+            described: config.described(),
+            named: Named::of(&config),
+            runs: Runs::new(config.provider, config.seed, start),
             time_scale,
             start,
             wall_start,
             next_id: AtomicU64::new(1),
-            traffic: TrafficLog::new(start),
-            max_body_bytes,
+            max_body_bytes: config.max_body_bytes,
         }
     }
 
-    /// The model's counters.
-    pub(crate) fn counters(&self) -> Counters {
-        self.model
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .counters()
+    /// The current run.
+    pub(crate) fn run(&self) -> Arc<Run> {
+        self.runs.current()
     }
 
-    /// Each phase's counters.
-    pub(crate) fn phase_counters(&self) -> Vec<Counters> {
-        self.model
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .phase_counters()
-            .to_vec()
+    /// Starts the provider afresh, as if the server had just started with the same config and
+    /// seed: a new model at model time 0 from now, the traffic and series cleared. Returns the
+    /// number of resets so far. Requests in flight finish in the run they arrived in.
+    #[allow(clippy::disallowed_methods)] // real time: model time 0 is now
+    pub(crate) fn reset(&self) -> u64 {
+        self.runs.reset(Instant::now())
     }
 
     /// Routes a request by method and path. Unknown paths get our own 404 body.
@@ -276,17 +280,31 @@ impl Shared {
                 ..Reply::json(200, &())
             }),
             "/healthz" => answer(not_allowed(Api::OpenAi, "GET", method, path)),
-            "/stats" if get => answer(Reply::json(
-                200,
-                &Stats {
-                    counters: self.counters(),
-                    traffic: self.traffic.now(),
-                    phases: self.phase_counters(),
-                },
-            )),
+            "/stats" if get => {
+                let run = self.run();
+                answer(Reply::json(
+                    200,
+                    &Stats {
+                        counters: run.counters(),
+                        traffic: run.traffic.now(),
+                        phases: run.phase_counters(),
+                    },
+                ))
+            }
             "/stats" => answer(not_allowed(Api::OpenAi, "GET", method, path)),
             "/config" if get => answer(Reply::json(200, &self.described)),
             "/config" => answer(not_allowed(Api::OpenAi, "GET", method, path)),
+            "/reset" if post => {
+                let generation = self.reset();
+                answer(Reply::json(
+                    200,
+                    &Reset {
+                        reset: true,
+                        generation,
+                    },
+                ))
+            }
+            "/reset" => answer(not_allowed(Api::OpenAi, "POST", method, path)),
             "/v1/chat/completions" if post => model(Api::OpenAi, None),
             "/v1/chat/completions" => answer(not_allowed(Api::OpenAi, "POST", method, path)),
             "/v1/messages" if post => model(Api::Anthropic, None),
@@ -347,7 +365,8 @@ impl Shared {
                 wire::tokens_of(u64::try_from(body.len()).unwrap_or(u64::MAX)),
             ),
             None => {
-                let prompt = wire::parse_prompt(call.api, body)?;
+                let most = self.runs.provider().max_output_tokens;
+                let prompt = wire::parse_prompt(call.api, body, most)?;
                 let cost = prompt.cost();
                 // A chat request is a model call: a generating provider generates its answer,
                 // at most `max_tokens` of it (0: the request set none).
@@ -364,209 +383,29 @@ impl Shared {
         })
     }
 
-    /// The answer to a model-facing request whose body has been read (at most
+    /// The answer of `run`'s model to a model-facing request whose body has been read (at most
     /// the server's body limit). Nothing of the body is kept in the reply.
-    pub(crate) fn model_call(&self, call: &Call, headers: &HeaderMap, body: &[u8]) -> Reply {
+    pub(crate) fn model_call(
+        &self,
+        run: &Run,
+        call: &Call,
+        headers: &HeaderMap,
+        body: &[u8],
+    ) -> Reply {
         let ask = match self.read(call, headers, body) {
             Ok(ask) => ask,
             Err(message) => return refuse(call.api, 400, &message),
         };
         let (decision, real) = {
-            let mut model = self.model.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut model = run.model();
             // Read under the lock, so the model is told times in the order it sees requests.
+            let now = scale_duration(run.start.elapsed(), self.time_scale);
             let real = self.start.elapsed();
-            let now = scale_duration(real, self.time_scale);
             (model.on_request_with(now, ask.tokens, ask.service), real)
         };
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let real_decision = scaled(&decision, self.time_scale);
         let wall_now = self.wall_start.saturating_add(real);
         render(&ask, &real_decision, id, wall_now)
-    }
-}
-
-/// A limit as the APIs' messages name it.
-fn limit_name(limit: Limit) -> &'static str {
-    match limit {
-        Limit::Requests => "requests per min (RPM)",
-        Limit::Tokens => "tokens per min (TPM)",
-        Limit::InputTokens => "input tokens per min (ITPM)",
-        Limit::OutputTokens => "output tokens per min (OTPM)",
-    }
-}
-
-/// The message of a 429 for a request the limits can never admit.
-fn too_large_message(ask: &Ask, limit: Limit, d: &Decision) -> String {
-    let per_minute = |u: Option<Usage>| u.map_or("?".to_string(), |u| u.limit.to_string());
-    let tokens = |usage: Option<Usage>, what: &str| {
-        format!(
-            "Request too large on {}: it asks for more {what} than the limit of {} a minute, \
-             so it can never be served; they must be reduced (capsize mock provider).",
-            limit_name(limit),
-            per_minute(usage)
-        )
-    };
-    match limit {
-        Limit::Tokens => format!(
-            "Request too large on tokens per min (TPM): it costs {} tokens, more than the limit \
-             of {} tokens per minute, so it can never be served; the input or output tokens \
-             must be reduced (capsize mock provider).",
-            ask.tokens,
-            per_minute(d.tokens)
-        ),
-        Limit::InputTokens => tokens(d.input_tokens, "input tokens"),
-        Limit::OutputTokens => tokens(d.output_tokens, "output tokens (max_tokens)"),
-        Limit::Requests => format!(
-            "Request too large on requests per min (RPM): a limit of {} requests per minute \
-             admits no request, so it can never be served (capsize mock provider).",
-            per_minute(d.requests)
-        ),
-    }
-}
-
-/// The reply for a decision whose durations are already real time.
-fn render(ask: &Ask, d: &Decision, id: u64, wall_now: Duration) -> Reply {
-    let status = d.status();
-    let body = match (d.outcome, &ask.kind) {
-        (Outcome::Served, Kind::Chat(p)) => wire::served(
-            ask.api,
-            id,
-            wall_now.as_secs(),
-            p,
-            d.generated.map(|g| g.output_tokens),
-        ),
-        (Outcome::Served, Kind::Tool(name)) => wire::tool_result(name, id),
-        (Outcome::RateLimited, _) => {
-            let wait = d
-                .retry_after
-                .map(|r| format!(" Please try again in {}.", crate::headers::go_duration(r)))
-                .unwrap_or_default();
-            let limit = d.limited_by.unwrap_or_else(|| refused_by(d, ask.tokens));
-            let message = format!(
-                "Rate limit reached on {} (capsize mock provider).{wait}",
-                limit_name(limit)
-            );
-            wire::rate_limited(ask.api, limit, &message)
-        }
-        (Outcome::TooLarge(limit), _) => {
-            wire::rate_limited(ask.api, limit, &too_large_message(ask, limit, d))
-        }
-        (Outcome::Error(503), _) => wire::error(
-            ask.api,
-            status,
-            "The provider is unavailable (capsize mock).",
-        ),
-        (Outcome::Error(529), _) => wire::error(
-            ask.api,
-            status,
-            "The provider is overloaded (capsize mock).",
-        ),
-        (Outcome::Error(_), _) => {
-            wire::error(ask.api, status, "Internal server error (capsize mock).")
-        }
-        (Outcome::Timeout, _) => wire::error(ask.api, status, "Never answered."),
-    };
-    // Whether the quota was charged: a client books orphaned quota by it.
-    let mut reply = Reply::json(status, &body)
-        .header("x-request-id", format!("req_mock_{id}"))
-        .header(CHARGED_HEADER, if d.charged { "true" } else { "false" });
-    // Each API's own headers: OpenAI's x-ratelimit-* and retry-after-ms; Anthropic's
-    // anthropic-ratelimit-* and a retry-after in whole seconds only.
-    match ask.api {
-        Api::OpenAi => reply.headers.extend(d.headers()),
-        Api::Anthropic => {
-            let retry_after = d.headers().into_iter().filter(|(k, _)| *k == "retry-after");
-            reply.headers.extend(retry_after);
-            reply.headers.extend(wire::anthropic_headers(d, wall_now));
-            if let Some(retry) = should_retry(d.outcome) {
-                reply.headers.push(("x-should-retry", retry.to_string()));
-            }
-        }
-    }
-    reply.delay = d.latency.unwrap_or(NEVER);
-    // A streamed answer starts at its first token; its last token is its latency. (Not a
-    // generating provider: every token at once, after the latency.)
-    if let (Outcome::Served, Kind::Chat(p)) = (d.outcome, &ask.kind) {
-        if p.stream {
-            let (tokens, first) = match d.generated {
-                Some(g) => (g.output_tokens, g.first_token),
-                None => (p.max_tokens.max(1), reply.delay),
-            };
-            let rest = reply.delay.saturating_sub(first);
-            let per_token = match tokens {
-                0 | 1 => Duration::ZERO,
-                n => rest / u32::try_from(n - 1).unwrap_or(u32::MAX),
-            };
-            let stream = Stream::new(ask.api, id, wall_now.as_secs(), p, tokens, per_token);
-            reply.content_type = "text/event-stream";
-            reply.body = Vec::new();
-            reply.delay = first;
-            reply.stream = Some(stream);
-        }
-    }
-    reply.orphanable = d.charged && d.latency.is_some();
-    reply.decided = Some(Decided {
-        status,
-        charged: d.charged,
-        tokens: if d.charged { ask.tokens } else { 0 },
-    });
-    reply
-}
-
-/// The `x-should-retry` an Anthropic-shaped answer carries, as that API sends it: `true` on a
-/// 429 a wait will cure and on a 500, 503 or 529; `false` on a request too large for the limit,
-/// which no wait cures. The anthropic SDK obeys it before the status: it stops at `false`
-/// (capsize's client models still retry it, as openai's SDK does). OpenAI's API sends none.
-fn should_retry(outcome: Outcome) -> Option<bool> {
-    match outcome {
-        Outcome::RateLimited | Outcome::Error(_) => Some(true),
-        Outcome::TooLarge(_) => Some(false),
-        Outcome::Served | Outcome::Timeout => None,
-    }
-}
-
-/// The limit a 429 for a request of `cost` tokens names: tokens if fewer are left than it
-/// costs while a request is left, else requests (a 429 for capacity, `overload = "429"`, finds
-/// both left, and names requests).
-fn refused_by(d: &Decision, cost: u64) -> Limit {
-    let requests_spent = d.requests.is_some_and(|u| u.remaining < 1.0);
-    let tokens_short = d.tokens.is_some_and(|u| u.remaining < cost as f64);
-    if tokens_short && !requests_spent {
-        Limit::Tokens
-    } else {
-        Limit::Requests
-    }
-}
-
-/// `x` rounded up to a whole millisecond.
-fn ceil_ms(x: Duration) -> Duration {
-    let ms = x.as_nanos().div_ceil(1_000_000);
-    Duration::from_millis(u64::try_from(ms).unwrap_or(u64::MAX))
-}
-
-/// `d` with every duration divided by `scale`: from model time to real time. Retry-After is
-/// rounded up to a whole millisecond, so a client that waits exactly `retry-after-ms` is
-/// never early.
-fn scaled(d: &Decision, scale: f64) -> Decision {
-    let real = |x: Duration| divide_duration(x, scale);
-    let usage = |u: Option<Usage>| {
-        u.map(|u| Usage {
-            reset: real(u.reset),
-            ..u
-        })
-    };
-    Decision {
-        latency: d.latency.map(real),
-        queued: real(d.queued),
-        retry_after: d.retry_after.map(|r| ceil_ms(real(r))),
-        requests: usage(d.requests),
-        tokens: usage(d.tokens),
-        input_tokens: usage(d.input_tokens),
-        output_tokens: usage(d.output_tokens),
-        generated: d.generated.map(|g| Generated {
-            first_token: real(g.first_token),
-            ..g
-        }),
-        ..d.clone()
     }
 }

@@ -34,9 +34,8 @@
 
 use wiremock::{Request, Respond, ResponseTemplate};
 
-use super::respond::{body_too_large, Named, Route, Shared};
+use super::respond::{body_too_large, Route, Shared};
 use super::{wall_clock, ServerConfig, ServerError};
-use crate::model::ProviderModel;
 
 /// The provider model, answering wiremock's requests.
 pub struct ProviderResponder {
@@ -47,21 +46,10 @@ impl ProviderResponder {
     /// A responder serving `config`; its model time starts now.
     pub fn new(config: ServerConfig) -> Result<Self, ServerError> {
         let scale = config.check()?;
-        let described = config.described();
-        let named = Named::of(&config);
-        let model = ProviderModel::new(config.provider, config.seed);
         #[allow(clippy::disallowed_methods)] // real time: the model is fed the time since start
         let start = tokio::time::Instant::now();
         Ok(ProviderResponder {
-            shared: Shared::new(
-                model,
-                described,
-                named,
-                scale,
-                start,
-                wall_clock(),
-                config.max_body_bytes,
-            ),
+            shared: Shared::new(config, scale, start, wall_clock()),
         })
     }
 }
@@ -73,9 +61,11 @@ impl Respond for ProviderResponder {
             Route::Model(call) if request.body.len() > self.shared.max_body_bytes => {
                 body_too_large(call.api, self.shared.max_body_bytes)
             }
-            Route::Model(call) => self
-                .shared
-                .model_call(&call, &request.headers, &request.body),
+            Route::Model(call) => {
+                let run = self.shared.run();
+                self.shared
+                    .model_call(&run, &call, &request.headers, &request.body)
+            }
         };
         // wiremock cannot pace a body: a streamed answer comes whole, at its last token.
         let (body, delay) = match &reply.stream {

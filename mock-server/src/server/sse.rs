@@ -4,14 +4,16 @@
 //!
 //! - OpenAI (`/v1/chat/completions`): `chat.completion.chunk` objects, the first with the
 //!   assistant role, one `delta.content` a token, a last one with `finish_reason` (`"stop"`, or
-//!   `"length"` when `max_tokens` cut the answer), a usage chunk (empty `choices`) when the
+//!   `"length"` when `max_tokens` cut the answer, as a whole answer says), a usage chunk (empty `choices`) when the
 //!   request set `stream_options.include_usage`, then `data: [DONE]`.
 //! - Anthropic (`/v1/messages`): `message_start` (its usage: the input tokens, one output
 //!   token), `content_block_start`, one `content_block_delta` a token, `content_block_stop`,
 //!   `message_delta` with `stop_reason` (`"end_turn"` or `"max_tokens"`) and the output tokens
 //!   generated, `message_stop`.
 //!
-//! Events are made one at a time as the body is read: a long answer costs no memory.
+//! Events are made one at a time as the body is read: a long answer costs no memory. A streamed
+//! request counts as in flight (`/stats`, the per-second series) until its last event is sent,
+//! or until its client goes away.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -23,6 +25,7 @@ use hyper::body::{Body, Bytes, Frame};
 use serde_json::{json, Value};
 use tokio::time::Instant;
 
+use super::traffic::Visit;
 use super::wire::{Api, Prompt};
 
 /// The text of each streamed token.
@@ -38,8 +41,8 @@ pub(crate) struct Stream {
     prompt_tokens: u64,
     /// Output tokens generated (at least 1).
     tokens: u64,
-    /// Whether `max_tokens` cut the answer.
-    capped: bool,
+    /// Why the answer ended ([`Prompt::stop_reason`]).
+    reason: &'static str,
     include_usage: bool,
     /// Between two tokens, in real time.
     per_token: Duration,
@@ -62,7 +65,7 @@ impl Stream {
             model: p.model.clone(),
             prompt_tokens: p.prompt_tokens,
             tokens: tokens.max(1),
-            capped: p.max_tokens > 0 && tokens >= p.max_tokens,
+            reason: p.stop_reason(api, tokens),
             include_usage: p.include_usage,
             per_token,
         }
@@ -84,8 +87,7 @@ impl Stream {
                 }
                 self.chunk(&mut out, json!({ "content": TOKEN }), None);
                 if last {
-                    let reason = if self.capped { "length" } else { "stop" };
-                    self.chunk(&mut out, json!({}), Some(reason));
+                    self.chunk(&mut out, json!({}), Some(self.reason));
                     if self.include_usage {
                         let mut usage = self.openai_base();
                         usage["choices"] = json!([]);
@@ -117,13 +119,8 @@ impl Stream {
                 if last {
                     let stop = json!({ "type": "content_block_stop", "index": 0 });
                     data(&mut out, Some("content_block_stop"), &stop);
-                    let reason = if self.capped {
-                        "max_tokens"
-                    } else {
-                        "end_turn"
-                    };
                     let end = json!({ "type": "message_delta",
-                        "delta": { "stop_reason": reason, "stop_sequence": null },
+                        "delta": { "stop_reason": self.reason, "stop_sequence": null },
                         "usage": { "output_tokens": self.tokens } });
                     data(&mut out, Some("message_delta"), &end);
                     data(
@@ -170,14 +167,16 @@ impl Stream {
         self.per_token.saturating_mul(gaps)
     }
 
-    /// The body: token `k`'s events at `first + k x per_token`.
-    pub(crate) fn body(self, first: Instant, precise: bool) -> SseBody {
+    /// The body: token `k`'s events at `first + k x per_token`. `visit` (the request's place
+    /// among those in flight) is held until the last event is sent or the body is dropped.
+    pub(crate) fn body(self, first: Instant, precise: bool, visit: Option<Visit>) -> SseBody {
         SseBody {
             stream: self,
             first,
             next: 0,
             precise,
             sleep: None,
+            visit,
         }
     }
 }
@@ -203,6 +202,8 @@ pub(crate) struct SseBody {
     /// Paced on the precise timer (else tokio's).
     precise: bool,
     sleep: Option<Pin<Box<capsize_timer::Sleep>>>,
+    /// The request in flight until its last event is sent (or the client goes away).
+    visit: Option<Visit>,
 }
 
 impl Body for SseBody {
@@ -232,6 +233,10 @@ impl Body for SseBody {
         this.sleep = None;
         let events = this.stream.events(this.next);
         this.next += 1;
+        if this.next >= this.stream.tokens {
+            // The last event: the request leaves the ones in flight as it is sent.
+            this.visit = None;
+        }
         Poll::Ready(Some(Ok(Frame::data(events))))
     }
 

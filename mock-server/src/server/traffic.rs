@@ -14,7 +14,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{DefaultHasher, Hash, Hasher};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
@@ -182,7 +182,7 @@ impl TrafficLog {
     }
 
     /// A model request with `headers` arrives: in flight until the [`Visit`] is dropped.
-    pub(crate) fn enter(&self, headers: &HeaderMap) -> Visit<'_> {
+    pub(crate) fn enter(self: &Arc<Self>, headers: &HeaderMap) -> Visit {
         let retry = headers
             .get(RETRY_COUNT_HEADER)
             .and_then(|v| v.to_str().ok())
@@ -206,7 +206,7 @@ impl TrafficLog {
             s.waits.saturating_record(us);
         }
         Visit {
-            log: self,
+            log: Arc::clone(self),
             key: key.map(|k| (k, now)),
             charged: false,
             answered: false,
@@ -254,9 +254,10 @@ impl TrafficLog {
 }
 
 /// A request in flight. Dropped answered, it leaves; dropped unanswered (the connection closed
-/// while the answer was held), it leaves as an orphan if the model charged it.
-pub(crate) struct Visit<'a> {
-    log: &'a TrafficLog,
+/// while the answer was held), it leaves as an orphan if the model charged it. It holds the
+/// tally it entered: a request in flight across a `POST /reset` leaves the old one.
+pub(crate) struct Visit {
+    log: Arc<TrafficLog>,
     /// Its idempotency key's hash and its arrival, if it sent a key.
     key: Option<(u64, Duration)>,
     /// The model charged it and will answer it.
@@ -265,12 +266,12 @@ pub(crate) struct Visit<'a> {
     pub(crate) answered: bool,
 }
 
-impl Drop for Visit<'_> {
+impl Drop for Visit {
     fn drop(&mut self) {
         let now = self.log.start.elapsed();
         let mut s = self.log.state();
         s.advance(now);
-        s.in_flight -= 1;
+        s.in_flight = s.in_flight.saturating_sub(1);
         s.orphaned += u64::from(self.charged && !self.answered);
         if let Some((key, arrived)) = self.key.take() {
             s.ended(key, arrived, now);

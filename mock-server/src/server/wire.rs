@@ -99,12 +99,58 @@ pub struct Prompt {
     pub stream: bool,
     /// OpenAI's `stream_options.include_usage`: the stream ends with a usage chunk.
     pub include_usage: bool,
+    /// The most output tokens the answer may have: `max_tokens`, else the provider's
+    /// `max_output_tokens`. An answer that reaches it was cut (see [`Prompt::stop_reason`]).
+    pub limit: u64,
 }
 
 impl Prompt {
     /// The request's token cost when no `x-capsize-tokens` header says otherwise.
     pub fn cost(&self) -> u64 {
         self.prompt_tokens.saturating_add(self.max_tokens)
+    }
+
+    /// Why an answer of `output` tokens ended, in `api`'s words: cut at its limit (OpenAI's
+    /// `length`, Anthropic's `max_tokens`) or finished (`stop`, `end_turn`). One rule for whole
+    /// and streamed answers.
+    pub fn stop_reason(&self, api: Api, output: u64) -> &'static str {
+        match (api, output >= self.limit) {
+            (Api::OpenAi, true) => "length",
+            (Api::OpenAi, false) => "stop",
+            (Api::Anthropic, true) => "max_tokens",
+            (Api::Anthropic, false) => "end_turn",
+        }
+    }
+}
+
+/// Checks a request's `max_tokens` (named `key`, as the request wrote it) against what the APIs
+/// accept: at least 1, at most `most` (the provider's `max_output_tokens`). The error is the
+/// API's own one-line message.
+fn check_max_tokens(
+    api: Api,
+    key: &str,
+    model: &str,
+    max_tokens: u64,
+    most: u64,
+) -> Result<(), String> {
+    match api {
+        Api::OpenAi if max_tokens == 0 => Err(format!(
+            "Invalid '{key}': integer below minimum value. Expected a value >= 1, but got 0 \
+             instead."
+        )),
+        Api::OpenAi if max_tokens > most => Err(format!(
+            "{key} is too large: {max_tokens}. This model supports at most {most} completion \
+             tokens, whereas you provided {max_tokens}."
+        )),
+        Api::Anthropic if max_tokens == 0 => {
+            Err(format!("{key}: Input should be greater than or equal to 1"))
+        }
+        Api::Anthropic if max_tokens > most => Err(format!(
+            "{key}: {max_tokens} > {most}, which is the maximum allowed number of output \
+             tokens for {}",
+            super::respond::clip(model)
+        )),
+        _ => Ok(()),
     }
 }
 
@@ -117,44 +163,57 @@ fn sum_chars<'a>(contents: impl Iterator<Item = &'a Content>) -> u64 {
     contents.fold(0, |n, c| n.saturating_add(c.chars()))
 }
 
-/// Reads a request body of `api`; the error is serde's one-line reason.
-pub fn parse_prompt(api: Api, body: &[u8]) -> Result<Prompt, String> {
+/// Reads a request body of `api` for a provider whose `max_output_tokens` is `most`; the
+/// error is serde's one-line reason, or the API's own for a `max_tokens` of 0 or above `most`.
+pub fn parse_prompt(api: Api, body: &[u8], most: u64) -> Result<Prompt, String> {
     let clean = |e: serde_json::Error| format!("invalid request body: {e}");
-    match api {
+    Ok(match api {
         Api::OpenAi => {
             let r: ChatRequest = serde_json::from_slice(body).map_err(clean)?;
             let chars = sum_chars(r.messages.iter().filter_map(|m| m.content.as_ref()));
-            Ok(Prompt {
+            let asked = match (r.max_tokens, r.max_completion_tokens) {
+                (Some(n), _) => Some(("max_tokens", n)),
+                (None, Some(n)) => Some(("max_completion_tokens", n)),
+                (None, None) => None,
+            };
+            if let Some((key, n)) = asked {
+                check_max_tokens(api, key, &r.model, n, most)?;
+            }
+            Prompt {
                 model: r.model,
                 prompt_tokens: tokens_of(chars),
-                max_tokens: r.max_tokens.or(r.max_completion_tokens).unwrap_or(0),
+                max_tokens: asked.map_or(0, |(_, n)| n),
                 stream: r.stream.unwrap_or(false),
                 include_usage: r
                     .stream_options
                     .and_then(|o| o.include_usage)
                     .unwrap_or(false),
-            })
+                limit: asked.map_or(most, |(_, n)| n),
+            }
         }
         Api::Anthropic => {
             let r: MessagesRequest = serde_json::from_slice(body).map_err(clean)?;
+            check_max_tokens(api, "max_tokens", &r.model, r.max_tokens, most)?;
             let contents = r.messages.iter().filter_map(|m| m.content.as_ref());
             let chars = sum_chars(contents.chain(r.system.as_ref()));
-            Ok(Prompt {
+            Prompt {
                 model: r.model,
                 prompt_tokens: tokens_of(chars),
                 max_tokens: r.max_tokens,
                 stream: r.stream.unwrap_or(false),
                 include_usage: false,
-            })
+                limit: r.max_tokens,
+            }
         }
-    }
+    })
 }
 
 /// The body of a served chat request. Its usage reports the prompt estimate, and the output
 /// tokens a generating provider drew (`generated`), else `max_tokens` (what the quota was
-/// charged).
+/// charged); its finish reason is [`Prompt::stop_reason`]'s.
 pub fn served(api: Api, id: u64, created_secs: u64, p: &Prompt, generated: Option<u64>) -> Value {
     let output = generated.unwrap_or(p.max_tokens);
+    let reason = p.stop_reason(api, output);
     match api {
         Api::OpenAi => json!({
             "id": format!("chatcmpl-mock-{id}"),
@@ -165,7 +224,7 @@ pub fn served(api: Api, id: u64, created_secs: u64, p: &Prompt, generated: Optio
                 "index": 0,
                 "message": { "role": "assistant", "content": REPLY, "refusal": null },
                 "logprobs": null,
-                "finish_reason": "stop",
+                "finish_reason": reason,
             }],
             "usage": {
                 "prompt_tokens": p.prompt_tokens,
@@ -179,7 +238,7 @@ pub fn served(api: Api, id: u64, created_secs: u64, p: &Prompt, generated: Optio
             "role": "assistant",
             "model": p.model,
             "content": [{ "type": "text", "text": REPLY }],
-            "stop_reason": "end_turn",
+            "stop_reason": reason,
             "stop_sequence": null,
             "usage": { "input_tokens": p.prompt_tokens, "output_tokens": output },
         }),
@@ -345,19 +404,19 @@ mod tests {
     fn prompt_tokens_round_up_and_count_parts_and_system() {
         let body = br#"{"model":"m","max_tokens":10,"system":"abcde",
             "messages":[{"role":"user","content":[{"type":"text","text":"abc"}]}]}"#;
-        let p = parse_prompt(Api::Anthropic, body).unwrap();
+        let p = parse_prompt(Api::Anthropic, body, 100).unwrap();
         assert_eq!((p.prompt_tokens, p.max_tokens, p.cost()), (2, 10, 12));
         let body = br#"{"model":"m","messages":[{"role":"user","content":"abcd"},
             {"role":"assistant","content":null}],"max_completion_tokens":3}"#;
-        let p = parse_prompt(Api::OpenAi, body).unwrap();
+        let p = parse_prompt(Api::OpenAi, body, 100).unwrap();
         assert_eq!((p.prompt_tokens, p.max_tokens), (1, 3));
     }
 
     #[test]
     fn missing_fields_are_named() {
-        let e = parse_prompt(Api::OpenAi, br#"{"model":"m"}"#).unwrap_err();
+        let e = parse_prompt(Api::OpenAi, br#"{"model":"m"}"#, 100).unwrap_err();
         assert!(e.contains("messages"), "{e}");
-        let e = parse_prompt(Api::Anthropic, br#"{"model":"m","messages":[]}"#).unwrap_err();
+        let e = parse_prompt(Api::Anthropic, br#"{"model":"m","messages":[]}"#, 100).unwrap_err();
         assert!(e.contains("max_tokens"), "{e}");
     }
 }
