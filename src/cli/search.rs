@@ -12,7 +12,9 @@ use crate::analysis::plan::fmt_num;
 use crate::engine::scenario;
 use crate::output::files::OutputSet;
 use crate::output::report::{escape, metrics};
-use crate::output::sweep::search::{self, Found, Probe, SearchError, SearchSpec};
+use crate::output::sweep::search::{
+    self, Found, Limit, Outside, Probe, SearchError, SearchSpec, Step, Stop,
+};
 use crate::output::sweep::SweepOptions;
 
 /// Flags of `capsize search`.
@@ -32,7 +34,7 @@ pub struct SearchArgs {
     /// Where to start (default: the scenario's own value of the key).
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     from: Option<String>,
-    /// The largest value to try (default: 2^20 times the start).
+    /// The largest value to try (default: 2^20 times the start, at most the key's own bound).
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     to: Option<f64>,
     /// Seeds per probe; a probe whose seeds disagree runs this many more, up to --max-repeats.
@@ -94,6 +96,11 @@ fn spec(args: &SearchArgs, key: &str, max: bool, text: &str) -> Result<SearchSpe
                 .filter(|v: &f64| v.is_finite() && *v > 0.0)
                 .ok_or_else(|| format!("--from {f:?}: not a number above 0"))?;
             let integer = own.map_or(!f.contains(['.', 'e', 'E']), |(_, i)| i);
+            if integer && v.round() < 1.0 {
+                return Err(format!(
+                    "--from {f:?}: {key} takes integers: give 1 or more"
+                ));
+            }
             (v, integer)
         }
         None => own.filter(|(v, _)| *v > 0.0).ok_or_else(|| {
@@ -130,8 +137,48 @@ fn spec(args: &SearchArgs, key: &str, max: bool, text: &str) -> Result<SearchSpe
     })
 }
 
-/// A probe's row: value, seeds passing, queries/s, query p95, 429s, verdict.
-fn row(spec: &SearchSpec, p: &Probe) -> [String; 6] {
+/// Refuses a start or `--to` the key does not take, naming the flag, its value and the key's
+/// bound, before any probe runs (the whole line: the scenario's own error when the key takes
+/// no value near it).
+fn within_bounds(
+    path: &Path,
+    sets: &[String],
+    spec: &SearchSpec,
+    from: Option<&str>,
+    own: Option<f64>,
+) -> Result<(), String> {
+    let say = |flag: &str, given: &str, o: Outside| match o {
+        Outside::Above(b) => format!(
+            "{}: {flag} {given}: above the largest {} takes, {}",
+            path.display(),
+            spec.key,
+            search::shown(spec, b)
+        ),
+        Outside::Below(b) => format!(
+            "{}: {flag} {given}: below the smallest {} takes, {}",
+            path.display(),
+            spec.key,
+            search::shown(spec, b)
+        ),
+        Outside::Refused(e) => e.to_string(),
+    };
+    let start = search::start(spec);
+    if let Some(f) = from {
+        if let Some(o) = search::outside(path, sets, spec, start, own) {
+            return Err(say("--from", f.trim(), o));
+        }
+    }
+    if let Some(to) = spec.to {
+        let v = if spec.integer { to.floor() } else { to };
+        if let Some(o) = search::outside(path, sets, spec, v, Some(start)) {
+            return Err(say("--to", &to.to_string(), o));
+        }
+    }
+    Ok(())
+}
+
+/// A probe's row: value, seeds passing, queries/s, query p95, 429s, verdict, step, note.
+fn row(spec: &SearchSpec, found: Option<&Found>, p: &Probe) -> [String; 8] {
     let get = |m: metrics::Metric| m.read(&p.result.mean).map_or(String::new(), fmt_num);
     let verdict = if p.passes() {
         "passes".to_string()
@@ -146,7 +193,23 @@ fn row(spec: &SearchSpec, p: &Probe) -> [String; 6] {
         get(metrics::QUERY_P95),
         get(metrics::PROVIDER_RATE_LIMITED),
         verdict,
+        p.step.to_string(),
+        found.map_or(String::new(), |f| note(spec, f, p)),
     ]
+}
+
+/// search.csv's note on a probe that contradicts the assumption that passing is monotone:
+/// `not monotone: 2, larger, passes` on a failing probe, `not monotone: 1, smaller, fails` on
+/// a passing one; empty otherwise.
+fn note(spec: &SearchSpec, found: &Found, p: &Probe) -> String {
+    found.contradicts(p, spec.max).map_or(String::new(), |q| {
+        format!(
+            "not monotone: {}, {}, {}",
+            search::shown(spec, q),
+            if q > p.value { "larger" } else { "smaller" },
+            if p.passes() { "fails" } else { "passes" }
+        )
+    })
 }
 
 /// `search.csv`: a row per probe, in the order run.
@@ -159,18 +222,37 @@ fn csv(spec: &SearchSpec, found: &Found) -> Result<String, csv::Error> {
         "query_p95_ms",
         "rate_limited",
         "verdict",
+        "step",
+        "note",
     ])?;
     for p in &found.probes {
-        w.write_record(row(spec, p))?;
+        w.write_record(row(spec, Some(found), p))?;
     }
     let bytes = w.into_inner().map_err(|e| e.into_error())?;
     Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// A limit in words: `the largest workload.sessions takes`, `the --to given`, `2^20 × the
+/// start`.
+fn limit_words(spec: &SearchSpec, limit: &Limit, high: bool) -> String {
+    match (limit.stop, high) {
+        (Stop::Key, true) => format!("the largest {} takes", spec.key),
+        (Stop::Key, false) => format!("the smallest {} takes", spec.key),
+        (Stop::To, _) => "the --to given".into(),
+        (Stop::Range, true) => "2^20 × the start".into(),
+        (Stop::Range, false) => "2^-20 × the start".into(),
+        (Stop::Floor, _) => "the smallest integer above 0".into(),
+    }
 }
 
 /// The answer in words.
 fn answer(spec: &SearchSpec, found: &Found) -> String {
     let which = if spec.max { "largest" } else { "smallest" };
     let probe = |i: usize| &found.probes[i];
+    let reasons = |p: &Probe| {
+        let r: Vec<String> = p.failures.iter().map(|f| f.to_string()).collect();
+        r.join("; ")
+    };
     match (found.answer, found.beyond) {
         (Some(a), b) => {
             let a = probe(a);
@@ -189,49 +271,130 @@ fn answer(spec: &SearchSpec, found: &Found) -> String {
             }
             match b.map(probe) {
                 Some(b) => {
-                    let reasons: Vec<String> = b.failures.iter().map(|f| f.to_string()).collect();
                     let _ = write!(
                         line,
                         "; {} fails: {}",
                         search::shown(spec, b.value),
-                        reasons.join("; ")
+                        reasons(b)
                     );
                 }
-                // Nothing failed on the far side: the search stopped at its bound.
-                None if spec.max => {
-                    let _ = write!(
-                        line,
-                        "; every value tried passes: the answer may lie beyond {} (raise --to)",
-                        search::shown(spec, a.value)
-                    );
-                }
+                // Nothing failed on the far side: the search stopped at its limit there.
                 None => {
+                    let (limit, further) = if spec.max {
+                        (&found.limits.high, "larger")
+                    } else {
+                        (&found.limits.low, "smaller")
+                    };
                     let _ = write!(
                         line,
-                        "; every value tried passes, down to the smallest the key takes here"
+                        "; it is {}, so no {further} value was tried",
+                        limit_words(spec, limit, spec.max)
                     );
+                    match limit.stop {
+                        Stop::To | Stop::Range if spec.max => {
+                            line.push_str(": the answer may lie above it (raise --to)")
+                        }
+                        Stop::Range => {
+                            line.push_str(": the answer may lie below it (start lower with --from)")
+                        }
+                        _ => {}
+                    }
                 }
             }
             line
         }
         (None, _) => {
-            let last = found.probes.last();
-            let reasons: Vec<String> = last
-                .map(|p| p.failures.iter().map(|f| f.to_string()).collect())
-                .unwrap_or_default();
+            let values = found.probes.iter().map(|p| p.value);
+            let lo = values.clone().fold(f64::INFINITY, f64::min);
+            let hi = values.fold(f64::NEG_INFINITY, f64::max);
+            // The end nearest to passing by the assumption: the least load, the most capacity.
+            let (best, limit) = if spec.max {
+                (lo, &found.limits.low)
+            } else {
+                (hi, &found.limits.high)
+            };
+            let best_probe = found.probes.iter().rev().find(|p| p.value == best);
+            let why = best_probe.map_or(String::new(), reasons);
+            let at = if best == limit.value {
+                format!(", {},", limit_words(spec, limit, !spec.max))
+            } else {
+                String::new()
+            };
+            let tried = if lo == hi {
+                format!("the one value tried, {}, fails", search::shown(spec, lo))
+            } else {
+                format!(
+                    "all {} values tried, from {} to {}, fail",
+                    found.probes.len(),
+                    search::shown(spec, lo),
+                    search::shown(spec, hi)
+                )
+            };
             format!(
-                "no value of {} tried meets the objectives (down to {}: {})",
+                "no value of {} tried meets the objectives: {tried}; {}{at} fails: {why}",
                 spec.key,
-                last.map_or(String::new(), |p| search::shown(spec, p.value)),
-                reasons.join("; ")
+                search::shown(spec, best),
             )
         }
     }
 }
 
+/// Why the search turns to check the other way (`step`, the first such probe), from the
+/// values tried so far: `nothing passes from 4 down to 1: trying larger values, in case
+/// passing is not monotone in workload.sessions`.
+fn check_words(spec: &SearchSpec, lowest: f64, highest: f64, step: Step) -> String {
+    let start = search::start(spec);
+    let up = step == Step::CheckUp;
+    let (end, way, other) = if up {
+        (lowest, "down", "larger")
+    } else {
+        (highest, "up", "smaller")
+    };
+    let nothing = if end == start {
+        format!(
+            "{} fails and no {} value can be tried",
+            search::shown(spec, start),
+            if up { "smaller" } else { "larger" }
+        )
+    } else {
+        format!(
+            "nothing passes from {} {way} to {}",
+            search::shown(spec, start),
+            search::shown(spec, end)
+        )
+    };
+    format!(
+        "{nothing}: trying {other} values, in case passing is not monotone in {}",
+        spec.key
+    )
+}
+
+/// The line saying the probes contradict the assumption that passing is monotone, if they do.
+fn not_monotone(spec: &SearchSpec, found: &Found) -> Option<String> {
+    let (fails, passes) = found.contradiction(spec.max)?;
+    let passing: Vec<String> = found
+        .passing_values()
+        .into_iter()
+        .map(|v| search::shown(spec, v))
+        .collect();
+    Some(format!(
+        "not monotone: {} {} fails, yet {}, {}, passes (the search assumes {}); values that pass: {}",
+        spec.key,
+        search::shown(spec, fails),
+        search::shown(spec, passes),
+        if passes > fails { "larger" } else { "smaller" },
+        if spec.max {
+            "more load never helps"
+        } else {
+            "more capacity never hurts"
+        },
+        passing.join(", ")
+    ))
+}
+
 /// `capsize search`.
 pub fn search(args: SearchArgs) -> ExitCode {
-    let realtime = match realtime_options(&args.clock) {
+    let realtime = match realtime_options(&args.clock, false) {
         Ok(r) => r,
         Err(e) => return Failure::bad_input(e).exit(),
     };
@@ -252,6 +415,9 @@ pub fn search(args: SearchArgs) -> ExitCode {
         Ok(s) => s,
         Err(e) => return Failure::bad_input(e).exit(),
     };
+    if let Err(f) = super::preflight(realtime.as_ref(), [&base]) {
+        return f.exit();
+    }
     if base.slo.is_empty() {
         return Failure::bad_input(format!(
             "{}: no [slo] objectives to meet: add an [slo] table (e.g. \"latency_ms.query.p95\" = \"< 2000\")",
@@ -268,6 +434,10 @@ pub fn search(args: SearchArgs) -> ExitCode {
         Ok(s) => s,
         Err(e) => return Failure::bad_input(format!("{}: {e}", args.scenario.display())).exit(),
     };
+    let own = own_value(&text, &key).map(|(v, _)| v);
+    if let Err(e) = within_bounds(&args.scenario, &sets, &spec, args.from.as_deref(), own) {
+        return Failure::bad_input(e).exit();
+    }
     let jobs = args
         .jobs
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
@@ -292,10 +462,20 @@ pub fn search(args: SearchArgs) -> ExitCode {
         realtime,
         progress: false,
     };
+    // Each probe as it finishes; before the first that checks the other way, why.
+    let (mut lowest, mut highest) = (f64::INFINITY, f64::NEG_INFINITY);
+    let mut checking = false;
     let shown = |p: &Probe| {
-        let [v, seeds, qps, p95, limited, verdict] = row(&spec, p);
+        if matches!(p.step, Step::CheckUp | Step::CheckDown) && !checking {
+            checking = true;
+            let why = check_words(&spec, lowest, highest, p.step);
+            eprintln!("capsize search: {}", escape::terminal(&why));
+        }
+        lowest = lowest.min(p.value);
+        highest = highest.max(p.value);
+        let [v, seeds, qps, p95, limited, verdict, step, _] = row(&spec, None, p);
         eprintln!(
-            "capsize search: {key} = {v}: {verdict} ({seeds} seeds pass; {qps} queries/s, p95 {p95} ms, {limited} 429s)"
+            "capsize search: {key} = {v} ({step}): {verdict} ({seeds} seeds pass; {qps} queries/s, p95 {p95} ms, {limited} 429s)"
         );
     };
     let found = match search::search(&args.scenario, &sets, &spec, &base.slo, &opts, shown) {
@@ -314,12 +494,20 @@ pub fn search(args: SearchArgs) -> ExitCode {
     if let Err(e) = outputs.commit() {
         return Failure::output(&e).exit();
     }
+    let note = not_monotone(&spec, &found)
+        .map_or(String::new(), |n| format!("{}\n", escape::terminal(&n)));
     out(&format!(
-        "{}: {} probes of {} seeds or more\n{}\n  wrote {}\n",
+        "{}: {} probes of {} seeds or more{}\n{}\n{}  wrote {}\n",
         escape::terminal(&base.name),
         found.probes.len(),
         spec.repeats,
+        if note.is_empty() {
+            ""
+        } else {
+            "; passing is not monotone"
+        },
         escape::terminal(&answer(&spec, &found)),
+        note,
         escape::terminal(&Path::new(&dir).join(CSV).display().to_string())
     ))
 }
