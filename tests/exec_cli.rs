@@ -2,7 +2,9 @@
 //! (exit 2, nothing written); an agent that fails (reported, not an error); `--check` (0/1/2);
 //! `--timeout`, SIGINT, SIGTERM and SIGHUP (the agent and everything it started stopped,
 //! outputs written, exit 3 / 130 / 143 / 129; SIGKILL after the grace for an agent that ignores
-//! SIGTERM), and nothing left running after any of them.
+//! SIGTERM), and nothing left running after any of them, nor after SIGKILL to capsize itself;
+//! the metrics `--check` accepts (exactly those summary.json has); one provider, whatever the
+//! workload sends to none.
 //!
 //! The agent that sends requests is this test binary itself (the ignored test `agent`, run with
 //! `CAPSIZE_EXEC_TEST_AGENT` set): plain HTTP/1.1 over a socket, so no client is needed.
@@ -155,12 +157,69 @@ fn gone(pid: i32) -> bool {
     false
 }
 
-fn read_pid(path: &Path) -> i32 {
+/// The `i`-th number the agent wrote into `path`.
+fn read_number(path: &Path, i: usize) -> i32 {
     std::fs::read_to_string(path)
-        .expect("the agent wrote its background pid")
-        .trim()
+        .expect("the agent wrote its pids")
+        .split_whitespace()
+        .nth(i)
+        .expect("one number more")
         .parse()
         .unwrap()
+}
+
+/// The background sleep's pid, first in the file the agent wrote.
+fn read_pid(path: &Path) -> i32 {
+    read_number(path, 0)
+}
+
+/// The live (not zombie) processes of process group `pgid`.
+fn members(pgid: i32) -> Vec<i32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // After the command's name: state, ppid, pgrp, ...
+        let fields: Vec<&str> = stat.rsplit(") ").next().unwrap().split(' ').collect();
+        if fields[0] != "Z" && fields[2].parse() == Ok(pgid) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// Whether process group `pgid` has no live process left, polled for up to 3 s.
+fn group_gone(pgid: i32) -> bool {
+    for _ in 0..60 {
+        if members(pgid).is_empty() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
+}
+
+/// Waits (up to 10 s) until the agent has written `path` whole.
+fn wait_for(path: &Path) {
+    for _ in 0..200 {
+        if std::fs::read_to_string(path).is_ok_and(|s| s.ends_with('\n')) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Shell words that write `WORDS` and the shell's process group into `path` at once.
+fn write_with_group(words: &str, path: &Path) -> String {
+    let tmp = format!("{}.tmp", path.display());
+    format!(
+        "echo \"{words} $(cut -d' ' -f5 /proc/$$/stat)\" > '{tmp}' && mv '{tmp}' '{}'",
+        path.display()
+    )
 }
 
 #[test]
@@ -346,9 +405,10 @@ fn bad_input_is_one_line_exit_2_and_nothing_written() {
     one_line(&o, "nothing to check");
 }
 
-/// An agent that starts a long sleep in the background, writes its pid, and waits for it.
+/// An agent that starts a long sleep in the background, writes its pid (and its own, and its
+/// process group), and waits for it.
 fn sleeper(pidfile: &Path) -> Vec<String> {
-    let script = format!("sleep 300 & echo $! > '{}'; wait", pidfile.display());
+    let script = format!("sleep 300 & {}; wait", write_with_group("$! $$", pidfile));
     vec!["sh".into(), "-c".into(), script]
 }
 
@@ -363,6 +423,8 @@ fn a_timeout_stops_the_agent_and_all_it_started() {
     let o = exec(&scenario, &out, &["--timeout", "1s"], &cmd);
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     assert!(gone(read_pid(&pidfile)), "the background sleep was killed");
+    let group = read_number(&pidfile, 2);
+    assert!(group_gone(group), "left in the group: {:?}", members(group));
     let s = summary(&out);
     assert_eq!(s["agent"]["ended"], "timed_out");
     assert_eq!(s["agent"]["signal"], 15, "{s}");
@@ -376,8 +438,8 @@ fn an_agent_that_ignores_sigterm_is_killed_after_the_grace() {
     let pidfile = t.path("pid");
     // An ignored signal stays ignored in the children: neither the shell nor its sleep goes.
     let script = format!(
-        "trap '' TERM; sleep 300 & echo $! > '{}'; wait",
-        pidfile.display()
+        "trap '' TERM; sleep 300 & {}; wait",
+        write_with_group("$! $$", &pidfile)
     );
     let o = exec(
         &scenario,
@@ -387,6 +449,8 @@ fn an_agent_that_ignores_sigterm_is_killed_after_the_grace() {
     );
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     assert!(gone(read_pid(&pidfile)));
+    let group = read_number(&pidfile, 2);
+    assert!(group_gone(group), "left in the group: {:?}", members(group));
     let s = summary(&out);
     assert_eq!(s["agent"]["signal"], 9, "SIGKILL after the grace: {s}");
     assert!(s["agent"]["wall_seconds"].as_f64().unwrap() >= 5.5, "{s}");
@@ -398,10 +462,13 @@ fn what_the_agent_leaves_running_when_it_exits_is_killed() {
     let scenario = t.write("s.toml", SCENARIO);
     let out = t.path("o");
     let pidfile = t.path("pid");
-    let script = format!("sleep 300 & echo $! > '{}'", pidfile.display());
+    let script = format!("sleep 300 & {}", write_with_group("$! $$", &pidfile));
     let o = exec(&scenario, &out, &[], &["sh", "-c", &script]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(gone(read_pid(&pidfile)));
+    // Nothing at all is left in the agent's group (its leader, capsize's watchdog, included).
+    let group = read_number(&pidfile, 2);
+    assert!(group_gone(group), "left in the group: {:?}", members(group));
     assert_eq!(summary(&out)["agent"]["exit_code"], 0);
 }
 
@@ -424,12 +491,7 @@ fn interrupted(name: &str, sig: i32) -> (Output, i32, PathBuf, Temp) {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    for _ in 0..200 {
-        if std::fs::read_to_string(&pidfile).is_ok_and(|s| s.ends_with('\n')) {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_for(&pidfile);
     let pid = read_pid(&pidfile);
     // SAFETY: kill only sends a signal to the capsize process this test started.
     unsafe {
@@ -441,26 +503,310 @@ fn interrupted(name: &str, sig: i32) -> (Output, i32, PathBuf, Temp) {
 
 #[test]
 fn sigint_stops_the_agent_and_all_it_started() {
-    let (o, pid, out, _t) = interrupted("sigint", libc::SIGINT);
+    let (o, pid, out, t) = interrupted("sigint", libc::SIGINT);
     assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
     assert!(gone(pid), "the background sleep was killed");
+    let group = read_number(&t.path("pid"), 2);
+    assert!(group_gone(group), "left in the group: {:?}", members(group));
     let s = summary(&out);
     assert_eq!(s["agent"]["ended"], "interrupted");
+    assert_eq!(s["agent"]["signal"], 15, "{s}");
+}
+
+#[test]
+fn sigkill_to_capsize_takes_the_agent_and_all_it_started() {
+    // SIGKILL cannot be handled: the agent's group must go without capsize's help.
+    let t = Temp::new("exec", "sigkill");
+    let scenario = t.write("s.toml", SCENARIO);
+    let pidfile = t.path("pid");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_capsize"))
+        .args(["exec", scenario.to_str().unwrap(), "--out"])
+        .arg(t.path("o"))
+        .arg("--")
+        .args(sleeper(&pidfile))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for(&pidfile);
+    let (sleep, agent, group) = (
+        read_number(&pidfile, 0),
+        read_number(&pidfile, 1),
+        read_number(&pidfile, 2),
+    );
+    let before = members(group);
+    assert!(
+        before.contains(&sleep) && before.contains(&agent),
+        "{before:?}"
+    );
+    // SAFETY: kill only sends a signal to the capsize process this test started.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGKILL);
+    }
+    let status = child.wait().unwrap();
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(libc::SIGKILL)
+    );
+    assert!(gone(agent), "the agent was killed");
+    assert!(gone(sleep), "the agent's background sleep was killed");
+    assert!(group_gone(group), "left in the group: {:?}", members(group));
+    assert!(
+        !t.path("o").join("summary.json").exists(),
+        "nothing written"
+    );
 }
 
 #[test]
 fn sigterm_stops_the_agent_and_all_it_started() {
-    let (o, pid, out, _t) = interrupted("sigterm", libc::SIGTERM);
+    let (o, pid, out, t) = interrupted("sigterm", libc::SIGTERM);
     assert_eq!(o.status.code(), Some(143), "{}", stderr(&o));
     assert!(gone(pid), "the background sleep was killed");
+    let group = read_number(&t.path("pid"), 2);
+    assert!(group_gone(group), "left in the group: {:?}", members(group));
     assert_eq!(summary(&out)["agent"]["ended"], "interrupted");
 }
 
 #[test]
 fn a_hangup_stops_the_agent_and_all_it_started() {
     // The terminal or ssh session closing must not orphan the agent.
-    let (o, pid, out, _t) = interrupted("sighup", libc::SIGHUP);
+    let (o, pid, out, t) = interrupted("sighup", libc::SIGHUP);
     assert_eq!(o.status.code(), Some(129), "{}", stderr(&o));
     assert!(gone(pid), "the background sleep was killed");
+    let group = read_number(&t.path("pid"), 2);
+    assert!(group_gone(group), "left in the group: {:?}", members(group));
     assert_eq!(summary(&out)["agent"]["ended"], "interrupted");
+}
+
+/// Every metric of exec's summary.json, in the file's order: what `--check` accepts.
+const EXEC_METRICS: [&str; 27] = [
+    "schema_version",
+    "seed",
+    "agent.exit_code",
+    "agent.signal",
+    "agent.wall_seconds",
+    "provider.received",
+    "provider.served",
+    "provider.rate_limited",
+    "provider.errored",
+    "provider.timed_out",
+    "provider.tokens_charged",
+    "provider.peak_requests_per_60s",
+    "provider.peak_tokens_per_60s",
+    "in_flight.peak",
+    "in_flight.mean",
+    "retries",
+    "retry_wait_ms.count",
+    "retry_wait_ms.mean",
+    "retry_wait_ms.p50",
+    "retry_wait_ms.p90",
+    "retry_wait_ms.p95",
+    "retry_wait_ms.p99",
+    "retry_wait_ms.max",
+    "orphaned_requests",
+    "rpm_utilization",
+    "tpm_utilization",
+    "peak_rpm_utilization",
+];
+
+/// The dotted paths of the numbers and nulls in `v`, in the text's order (`text` is the file).
+fn numeric_paths(text: &str) -> Vec<String> {
+    fn walk(v: &serde_json::Value, prefix: &str, out: &mut Vec<String>) {
+        match v {
+            serde_json::Value::Object(map) => {
+                for (k, v) in map {
+                    let path = if prefix.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{prefix}.{k}")
+                    };
+                    walk(v, &path, out);
+                }
+            }
+            serde_json::Value::Number(_) | serde_json::Value::Null => out.push(prefix.into()),
+            _ => {}
+        }
+    }
+    let v: serde_json::Value = serde_json::from_str(text).unwrap();
+    let mut out = Vec::new();
+    walk(&v, "", &mut out);
+    // serde_json's map is sorted: put them back in the file's order.
+    let line = |p: &String| {
+        let last = p.rsplit('.').next().unwrap();
+        let top = p.split('.').next().unwrap();
+        let from = text.find(&format!("\n  \"{top}\":")).unwrap();
+        from + text[from..].find(&format!("\"{last}\":")).unwrap()
+    };
+    out.sort_by_key(line);
+    out
+}
+
+#[test]
+fn check_accepts_exactly_the_metrics_summary_json_has() {
+    let t = Temp::new("exec", "metrics");
+    let base = SCENARIO
+        .split("[slo]")
+        .next()
+        .unwrap()
+        .replace("rpm = 5\n", "rpm = 5\ntpm = 100000\n");
+    let slo: String = EXEC_METRICS
+        .iter()
+        .map(|m| format!("\"{m}\" = \">= 0\"\n"))
+        .collect();
+    let scenario = t.write("s.toml", &format!("{base}[slo]\n{slo}"));
+    let out = t.path("o");
+    let o = exec(&scenario, &out, &["--check"], &["true"]);
+    // Each one accepted and checked; only the signal of an agent that exited has no value.
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        stdout.contains("27 checks, 1 failed: objective agent.signal"),
+        "{stdout}"
+    );
+    // ... and they are every number summary.json holds.
+    let text = std::fs::read_to_string(out.join("summary.json")).unwrap();
+    assert_eq!(numeric_paths(&text), EXEC_METRICS);
+
+    // What only capsize's own client measures is refused, saying so, with what exec has.
+    for metric in [
+        "generation.calls",
+        "generation.output_tokens_per_s",
+        "fleet.replicas",
+        "concurrency_limit.mean",
+        "latency_ms.query.p95",
+    ] {
+        let scenario = t.write("r.toml", &format!("{base}[slo]\n\"{metric}\" = \">= 1\"\n"));
+        let o = exec(&scenario, &t.path("r"), &["--check"], &["true"]);
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        assert_eq!(
+            stderr(&o),
+            format!(
+                "capsize: {}: [slo]: \"{metric}\" is not a metric of capsize exec's summary.json (capsize run measures it on capsize's own client; exec sees only what the mock saw of the agent); it has agent.*, provider.*, in_flight.*, retries, retry_wait_ms.*, orphaned_requests, rpm_utilization, tpm_utilization, peak_rpm_utilization\n",
+                scenario.display()
+            )
+        );
+        assert!(!t.path("r").exists(), "nothing written");
+    }
+    // A typo: the same line without the clause about capsize run.
+    let scenario = t.write(
+        "r.toml",
+        &format!("{base}[slo]\n\"provider.recieved\" = \">= 1\"\n"),
+    );
+    let o = exec(&scenario, &t.path("r"), &["--check"], &["true"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("\"provider.recieved\" is not a metric of capsize exec's summary.json; it has agent.*, provider.*,"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn the_exec_generation_reproducer_is_refused_as_a_run_metric() {
+    // A generating provider: exec serves it, but the answers' tokens and timings reach only the
+    // agent, so generation.* is not in exec's summary.json, and an objective on it is refused.
+    let t = Temp::new("exec", "generation");
+    let scenario = t.write(
+        "g.toml",
+        r#"
+name = "exec-gen"
+seed = 5
+[provider]
+rpm = 600
+tpm = 1000000
+latency = { dist = "constant", ms = 50 }
+output_tokens = { dist = "uniform", min = 100, max = 200 }
+ttft = { dist = "constant", ms = 200 }
+tpot = { dist = "constant", ms = 10 }
+[workload]
+queries = 1
+calls_per_query = 1
+tokens_per_call = 10
+[slo]
+"generation.calls" = ">= 1"
+"#,
+    );
+    let out = t.path("o");
+    let o = exec(&scenario, &out, &["--check"], &["true"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("capsize run measures it"),
+        "{}",
+        stderr(&o)
+    );
+    // Without --check it runs, and writes no generation section.
+    let o = exec(&scenario, &out, &[], &["true"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let s = summary(&out);
+    for absent in ["generation", "fleet", "concurrency_limit"] {
+        assert!(s.get(absent).is_none(), "{absent}: {s}");
+    }
+}
+
+/// Two named providers, and a tool served by none.
+const TWO_PROVIDERS: &str = r#"
+name = "exec-two"
+seed = 1
+[providers.llm]
+rpm = 5
+window = "fixed"
+latency = { dist = "constant", ms = 50 }
+[providers.search]
+rpm = 600
+latency = { dist = "constant", ms = 10 }
+[workload]
+queries = 1
+calls_per_query = 1
+tokens_per_call = 0
+provider = "search"
+model_turn = { tokens = 10, provider = "llm", latency = { dist = "constant", ms = 5000 } }
+tools = [
+  { name = "web_search", weight = 1 },
+  { name = "calculator", weight = 1, provider = "none", latency = { dist = "constant", ms = 5 } },
+]
+"#;
+
+#[test]
+fn tools_sent_to_no_provider_do_not_count_as_a_provider() {
+    let t = Temp::new("exec", "none");
+    let out = t.path("o");
+    // Two providers and `none`: two, named.
+    let two = t.write("two.toml", TWO_PROVIDERS);
+    let o = exec(&two, &out, &[], &["true"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert_eq!(
+        stderr(&o),
+        "capsize: capsize exec serves one provider, but this scenario has 2: llm, search (give it one [provider] table)\n"
+    );
+    assert!(!out.exists(), "nothing written");
+    // One provider and `none`: served, its limits the mock's (5 a minute, in whole minutes).
+    let one = TWO_PROVIDERS
+        .replace(
+            "[providers.search]\nrpm = 600\nlatency = { dist = \"constant\", ms = 10 }\n",
+            "",
+        )
+        .replace("provider = \"search\"\n", "provider = \"none\"\n")
+        .replace("  { name = \"web_search\", weight = 1 },\n", "");
+    let one = t.write("one.toml", &one);
+    let me = std::env::current_exe().unwrap();
+    let report = t.path("agent.txt");
+    let o = Command::new(env!("CARGO_BIN_EXE_capsize"))
+        .args([
+            "exec",
+            one.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--",
+        ])
+        .arg(&me)
+        .args(["agent", "--exact", "--ignored", "--quiet"])
+        .env(AGENT_ENV, &report)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let s = summary(&out);
+    assert_eq!(s["provider"]["received"], 8, "{s}");
+    assert_eq!(s["provider"]["served"], 5, "{s}");
+    assert_eq!(s["provider"]["rate_limited"], 3, "{s}");
+    assert_eq!(s["peak_rpm_utilization"], 1.0, "{s}");
 }

@@ -14,6 +14,7 @@ use crate::engine::scenario::Scenario;
 use crate::output::exec::{self as report, ExecSummary};
 use crate::output::files::OutputSet;
 use crate::output::report::escape;
+use crate::output::report::summary::Summary;
 
 /// Exit code of an objective that failed (`--check`).
 const EXIT_CHECK_FAILED: u8 = 1;
@@ -102,8 +103,14 @@ fn prepare(args: &ExecArgs) -> Result<Prepared<'_>, Failure> {
         let known = ExecSummary::metric_paths();
         if let Some(t) = scenario.slo.iter().find(|t| !known.contains(&t.metric)) {
             return Err(Failure::bad_input(format!(
-                "{at}: [slo]: {:?} is not a metric of capsize exec's summary.json (e.g. provider.rate_limited, orphaned_requests, retry_wait_ms.p95, agent.exit_code)",
-                t.metric
+                "{at}: [slo]: {:?} is not a metric of capsize exec's summary.json{}; it has {}",
+                t.metric,
+                if Summary::metric_paths().contains(&t.metric) {
+                    " (capsize run measures it on capsize's own client; exec sees only what the mock saw of the agent)"
+                } else {
+                    ""
+                },
+                ExecSummary::metric_families().join(", ")
             )));
         }
     }

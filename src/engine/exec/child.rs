@@ -1,9 +1,16 @@
-//! The agent's process: started in a process group of its own with the mock's address in its
-//! environment and arguments, signalled as a group, its exit noticed without collecting it (so
-//! its group can still be killed safely), then collected.
+//! The agent's process: started in a process group with the mock's address in its environment
+//! and arguments, signalled as a group, its exit noticed without collecting it, then collected.
+//!
+//! The group is led by a watchdog, a fork of capsize that runs no code of ours but a `read`:
+//! it holds the read end of a pipe whose write end only capsize holds, so when capsize is gone,
+//! however it went (SIGKILL included), the read returns and the watchdog kills the whole group
+//! with SIGKILL, itself with it. While the watchdog is not collected, the group's id (its pid)
+//! cannot be reused, so signalling the group can never reach anyone else. The agent itself also
+//! gets SIGKILL when capsize dies (`PR_SET_PDEATHSIG`, on Linux).
 
 use std::io::IsTerminal;
 use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, Stdio};
@@ -12,13 +19,15 @@ use tokio::sync::oneshot;
 
 use super::{ExecError, ExecRequest, ADDRESS, DUMMY_KEY};
 
-/// The agent's process, the leader of its own process group.
+/// The agent's process, in the group its [`Watchdog`] leads.
 pub(super) struct Agent {
     child: Child,
-    /// Its pid, which is also its group's id.
+    /// Its pid.
     pid: libc::pid_t,
     /// Its exit has been collected.
     reaped: bool,
+    /// The group's leader (dropped after the fields above: killed and collected last).
+    watchdog: Watchdog,
 }
 
 impl Drop for Agent {
@@ -29,6 +38,158 @@ impl Drop for Agent {
             let _ = self.child.wait();
         }
     }
+}
+
+/// The leader of the agent's process group: it kills the group when capsize is gone.
+struct Watchdog {
+    /// Its pid, which is also the group's id.
+    pid: libc::pid_t,
+    /// The write end of its lifeline: closed (by capsize's exit) it wakes the watchdog.
+    _lifeline: OwnedFd,
+}
+
+impl Drop for Watchdog {
+    /// Killed (if it is not already) and collected.
+    fn drop(&mut self) {
+        // SAFETY: kill only sends a signal; the pid is our child's, not yet collected, so it
+        // is no one else's. waitpid collects that child only.
+        unsafe {
+            libc::kill(self.pid, libc::SIGKILL);
+            loop {
+                let r = libc::waitpid(self.pid, std::ptr::null_mut(), 0);
+                if r >= 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// `r < 0` as the OS error it means.
+fn check(r: libc::c_int) -> std::io::Result<libc::c_int> {
+    if r < 0 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
+/// The lowest file descriptor the watchdog keeps, its end of the lifeline.
+const LIFELINE_FD: libc::c_int = 3;
+
+impl Watchdog {
+    /// Forks the watchdog, the leader of a new process group.
+    fn start() -> std::io::Result<Watchdog> {
+        let mut fds = [0 as libc::c_int; 2];
+        // SAFETY: pipe2 writes two descriptors into `fds`, which we then own.
+        check(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) })?;
+        // SAFETY: both were just opened, by us, and are owned once each.
+        let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        // The most descriptors the child may have to close (if close_range is missing).
+        let mut limit = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit writes into `limit`.
+        let max_fd = match unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } {
+            0 => libc::c_int::try_from(limit.rlim_cur.min(1 << 16)).unwrap_or(1 << 16),
+            _ => 1 << 16,
+        };
+        // SAFETY: all-zero sigset_t values are valid; sigfillset and pthread_sigmask only write
+        // into them. Signals are blocked across the fork so that none runs one of capsize's
+        // handlers in the child before it has ignored them.
+        let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
+        let mut before: libc::sigset_t = unsafe { std::mem::zeroed() };
+        unsafe {
+            libc::sigfillset(&mut all);
+            libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut before);
+        }
+        // SAFETY: the child runs only `watch`, which makes async-signal-safe calls alone (the
+        // parent has other threads: no allocation, no lock) and never returns.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            // SAFETY: in the child, with the descriptors just made.
+            unsafe { watch(read.as_raw_fd(), write.as_raw_fd(), max_fd) }
+        }
+        let forked = std::io::Error::last_os_error();
+        // SAFETY: restores this thread's signal mask.
+        unsafe {
+            libc::pthread_sigmask(libc::SIG_SETMASK, &before, std::ptr::null_mut());
+        }
+        if pid < 0 {
+            return Err(forked);
+        }
+        drop(read);
+        let watchdog = Watchdog {
+            pid,
+            _lifeline: write,
+        };
+        // The child does the same: whichever is first, the group exists before the agent
+        // joins it.
+        // SAFETY: setpgid on our own child, which has not called exec.
+        check(unsafe { libc::setpgid(pid, pid) })?;
+        Ok(watchdog)
+    }
+}
+
+/// The watchdog: ignores every signal but SIGKILL, closes every descriptor but its end of the
+/// lifeline, leads a group of its own, waits until the lifeline's write end is closed (capsize
+/// is gone), then kills its group.
+///
+/// # Safety
+///
+/// To be called only in a child just forked, with `read` and `write` the lifeline's ends and
+/// `max_fd` above every open descriptor. Only async-signal-safe calls.
+unsafe fn watch(read: libc::c_int, write: libc::c_int, max_fd: libc::c_int) -> ! {
+    for sig in 1..65 {
+        // Faults keep their default; SIGKILL and SIGSTOP cannot be changed (EINVAL, ignored).
+        let fault = [
+            libc::SIGSEGV,
+            libc::SIGBUS,
+            libc::SIGILL,
+            libc::SIGFPE,
+            libc::SIGABRT,
+            libc::SIGTRAP,
+            libc::SIGSYS,
+        ]
+        .contains(&sig);
+        libc::signal(sig, if fault { libc::SIG_DFL } else { libc::SIG_IGN });
+    }
+    let mut none: libc::sigset_t = std::mem::zeroed();
+    libc::sigemptyset(&mut none);
+    libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
+    libc::setpgid(0, 0);
+    #[cfg(target_os = "linux")]
+    libc::prctl(libc::PR_SET_NAME, c"capsize-watch".as_ptr());
+    // Nothing of capsize's kept open: its sockets, its pipes, its terminal.
+    libc::close(write);
+    if read != LIFELINE_FD && libc::dup2(read, LIFELINE_FD) < 0 {
+        libc::_exit(1);
+    }
+    for fd in 0..LIFELINE_FD {
+        libc::close(fd);
+    }
+    #[cfg(target_os = "linux")]
+    let closed = libc::syscall(libc::SYS_close_range, LIFELINE_FD + 1, libc::c_uint::MAX, 0) == 0;
+    #[cfg(not(target_os = "linux"))]
+    let closed = false;
+    if !closed {
+        for fd in LIFELINE_FD + 1..max_fd {
+            libc::close(fd);
+        }
+    }
+    let mut byte = 0u8;
+    loop {
+        let n = libc::read(LIFELINE_FD, (&mut byte as *mut u8).cast(), 1);
+        // (last_os_error only reads errno: no allocation.)
+        let interrupted = || std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR);
+        if n == 0 || (n < 0 && !interrupted()) {
+            break;
+        }
+    }
+    // capsize is gone: the group goes, this process with it.
+    libc::kill(0, libc::SIGKILL);
+    libc::_exit(0)
 }
 
 /// `arg` with every [`ADDRESS`] replaced by `host:port`.
@@ -60,6 +221,9 @@ fn no_proxy(name: &str) -> String {
 impl Agent {
     /// Starts the agent against the mock at `address`.
     pub(super) fn spawn(request: &ExecRequest, address: SocketAddr) -> Result<Agent, ExecError> {
+        let watchdog = Watchdog::start().map_err(|e| {
+            ExecError::System(format!("cannot start the agent's process group: {e}"))
+        })?;
         let host = address.to_string();
         let uri = format!("http://{host}");
         let mut cmd = Command::new(&request.program);
@@ -71,7 +235,23 @@ impl Agent {
             .env("ANTHROPIC_API_KEY", DUMMY_KEY)
             .env("NO_PROXY", no_proxy("NO_PROXY"))
             .env("no_proxy", no_proxy("no_proxy"))
-            .process_group(0);
+            .process_group(watchdog.pid);
+        // SAFETY: the closure makes only async-signal-safe calls (prctl, getppid) and allocates
+        // nothing, as code between fork and exec must.
+        #[cfg(target_os = "linux")]
+        unsafe {
+            // The thread that forks is the agent's parent for PR_SET_PDEATHSIG: this one, which
+            // runs the whole exec (a current-thread runtime on capsize's main thread).
+            let parent = libc::getpid();
+            cmd.pre_exec(move || {
+                check(libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL))?;
+                // capsize died before the line above: no signal will come, so go now.
+                if libc::getppid() != parent {
+                    return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+                }
+                Ok(())
+            });
+        }
         // In a group of its own the agent is not in the terminal's foreground: reading the
         // terminal would stop it (SIGTTIN). A pipe or file is passed on.
         if std::io::stdin().is_terminal() {
@@ -91,6 +271,7 @@ impl Agent {
             child,
             pid,
             reaped: false,
+            watchdog,
         })
     }
 
@@ -127,10 +308,11 @@ impl Agent {
     }
 
     fn signal(&self, sig: libc::c_int) {
-        // SAFETY: killpg only sends a signal. The group is the agent's own: its leader has not
-        // been collected, so its id cannot belong to anyone else. ESRCH (nothing left) is fine.
+        // SAFETY: killpg only sends a signal. The group is the agent's own: its leader, the
+        // watchdog, has not been collected, so its id cannot belong to anyone else. The watchdog
+        // ignores all but SIGKILL.
         unsafe {
-            libc::killpg(self.pid, sig);
+            libc::killpg(self.watchdog.pid, sig);
         }
     }
 

@@ -9,8 +9,9 @@
 //! stopped together: on a timeout, or on SIGINT, SIGTERM or SIGHUP to capsize, the group gets
 //! SIGTERM (and SIGCONT, so a stopped agent acts on it), and SIGKILL after [`KILL_GRACE`] (at
 //! once on a second signal). When the agent itself has
-//! exited, whatever it left running in its group is killed, before its exit is collected (so
-//! the group's id cannot have been reused). Then the mock is stopped.
+//! exited, whatever it left running in its group is killed. Then the mock is stopped. If capsize
+//! itself is killed (SIGKILL, a crash), the group's leader, a watchdog forked for it, kills the
+//! group (see `child.rs`).
 
 #![allow(clippy::disallowed_methods)] // real time: tokio's clock and signals by design
 
@@ -20,14 +21,14 @@ use std::ffi::OsString;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use capsize_mock::server::{MockProvider, ServerError, TrafficReport};
+use capsize_mock::server::{MockProvider, ServerConfig, ServerError, TrafficReport};
 use capsize_mock::Counters;
 use thiserror::Error;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::time::Instant;
 
 use crate::engine::scenario::Scenario;
-use crate::engine::sim::mock_config;
+use crate::engine::sim::mock_configs;
 use child::Agent;
 
 /// The placeholder replaced in the command's arguments by the mock's `host:port`.
@@ -121,8 +122,8 @@ pub enum ExecError {
         /// Why.
         source: std::io::Error,
     },
-    /// The scenario's calls go to several providers: `capsize exec` serves one mock.
-    #[error("capsize exec serves one provider, but this scenario names {}: {} (give it one [provider] table)", .0.len(), .0.join(", "))]
+    /// The scenario has several providers: `capsize exec` serves one mock.
+    #[error("capsize exec serves one provider, but this scenario has {}: {} (give it one [provider] table)", .0.len(), .0.join(", "))]
     SeveralProviders(Vec<String>),
     /// The mock provider did not start.
     #[error("cannot start the mock provider: {0}")]
@@ -158,7 +159,7 @@ async fn exec(s: &Scenario, request: &ExecRequest) -> Result<ExecOutcome, ExecEr
     let mut sigterm = signal(SignalKind::terminate()).map_err(system)?;
     // The terminal or session going away stops the agent too, rather than orphaning it.
     let mut sighup = signal(SignalKind::hangup()).map_err(system)?;
-    let config = mock_config(s, 1.0).map_err(ExecError::SeveralProviders)?;
+    let config = mock_for(s)?;
     let mock = MockProvider::start(config, SocketAddr::from(([127, 0, 0, 1], 0))).await?;
     let address = mock.address();
     let start = Instant::now();
@@ -231,6 +232,22 @@ async fn exec(s: &Scenario, request: &ExecRequest) -> Result<ExecOutcome, ExecEr
     };
     drop(mock);
     Ok(outcome)
+}
+
+/// The mock for `s`'s one provider (with the named latencies and error rates its calls may ask
+/// for); its providers' names if it has several. The workload is not run, so the endpoint of
+/// the tools it sends to no provider (`none`) is neither served nor counted.
+fn mock_for(s: &Scenario) -> Result<ServerConfig, ExecError> {
+    if s.providers.len() != 1 {
+        return Err(ExecError::SeveralProviders(
+            s.providers.iter().map(|p| p.name.clone()).collect(),
+        ));
+    }
+    // Endpoints list the providers first, in the scenario's order.
+    mock_configs(s, 1.0)
+        .into_iter()
+        .next()
+        .ok_or_else(|| ExecError::System("the scenario's provider has no endpoint".into()))
 }
 
 /// Waits until nothing is in flight at the mock (it notices a closed connection soon, not at

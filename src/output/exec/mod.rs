@@ -132,11 +132,30 @@ impl ExecSummary {
         }
     }
 
-    /// Every metric an `[slo]` objective of `capsize exec --check` may name, in the file's
-    /// order.
+    /// Every metric an `[slo]` objective of `capsize exec --check` may name (sorted).
     pub fn metric_paths() -> Vec<String> {
         let json = serde_json::to_value(ExecSummary::default()).expect("a summary serialises");
         crate::analysis::slo::metric_paths(&json)
+    }
+
+    /// [`ExecSummary::metric_paths`] in short, in the file's order: a section's metrics as
+    /// `SECTION.*`, a top-level metric by its name (`schema_version` and `seed` left out).
+    pub fn metric_families() -> Vec<String> {
+        let mut families: Vec<(String, String)> = Vec::new();
+        for path in ExecSummary::metric_paths() {
+            let (key, family) = match path.split_once('.') {
+                Some((section, _)) => (section.to_string(), format!("{section}.*")),
+                None if path == "schema_version" || path == "seed" => continue,
+                None => (path.clone(), path),
+            };
+            if !families.iter().any(|(k, _)| *k == key) {
+                families.push((key, family));
+            }
+        }
+        // The paths come sorted; the file's text has its keys in order.
+        let text = ExecSummary::default().to_json();
+        families.sort_by_key(|(key, _)| text.find(&format!("\n  \"{key}\":")));
+        families.into_iter().map(|(_, f)| f).collect()
     }
 
     /// The summary as pretty JSON, with a final newline.
