@@ -314,6 +314,32 @@ impl Bucket {
         }
     }
 
+    /// The instant the balance is (or was) zero on the line it follows from `last` (ahead
+    /// while reservations are owed, behind once credit has built up); `None` if no instant
+    /// names it.
+    #[cfg(feature = "redis")]
+    pub(crate) fn horizon(&self) -> Option<Instant> {
+        let secs = (self.debited - self.credited) / self.rate;
+        let d = Duration::try_from_secs_f64(secs.abs()).ok()?;
+        if secs >= 0.0 {
+            self.last.checked_add(d)
+        } else {
+            self.last.checked_sub(d)
+        }
+    }
+
+    /// Lowers the balance to that of a bucket that was empty at `horizon`, if that is less
+    /// (reservations pending here are part of the debt: they are paid by then).
+    #[cfg(feature = "redis")]
+    pub(crate) fn empty_at(&mut self, horizon: Instant) {
+        let behind = if self.last >= horizon {
+            (self.last - horizon).as_secs_f64()
+        } else {
+            -(horizon - self.last).as_secs_f64()
+        };
+        self.credited = self.credited.min(self.debited + behind * self.rate);
+    }
+
     /// The number of reservations still pending.
     pub(crate) fn waiters(&self) -> usize {
         self.pending.len()

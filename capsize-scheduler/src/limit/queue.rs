@@ -130,6 +130,28 @@ impl Queue {
         self.buckets().filter_map(|b| b.paused_until(now)).max()
     }
 
+    /// Lowers each bucket (requests, tokens) to at most the balance of a bucket that was empty
+    /// at its instant in `horizons` (none: unchanged), at `now`: a shared limiter's fallback
+    /// share starting where the fleet's debt ends.
+    #[cfg(feature = "redis")]
+    pub(crate) fn empty_at(&mut self, horizons: [Option<Instant>; 2], now: Instant) {
+        self.advance(now);
+        let buckets = [self.requests.as_mut(), self.tokens.as_mut()];
+        for (bucket, horizon) in buckets.into_iter().zip(horizons) {
+            if let (Some(b), Some(h)) = (bucket, horizon) {
+                b.empty_at(h);
+            }
+        }
+    }
+
+    /// Each bucket's horizon at `now` (requests, tokens; see [`Bucket::horizon`]).
+    #[cfg(feature = "redis")]
+    pub(crate) fn horizons(&mut self, now: Instant) -> [Option<Instant>; 2] {
+        self.advance(now);
+        let (r, t) = self.parts();
+        [r.and_then(Bucket::horizon), t.and_then(Bucket::horizon)]
+    }
+
     /// Holds everyone until `until` and forfeits the balances (a provider's Retry-After).
     pub(crate) fn pause(&mut self, now: Instant, until: Instant) {
         self.advance(now);

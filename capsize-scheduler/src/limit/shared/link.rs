@@ -1,6 +1,8 @@
 //! The way from a limit's [`super::RedisBuckets`] to Redis: one round trip at a time; the
 //! operations asked while one is under way wait in line and go together in the next (one
-//! script call, in the order they were asked), carried by a task of their own.
+//! script call, in the order they were asked), carried by a task of their own. Each round trip
+//! carries what this replica remembers of the fleet's buckets and brings back what Redis
+//! answered to it ([`Memory`]).
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -10,7 +12,9 @@ use redis::aio::ConnectionManager;
 use redis::{Script, Value};
 use tokio::sync::oneshot;
 
-use super::{within, SharedLimitError};
+use super::memory::Memory;
+use super::script::{self, Reply};
+use super::{real_now, within, SharedLimitError};
 
 /// The most operations one script call carries.
 const MAX_BATCH: usize = 128;
@@ -63,6 +67,10 @@ pub(super) struct Link {
     /// Where the task that carries the operations asked meanwhile runs.
     runtime: tokio::runtime::Handle,
     line: Mutex<Line>,
+    /// Which of the two buckets the limit has.
+    present: [bool; 2],
+    /// What this replica knows of the fleet's buckets.
+    memory: Mutex<Memory>,
 }
 
 /// Whether a round trip is under way (or about to be), and the operations waiting for the next.
@@ -78,20 +86,34 @@ impl Link {
     /// runtime this is called on.
     pub(super) fn new(
         conn: ConnectionManager,
-        script: Script,
         key: String,
         limits: [u8; 32],
         timeout: Duration,
+        memory: Memory,
     ) -> Self {
+        let rate = |at: usize| {
+            let bytes: [u8; 8] = limits[at..at + 8].try_into().unwrap_or([0; 8]);
+            f64::from_le_bytes(bytes)
+        };
         Link {
             conn,
-            script,
+            script: Script::new(&script::script()),
             key,
             limits,
             timeout,
             runtime: tokio::runtime::Handle::current(),
             line: Mutex::default(),
+            present: [rate(0) >= 0.0, rate(16) >= 0.0],
+            memory: Mutex::new(memory),
         }
+    }
+
+    /// What this replica knows of the fleet's buckets.
+    pub(super) fn memory(&self) -> MutexGuard<'_, Memory> {
+        // Plain data, consistent after every statement: a poisoned lock is safe to reuse.
+        self.memory
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Runs `op` at once if no round trip is under way, else in the next one; its wait, within
@@ -137,22 +159,29 @@ impl Link {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// One round trip: `ops` (each with its tokens or pause) in order; their waits.
+    /// One round trip: `ops` (each with its tokens or pause) in order; their waits. A batch
+    /// Redis runs after this replica would have given up on it changes nothing there
+    /// ([`SharedLimitError::Expired`]).
     async fn send(
         &self,
         ops: &[(Op, f64)],
     ) -> Result<Vec<Result<Duration, SharedLimitError>>, SharedLimitError> {
         let letters: Vec<u8> = ops.iter().map(|(op, _)| op.letter()).collect();
         let values: Vec<u8> = ops.iter().flat_map(|(_, v)| v.to_le_bytes()).collect();
+        let (context, floor) = self.memory().context(real_now(), self.timeout);
         let mut invocation = self.script.key(self.key.as_str());
-        invocation.arg(letters).arg(&self.limits[..]).arg(values);
+        invocation
+            .arg(letters)
+            .arg(&self.limits[..])
+            .arg(values)
+            .arg(context.bytes());
         let mut conn = self.conn.clone();
         let answer: Value = within(self.timeout, invocation.invoke_async(&mut conn)).await?;
-        match answer {
-            Value::Array(waits) if waits.len() == ops.len() => {
-                Ok(waits.into_iter().map(wait).collect())
-            }
-            other => Err(SharedLimitError::Answer(format!("{other:?}"))),
+        let reply = script::parse(answer, ops.len())?;
+        self.memory().heard(real_now(), &reply, self.present, floor);
+        match reply {
+            Reply::Done { waits, .. } => Ok(waits.into_iter().map(Ok).collect()),
+            Reply::Expired { .. } => Err(SharedLimitError::Expired(self.timeout)),
         }
     }
 
@@ -241,22 +270,5 @@ impl Drop for Carrying {
             line.busy = false;
             line.waiting.clear();
         }
-    }
-}
-
-/// One operation's wait, as the script returns it.
-fn wait(answer: Value) -> Result<Duration, SharedLimitError> {
-    match answer {
-        // Whole microseconds (never negative: the script's wait is from now on).
-        Value::Int(micros) => Ok(Duration::from_micros(u64::try_from(micros).unwrap_or(0))),
-        // Seconds, for a wait too long for the integer.
-        Value::BulkString(bytes) => {
-            let answer = String::from_utf8_lossy(&bytes).into_owned();
-            let secs: f64 = answer
-                .parse()
-                .map_err(|_| SharedLimitError::Answer(answer.clone()))?;
-            Duration::try_from_secs_f64(secs.max(0.0)).map_err(|_| SharedLimitError::Answer(answer))
-        }
-        other => Err(SharedLimitError::Answer(format!("{other:?}"))),
     }
 }

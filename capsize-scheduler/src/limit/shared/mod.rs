@@ -2,10 +2,11 @@
 //!
 //! Both buckets of a limit live under one key named by the limit (`{prefix:name}:buckets`,
 //! hash-tagged like the rest of a limit's keys, so a Redis Cluster runs the script too): a
-//! string of four little-endian `f64`s, the requests bucket's balance and the instant its
-//! credit counts from (`t`, in seconds on the Redis server's clock), then the tokens bucket's
-//! (a bucket the limit does not have keeps what it held). One Lua script, run by `EVALSHA`
-//! (loaded once, `EVAL` again if Redis lost it), does each operation on both buckets at once,
+//! string of five little-endian `f64`s, per bucket (requests, then tokens) its balance `b` and
+//! the instant `t` its credit counts from (in seconds on the Redis server's clock), then the
+//! buckets' generation (Redis's clock, in microseconds, when they were created); a bucket the
+//! limit does not have holds zeros. One Lua script (`script.rs`), run by `EVALSHA` (loaded
+//! once, `EVAL` again if Redis lost it), does each operation on both buckets at once,
 //! atomically, with the semantics of the in-process buckets:
 //!
 //! - **reserve**: refill since `t` up to the capacity, then debit the cost at once, even into a
@@ -32,94 +33,95 @@
 //!
 //! [`RateLimiter::shared`] puts these buckets behind a scheduler's limiter. A reservation
 //! then makes its round trip when it is first awaited, and sleeps the wait it was given on the
-//! scheduler's clock; one dropped before it went is refunded on Redis in a task of its own; a
-//! Retry-After pauses the shared buckets too. **When Redis does not answer** (an error, or no
-//! answer within the timeout), the reservation falls back to in-process buckets at 1/K of the
-//! limits, K the replicas sharing them: each replica keeps to its share, so the fleet stays
-//! under the limit while Redis is away; the connection reconnects by itself, and reservations
-//! go back to Redis once it answers. [`RedisBuckets::failures`] counts the fallbacks. A
-//! reservation that waited in line and was charged after its caller gave up is refunded in
-//! the next round trip. Known gap: one that made its own round trip and was dropped during it,
-//! or answered after the timeout, stays charged on Redis (its cost is lost to the fleet for
-//! one refill). Needs Redis 5 or later
-//! (scripts that read `TIME` and then write). (A retry's place at the front of the line
-//! is kept only in the fallback: Redis serves in arrival order.)
+//! scheduler's clock (a real one: instants here are tokio's); one dropped before it went is
+//! refunded on Redis in a task of its own; a Retry-After pauses the shared buckets too. **When
+//! Redis does not answer** (an error, or no answer within the timeout), the reservation falls
+//! back to in-process buckets at 1/K of the limits, K the replicas sharing them: each replica
+//! keeps to its share, so the fleet stays under the limit while Redis is away; the connection
+//! reconnects by itself, and reservations go back to Redis once it answers.
+//! [`RedisBuckets::failures`] counts the fallbacks. A reservation that waited in line and was
+//! charged after its caller gave up is refunded in the next round trip. Needs Redis 5 or later
+//! (scripts that read `TIME` and then write). (A retry's place at the front of the line is kept
+//! only in the fallback: Redis serves in arrival order.)
+//!
+//! # When Redis loses the buckets, stalls, or holds garbage
+//!
+//! The promise is the in-process limiter's: over any window of `w` seconds the fleet sends at
+//! most `rate × w + burst`. It holds when Redis comes back empty (a restart without
+//! persistence, a failover, `FLUSHALL`, an evicted key), when it stalls, and whatever the key
+//! holds, thus:
+//!
+//! - **Horizons.** A bucket's *horizon* is the instant its balance is (or was) zero on the
+//!   line it follows: `t - b / rate`, ahead of now while the fleet is in debt, behind it once
+//!   credit has built up. Every answer carries each bucket's horizon relative to Redis's now,
+//!   and each replica keeps the last one it heard, taken to hold still: the debt (or credit)
+//!   last heard is assumed to be there yet. For a busy fleet that is exact (its horizon moves
+//!   with the clock: one reservation per `1 / rate`), where the horizon itself would be stale
+//!   by all that the other replicas reserved since this one last heard; for a quiet one it is
+//!   cautious (the fleet waits at most the debt last heard, once).
+//! - **Recreation.** Every batch sends that horizon, per bucket. When the key is missing, or its
+//!   value fails the checks below, the script creates the buckets empty at it (full if the
+//!   replica knows none: a first start), so the debt the fleet had queued is kept, not
+//!   forgotten, and a new generation (Redis's now) begins.
+//! - **Every replica adds what it knew.** Each batch also sends the generation its replica
+//!   last heard; in the first batch of a replica that knew another one (the buckets were
+//!   recreated since), the script clamps each bucket to no more than empty at this replica's
+//!   horizon (`b = min(b, (t - h) × rate)`): the fleet owes at least the debt that the best
+//!   informed of its replicas knew of.
+//! - **Checks.** The stored value must be a string of 40 bytes (`GET` on another type errors:
+//!   the script reads it with `redis.pcall`, and `SET` overwrites it), each bucket's `b` and
+//!   `t` finite, `b` at most the capacity, `t` and the horizon at most an hour (`MAX_AHEAD`)
+//!   after Redis's now, and the generation a whole positive number not that far ahead. Anything else is
+//!   recreated as above: a NaN cannot turn the limiter off, nor a far-future instant stall the
+//!   fleet. The script never stores a horizon or a pause past that bound either. The replica
+//!   checks every number of the answer (a clock, a generation, horizons no further ahead than
+//!   that bound, waits neither negative nor NaN): anything else is
+//!   [`SharedLimitError::Answer`], and the batch's reservations fall back.
+//! - **Stale batches expire.** Each answer also carries Redis's now, from which the replica
+//!   knows Redis's clock (at connection, from `TIME`); each batch carries the instant on that
+//!   clock when its replica will have given up on it (sent + timeout; the estimate is early by
+//!   at most a round trip). A batch Redis runs after it changes nothing and says so
+//!   ([`SharedLimitError::Expired`]): reservations that timed out in a stalled socket (a
+//!   stopped Redis resumed) charge the fleet nothing they never sent.
+//! - **The fallback starts empty.** The first reservation that falls back after Redis last
+//!   answered drains the local buckets to empty when the fleet's debt as last heard is paid
+//!   (now, if it had none): no burst on top of the debt the fleet already had queued. Back on
+//!   Redis, the first batch that gets through carries the local share's own horizon (its
+//!   debt) plus one reservation of each other share (the shares are paid in step, and the
+//!   others may be one ahead of this one), and the script clamps the fleet's buckets to no
+//!   more than empty at it: the K shares' traffic while Redis was away is not granted again.
+//!   Only that batch clamps; refunds otherwise work as before.
+//!
+//! Known gaps: a reservation that made its own round trip and was dropped during it, or
+//! answered after its caller's timeout but before the batch's expiry, stays charged on Redis
+//! (its cost is lost to the fleet for one refill); a refund or a pause in an expired batch is
+//! lost (the fleet waits a little more, or keeps only this replica's pause); when only some
+//! replicas fall back (their own connection failed), their share is sent on top of what Redis
+//! grants the others; the shares of a fleet in fallback may each send one request on the same
+//! instant (a burst of K, which the promise covers when the burst is at least K); what the
+//! others granted between a replica's last answer and a loss is not known to it, which the
+//! assumption above covers only while the fleet's debt is not growing; a stored value that is
+//! corrupt but plausible (every check passed) is used as it is, for an hour at most.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::Script;
 use thiserror::Error;
 use tokio::time::Instant;
 
 mod link;
+mod memory;
+mod redact;
+mod script;
 
 use self::link::{Link, Op};
+use self::memory::Memory;
+pub use self::redact::redact_url;
 use super::{Limit, LimiterConfig, Place, RateLimiter, Reservation};
 use crate::clock::Clock;
 use crate::error::ConfigError;
-
-/// The one script: `KEYS[1]` the limit's buckets; `ARGV[1]` the operations, one letter each
-/// (`r` reserve, `f` refund, `p` pause), in order; `ARGV[2]` four little-endian `f64`s: per
-/// bucket, requests first, its rate (per second; negative: the limit has no such bucket) and
-/// capacity; `ARGV[3]` one little-endian `f64` per operation: its tokens (reserve, refund; a
-/// request costs 1) or the pause in seconds. Returns per operation its wait in microseconds,
-/// rounded up (0 but for a reservation; a wait of a billion seconds or more, which no integer
-/// reply would carry exactly, comes back as seconds in a string, as `%.6f`).
-///
-/// A bucket never written counts from ever ago (`t` = -inf), so it is full; stored values are
-/// the doubles the script computed, read back bit for bit.
-const SCRIPT: &str = r#"
-local now_t = redis.call('TIME')
-local now = tonumber(now_t[1]) + tonumber(now_t[2]) / 1000000
-local ops, vals = ARGV[1], ARGV[3]
-local min, ceil, byte, unpack = math.min, math.ceil, string.byte, struct.unpack
-local R, F, P = byte('rfp', 1, 3)
-local r1, c1, r2, c2 = unpack('<dddd', ARGV[2])
-local b1, t1, b2, t2 = 0, -math.huge, 0, -math.huge
-local raw = redis.call('GET', KEYS[1])
-if raw then b1, t1, b2, t2 = unpack('<dddd', raw) end
-local function step(op, v, rate, cap, cost, b, t, ready)
-  if rate < 0 then return b, t, ready end
-  if now > t then
-    b = min(cap, b + (now - t) * rate)
-    t = now
-  end
-  if op == R then
-    b = b - cost
-    local at = t
-    if b < 0 then at = t + (-b) / rate end
-    if at > ready then ready = at end
-  elseif op == F then
-    b = min(cap, b + cost)
-  elseif op == P then
-    local untl = now + v
-    if untl > t then t = untl end
-    if b > 0 then b = 0 end
-  end
-  return b, t, ready
-end
-local waits, pos = {}, 1
-for i = 1, #ops do
-  local op = byte(ops, i)
-  local v
-  v, pos = unpack('<d', vals, pos)
-  local ready = now
-  b1, t1, ready = step(op, v, r1, c1, 1, b1, t1, ready)
-  b2, t2, ready = step(op, v, r2, c2, v, b2, t2, ready)
-  local wait = ready - now
-  if wait < 1e9 then waits[i] = ceil(wait * 1000000)
-  else waits[i] = string.format('%.6f', wait) end
-end
-local full = 0
-if r1 >= 0 then full = math.max(full, (c1 - b1) / r1 + (t1 - now)) end
-if r2 >= 0 then full = math.max(full, (c2 - b2) / r2 + (t2 - now)) end
-redis.call('SET', KEYS[1], struct.pack('<dddd', b1, t1, b2, t2),
-  'PX', ceil(full * 1000) + 60000)
-return waits
-"#;
 
 /// Why the shared buckets could not answer.
 #[derive(Debug, Clone, Error)]
@@ -136,6 +138,10 @@ pub enum SharedLimitError {
     /// Redis answered something the script never returns.
     #[error("redis answered {0:?}, not a wait")]
     Answer(String),
+    /// Redis ran the operations after their replica would have given up on them (it had
+    /// stalled): they changed nothing.
+    #[error("redis ran the operations after the timeout of {0:?}: none was applied")]
+    Expired(Duration),
 }
 
 /// One bucket: its refill rate (per second) and capacity.
@@ -157,6 +163,8 @@ pub struct RedisBuckets {
     timeout: Duration,
     /// Reservations that fell back to the local share (shared by clones).
     failures: Arc<AtomicU64>,
+    /// The replicas sharing the buckets, as [`RateLimiter::shared`] was told (1 until then).
+    replicas: usize,
 }
 
 impl std::fmt::Debug for RedisBuckets {
@@ -197,13 +205,24 @@ impl RedisBuckets {
             .any(Option::is_some)
             .then(|| format!("{{{prefix}:{name}}}:buckets"));
         let client = redis::Client::open(url)
-            .map_err(|e| SharedLimitError::Config(format!("{url}: {e}")))?;
+            .map_err(|e| SharedLimitError::Config(format!("{}: {e}", redact_url(url))))?;
         // Its own bound on a reconnection (which may run in the background while callers have
         // already fallen back at `timeout`): twice ours.
         let config = ConnectionManagerConfig::new()
             .set_number_of_retries(0)
             .set_connection_timeout(Some(timeout.saturating_mul(2)));
-        let conn = within(timeout, ConnectionManager::new_with_config(client, config)).await?;
+        let mut conn = within(timeout, ConnectionManager::new_with_config(client, config)).await?;
+        // Redis's clock, so that the first batch can expire too (a Redis too old for TIME
+        // would fail every script anyway).
+        let mut memory = Memory::default();
+        let time = redis::cmd("TIME");
+        if let Ok((secs, micros)) = within(timeout, time.query_async::<(i64, i64)>(&mut conn)).await
+        {
+            memory.clock(
+                real_now(),
+                secs.saturating_mul(1_000_000).saturating_add(micros),
+            );
+        }
         let link = key.clone().map(|key| {
             // Each bucket's rate (negative: none) and capacity.
             let mut limits = [0u8; 32];
@@ -212,7 +231,7 @@ impl RedisBuckets {
                 bytes[..8].copy_from_slice(&f64::to_le_bytes(rate));
                 bytes[8..].copy_from_slice(&f64::to_le_bytes(capacity));
             }
-            Arc::new(Link::new(conn, Script::new(SCRIPT), key, limits, timeout))
+            Arc::new(Link::new(conn, key, limits, timeout, memory))
         });
         Ok(RedisBuckets {
             link,
@@ -220,6 +239,7 @@ impl RedisBuckets {
             buckets,
             timeout,
             failures: Arc::new(AtomicU64::new(0)),
+            replicas: 1,
         })
     }
 
@@ -253,11 +273,33 @@ impl RedisBuckets {
         }
     }
 
+    /// A reservation falls back to the local share at `now`: for the first since Redis last
+    /// answered, when the fleet's debt as last heard is paid (see the module comment).
+    fn fall_back(&self, now: Instant) -> Option<[Option<Instant>; 2]> {
+        self.link
+            .as_ref()
+            .and_then(|link| link.memory().fall_back(now))
+    }
+
+    /// The local share is empty at `local`: the next batch that gets through clamps the
+    /// fleet's buckets to that.
+    fn floor(&self, local: [Option<Instant>; 2]) {
+        if let Some(link) = &self.link {
+            link.memory().floor(local);
+        }
+    }
+
     /// The Redis keys the buckets are kept under: one (both buckets together), or none for a
     /// limit without buckets.
     pub fn keys(&self) -> Vec<&str> {
         self.key.iter().map(String::as_str).collect()
     }
+}
+
+/// The real clock, which Redis keeps too: the instants a round trip is sent and answered at.
+fn real_now() -> Instant {
+    #[allow(clippy::disallowed_methods)] // a network round trip: real time by nature
+    Instant::now()
 }
 
 /// `work`'s answer, or a timeout after `limit`.
@@ -299,7 +341,10 @@ impl<C: Clock> RateLimiter<C> {
             headroom: config.headroom,
         };
         let mut limiter = RateLimiter::with_clock(&fallback, clock)?;
-        limiter.remote = Some(buckets);
+        limiter.remote = Some(RedisBuckets {
+            replicas: replicas.max(1),
+            ..buckets
+        });
         Ok(limiter)
     }
 }
@@ -337,6 +382,12 @@ impl Pending {
             );
         }
     }
+}
+
+/// The local buckets' rates (requests, tokens).
+fn limiter_rates(queue: &super::queue::Queue) -> [Option<f64>; 2] {
+    let (r, t) = queue.parts();
+    [r.map(|b| b.rate()), t.map(|b| b.rate())]
 }
 
 /// Pauses `buckets` for `wait`, in a task of its own.
@@ -390,8 +441,23 @@ impl<C: Clock> Reservation<'_, C> {
                 Err(_) => {
                     buckets.failures.fetch_add(1, Ordering::Relaxed);
                     let now = limiter.clock.now();
-                    let (ticket, waits) =
-                        limiter.lock().reserve(pending.tokens, pending.place, now);
+                    let mut queue = limiter.lock();
+                    if let Some(debt_paid) = buckets.fall_back(now) {
+                        // No burst on top of the debt the fleet had queued.
+                        queue.empty_at(debt_paid, now);
+                    }
+                    let (ticket, waits) = queue.reserve(pending.tokens, pending.place, now);
+                    // Back on Redis, the fleet starts no earlier than the shares' debt: this
+                    // one's, and each other share one such reservation ahead of it (the
+                    // shares are paid in step, one reservation per share at a time).
+                    let k = buckets.replicas as f64;
+                    let (rates, costs) = (limiter_rates(&queue), [1.0, pending.tokens as f64]);
+                    let floor = queue.horizons(now);
+                    buckets.floor(std::array::from_fn(|i| {
+                        let ahead = (k - 1.0) / k * costs[i] / rates[i]?;
+                        floor[i]?.checked_add(Duration::try_from_secs_f64(ahead).ok()?)
+                    }));
+                    drop(queue);
                     self.remote = None;
                     self.ticket = Some(ticket);
                     self.admitted = !waits;
