@@ -40,6 +40,7 @@ fn eight_replicas_on_redis_keep_one_limit_as_the_virtual_fleet_does() {
                 time_scale: 10.0,
                 target: None,
                 fleet_redis: Some(redis.url()),
+                single_run: true,
             },
         )
         .expect("the real-time fleet runs"),

@@ -104,6 +104,7 @@ fn real_time_agrees_with_virtual_time_on_a_streamed_answer() {
             time_scale: 5.0,
             target: None,
             fleet_redis: None,
+            single_run: true,
         },
     )
     .unwrap();
@@ -131,6 +132,7 @@ fn real_time_agrees_with_virtual_time_on_a_generating_provider() {
             time_scale: 10.0,
             target: None,
             fleet_redis: None,
+            single_run: true,
         },
     )
     .unwrap();

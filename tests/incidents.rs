@@ -53,6 +53,7 @@ fn outage_body(realtime: Option<f64>) {
                 time_scale: f,
                 target: None,
                 fleet_redis: None,
+                single_run: true,
             },
         ),
     }

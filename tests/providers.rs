@@ -209,6 +209,7 @@ fn the_real_time_arm_serves_each_provider_from_a_mock_of_its_own() {
         time_scale: 20.0,
         target: None,
         fleet_redis: None,
+        single_run: true,
     };
     let out = sim::run_realtime(&s, &opts).expect("the run finishes");
     let j = summary(&s, &out);
@@ -221,6 +222,7 @@ fn the_real_time_arm_serves_each_provider_from_a_mock_of_its_own() {
         time_scale: 20.0,
         target: Some("http://127.0.0.1:9".into()),
         fleet_redis: None,
+        single_run: true,
     };
     let err = sim::run_realtime(&s, &opts)
         .expect_err("refused")

@@ -41,6 +41,7 @@ fn run(arm: Arm, s: &Scenario) -> SimOutcome {
                 time_scale: f,
                 target: None,
                 fleet_redis: None,
+                single_run: true,
             },
         ),
     };

@@ -81,6 +81,7 @@ fn a_thousand_calls_in_flight_are_all_accounted_for_and_leak_nothing() {
             time_scale: 10.0,
             target: None,
             fleet_redis: None,
+            single_run: true,
         },
     )
     .unwrap_or_else(|e| panic!("{e}"));

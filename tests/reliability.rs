@@ -16,6 +16,12 @@ fn repro(name: &str) -> String {
     format!("{REPRO}/{name}")
 }
 
+/// A reproducer of the second robustness pass (tests/data/robustness/, from
+/// shared/repro/robustness).
+fn repro_robustness(name: &str) -> String {
+    format!("tests/data/robustness/{name}")
+}
+
 /// Exit 2, one line naming `needle`, and nothing written into `out`.
 fn refused(o: &Output, out: &Temp, needle: &str) {
     let err = stderr(o);
@@ -287,15 +293,15 @@ fn a_baseline_that_compares_nothing_is_refused() {
 
 #[test]
 fn a_closed_loop_of_queries_that_take_no_time_still_ends() {
-    // No calls, no think time, a duration stop: each query takes no time, so without the
-    // one-microsecond spacing the session would start queries at t = 0 for ever. With it, a
-    // session starts one query each microsecond: 2 sessions × 10 ms = 20,000 queries.
+    // One call answered in 0 ms, no think time, a duration stop: each query takes no time, so
+    // without the one-microsecond spacing the session would start queries at t = 0 for ever.
+    // With it, a session starts one query each microsecond: 2 sessions × 10 ms = 20,000.
     let t = Temp::new("reliability", "zero-time");
     let out = t.path("o");
     let s = t.write(
         "zero.toml",
         "name = \"zero\"\n[provider]\nlatency = { dist = \"constant\", ms = 0 }\n\
-         [workload]\nsessions = 2\nduration_s = 0.01\ncalls_per_query = 0\ntokens_per_call = 1\n",
+         [workload]\nsessions = 2\nduration_s = 0.01\ncalls_per_query = 1\ntokens_per_call = 1\n",
     );
     let o = capsize(&[
         "run",
@@ -307,6 +313,75 @@ fn a_closed_loop_of_queries_that_take_no_time_still_ends() {
     let summary = json(&o);
     assert_eq!(summary["queries_started"], 20_000);
     assert_eq!(summary["queries"], 20_000);
+}
+
+#[test]
+fn queries_that_send_nothing_are_refused_before_the_run() {
+    // No call and no model turn: such queries would take no time and measure nothing (a
+    // duration of 600 s ran ~6e9 of them). Refused at once, naming the key and why.
+    let t = Temp::new("reliability", "empty-queries");
+    let out = t.path("o");
+    let o = capsize(&[
+        "run",
+        &repro_robustness("empty-queries-hang.toml"),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains("workload.calls_per_query: is 0 and a query sends no other request (no [workload.model_turn] between rounds, no synthesis turn)"),
+        "{e}"
+    );
+    assert_eq!(e.lines().count(), 1, "{e}");
+    assert!(!out.exists(), "no partial output");
+    // A model turn with rounds = 1 is never taken: still nothing sent, and said so.
+    let s = t.write(
+        "turn.toml",
+        "name = \"turn\"\n[provider]\nlatency = { dist = \"constant\", ms = 10 }\n[workload]\nqueries = 3\ncalls_per_query = 0\n\
+         tokens_per_call = 1\n[workload.model_turn]\ntokens = 10\n",
+    );
+    let o = capsize(&["run", s.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("(rounds = 1, so its model turn is never taken,"),
+        "{}",
+        stderr(&o)
+    );
+    // With rounds = 2 the model turn is a request: the run goes ahead (3 queries, 3 turns).
+    let o = capsize(&[
+        "run",
+        s.to_str().unwrap(),
+        "--set",
+        "workload.rounds=2",
+        "--json",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let summary = json(&o);
+    assert_eq!(summary["queries"], 3);
+    assert_eq!(summary["calls"], 3);
+}
+
+#[test]
+fn an_unknown_key_in_an_inline_phase_is_named_with_its_index() {
+    // Phases written as an array of inline tables, one per line: the error names the element
+    // (`phases[1]`), not an empty key (`providers."llm"..window`).
+    let t = Temp::new("reliability", "phase-key");
+    let out = t.path("o");
+    let s = t.write(
+        "phase.toml",
+        "name = \"phase\"\n[providers.\"llm\"]\nrpm = 600\nphases = [\n  { at_s = 0, rpm = 300 },\n  \
+         { at_s = 10, window = \"x\" },\n]\n[workload]\nqueries = 3\ncalls_per_query = 1\n\
+         tokens_per_call = 1\nprovider = \"llm\"\n",
+    );
+    let o = capsize(&["run", s.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert_eq!(e.lines().count(), 1, "{e}");
+    assert!(e.contains(".phases[1].window"), "{e}");
+    assert!(!e.contains(".."), "{e}");
+    assert!(e.contains("phase.toml:6:"), "{e}");
 }
 
 #[test]

@@ -29,5 +29,5 @@ pub use error::ConfigError;
 pub use latency::{Latency, RawLatency};
 pub use model::{Counters, Decision, Generated, Outcome, ProviderModel, Service};
 pub use server::{MockProvider, ServerConfig, ServerError};
-pub use tokens::{RawTokens, Tokens};
+pub use tokens::{FixedOr, RawTokens, Tokens};
 pub use window::Limit;

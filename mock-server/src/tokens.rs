@@ -13,13 +13,47 @@ use crate::latency::{lognormal_fit, Latency};
 pub const MAX_TOKENS: u64 = 10_000_000;
 
 /// A token count as written: `300`, or a distribution table.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(untagged)]
-pub enum RawTokens {
+pub type RawTokens = FixedOr<RawTokenDist>;
+
+/// A count as written in a scenario: a whole number (`300`), or a distribution table `D`
+/// (`{ dist = ..., ... }`). A negative or fractional number, or a value of another type, is
+/// refused in one line saying what is expected, not "did not match any variant".
+#[derive(Debug, Clone, PartialEq)]
+pub enum FixedOr<D> {
     /// Always this many.
     Fixed(u64),
     /// Drawn from a distribution.
-    Dist(RawTokenDist),
+    Dist(D),
+}
+
+impl<'de, D: Deserialize<'de>> Deserialize<'de> for FixedOr<D> {
+    fn deserialize<De: serde::Deserializer<'de>>(d: De) -> Result<Self, De::Error> {
+        use serde::de::{self, Visitor};
+        struct Expect<D>(std::marker::PhantomData<D>);
+        impl<'de, D: Deserialize<'de>> Visitor<'de> for Expect<D> {
+            type Value = FixedOr<D>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a whole number, 0 or more, or a table { dist = ... }")
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
+                Ok(FixedOr::Fixed(v))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
+                u64::try_from(v)
+                    .map(FixedOr::Fixed)
+                    .map_err(|_| E::custom(format!("must be a whole number, 0 or more, got {v}")))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
+                Err(E::custom(format!(
+                    "must be a whole number, 0 or more, got {v}"
+                )))
+            }
+            fn visit_map<A: de::MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+                D::deserialize(de::value::MapAccessDeserializer::new(map)).map(FixedOr::Dist)
+            }
+        }
+        d.deserialize_any(Expect(std::marker::PhantomData))
+    }
 }
 
 /// A token-count distribution: `{ dist = "uniform", min = 50, max = 500 }`,

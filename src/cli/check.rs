@@ -91,7 +91,8 @@ struct Gate<'a> {
 /// Loads the scenario and the baseline, checks the objectives, and declares every output.
 fn prepare(args: &CheckArgs) -> Result<Gate<'_>, Failure> {
     let scenario = load(&args.input)?;
-    let realtime = realtime_options(&args.input.clock).map_err(Failure::bad_input)?;
+    let realtime = realtime_options(&args.input.clock, true).map_err(Failure::bad_input)?;
+    super::preflight(realtime.as_ref(), [&scenario])?;
     check::validate(
         &scenario.slo,
         &scenario.slo_tolerance,

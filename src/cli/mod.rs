@@ -262,8 +262,12 @@ pub(crate) fn default_out(out: &Option<PathBuf>, name: &str) -> PathBuf {
 }
 
 /// The real-time options, if the flags ask for real time; flags that only real time takes
-/// are an error in virtual mode.
-pub(crate) fn realtime_options(args: &ClockArgs) -> Result<Option<RealtimeOptions>, String> {
+/// are an error in virtual mode. `single_run`: the command runs its scenario once (a target
+/// that cannot be reset may serve it; see [`RealtimeOptions::single_run`]).
+pub(crate) fn realtime_options(
+    args: &ClockArgs,
+    single_run: bool,
+) -> Result<Option<RealtimeOptions>, String> {
     if args.mode == Mode::Virtual {
         if args.time_scale.is_some() || args.target.is_some() || args.fleet_redis.is_some() {
             return Err(
@@ -296,6 +300,7 @@ pub(crate) fn realtime_options(args: &ClockArgs) -> Result<Option<RealtimeOption
         time_scale,
         target: args.target.clone(),
         fleet_redis: args.fleet_redis.clone(),
+        single_run,
     }))
 }
 
@@ -354,6 +359,18 @@ pub(crate) fn is_bad_input(e: &SimError) -> bool {
     )
 }
 
+/// Refuses, before the first of them runs, real-time options that cannot serve every one of
+/// `points` (a shared fleet with no `--fleet-redis`, or a `--fleet-redis` none of them uses).
+pub(crate) fn preflight<'a>(
+    realtime: Option<&RealtimeOptions>,
+    points: impl IntoIterator<Item = &'a Scenario>,
+) -> Result<(), Failure> {
+    let Some(opts) = realtime else {
+        return Ok(());
+    };
+    crate::engine::sim::fleet::check(points, opts.fleet_redis.is_some()).map_err(Failure::bad_input)
+}
+
 /// Loads the scenario, gives it to `before_run` (which refuses what can be refused before the
 /// run, such as its outputs), and runs it.
 pub(crate) fn load_and_run(
@@ -369,8 +386,9 @@ pub(crate) fn load_and_run_with(
     extras: RunExtras,
     before_run: impl FnOnce(&Scenario) -> Result<(), Failure>,
 ) -> Result<(Scenario, SimOutcome), Failure> {
-    let realtime = realtime_options(&args.clock).map_err(Failure::bad_input)?;
+    let realtime = realtime_options(&args.clock, true).map_err(Failure::bad_input)?;
     let scenario = load(args)?;
+    preflight(realtime.as_ref(), [&scenario])?;
     before_run(&scenario)?;
     warn(&scenario);
     let outcome = run_in_with(&scenario, realtime.as_ref(), extras)?;

@@ -47,7 +47,7 @@ pub struct SweepArgs {
 
 /// `capsize sweep`.
 pub fn sweep(args: SweepArgs) -> ExitCode {
-    let realtime = match realtime_options(&args.clock) {
+    let realtime = match realtime_options(&args.clock, false) {
         Ok(r) => r,
         Err(e) => return Failure::bad_input(e).exit(),
     };
@@ -67,6 +67,9 @@ pub fn sweep(args: SweepArgs) -> ExitCode {
             escape::terminal(key),
             grid.points.len()
         );
+    }
+    if let Err(f) = super::preflight(realtime.as_ref(), grid.points.iter().map(|(_, s)| s)) {
+        return f.exit();
     }
     let first = &grid.points[0].1;
     if let Err(e) =

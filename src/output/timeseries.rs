@@ -75,7 +75,7 @@ fn mean(total: u64, us: u64) -> String {
 
 /// The latency percentiles of a bin's calls, in ms, or empty cells.
 fn percentiles(calls: Option<&CallBin>) -> String {
-    match calls.and_then(|c| c.latency.as_ref()) {
+    match calls.map(|c| &c.latency) {
         Some(h) if !h.is_empty() => [0.50, 0.95, 0.99]
             .map(|q| format!("{:.3}", h.value_at_quantile(q) as f64 / 1000.0))
             .join(","),

@@ -159,6 +159,7 @@ pub fn read_baseline(path: &Path, scenario: &str, mode: &str) -> Result<Value, G
 /// one that is compared. Nothing is dropped silently: a baseline that compares nothing would
 /// pass every run.
 fn baseline_metrics(json: &Value) -> Result<(), String> {
+    groups(json, "")?;
     let leaves = slo::leaves(json);
     let labels = Summary::label_paths();
     let mut gated = 0;
@@ -188,6 +189,42 @@ fn baseline_metrics(json: &Value) -> Result<(), String> {
         );
     }
     Ok(())
+}
+
+/// Checks a baseline's shape: every group (an object) holds something, and a list stands only
+/// where summary.json writes one (a provider's `phases`). An empty group or a list in place of
+/// a group would otherwise drop its metrics from the gate without a word.
+fn groups(json: &Value, path: &str) -> Result<(), String> {
+    match json {
+        Value::Object(map) if map.is_empty() && !path.is_empty() => Err(format!(
+            "{path}: an empty group, not the metrics summary.json has there; write the baseline with `capsize baseline`"
+        )),
+        Value::Object(map) => map.iter().try_for_each(|(k, v)| {
+            let inner = if path.is_empty() {
+                k.clone()
+            } else {
+                format!("{path}.{k}")
+            };
+            groups(v, &inner)
+        }),
+        Value::Array(_) if is_list(path) => Ok(()),
+        Value::Array(_) => Err(format!(
+            "{path}: a list, not a metric group of numbers; write the baseline with `capsize baseline`"
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Whether summary.json writes a list at dotted `path`: a provider's phases
+/// (`provider.phases`, `providers.NAME.phases`).
+fn is_list(path: &str) -> bool {
+    let Some(owner) = path.strip_suffix(".phases") else {
+        return false;
+    };
+    owner == "provider"
+        || owner
+            .strip_prefix("providers.")
+            .is_some_and(|name| !name.is_empty() && !name.contains('.'))
 }
 
 /// The run against each objective.
@@ -433,6 +470,32 @@ mod tests {
             .starts_with("throughput.qps: not a metric"));
         let ok = json!({"schema_version": 1, "attempts": 3, "rpm_utilization": null});
         assert_eq!(baseline_metrics(&ok), Ok(()));
+    }
+
+    #[test]
+    fn a_baseline_group_empty_or_a_list_is_refused_by_its_path() {
+        let with = |group: Value| json!({"schema_version": 1, "attempts": 3, "latency_ms": {"query": group}});
+        assert_eq!(
+            baseline_metrics(&with(json!({}))).unwrap_err(),
+            "latency_ms.query: an empty group, not the metrics summary.json has there; write the baseline with `capsize baseline`"
+        );
+        assert_eq!(
+            baseline_metrics(&with(json!([1, 2]))).unwrap_err(),
+            "latency_ms.query: a list, not a metric group of numbers; write the baseline with `capsize baseline`"
+        );
+        let top = json!({"schema_version": 1, "attempts": 3, "latency_ms": {}});
+        assert!(baseline_metrics(&top)
+            .unwrap_err()
+            .starts_with("latency_ms: an empty group"));
+        let generation = json!({"schema_version": 1, "attempts": 3, "generation": []});
+        assert!(baseline_metrics(&generation)
+            .unwrap_err()
+            .starts_with("generation: a list"));
+        // Where summary.json writes lists, a baseline may hold them.
+        let phases = json!({"schema_version": 1, "attempts": 3,
+                            "provider": {"received": 1, "phases": [{"received": 1}]},
+                            "providers": {"llm": {"received": 1, "phases": []}}});
+        assert_eq!(baseline_metrics(&phases), Ok(()));
     }
 
     #[test]

@@ -3,6 +3,8 @@
 //! bin. Bins start one second wide and double in width whenever more than [`MAX_BINS`] would be
 //! needed, so memory stays fixed however long the run.
 
+use std::sync::OnceLock;
+
 use hdrhistogram::Histogram;
 
 /// Requests and tokens the provider received in one bin of model time.
@@ -50,8 +52,8 @@ pub struct CallBin {
     /// Calls waiting for a concurrency permit, integrated over the bin, in calls x µs.
     pub queued_us: u64,
     /// Latency (µs, from submission) of the calls that succeeded and ended in the bin, to 2
-    /// significant digits; `None` while there are none.
-    pub latency: Option<Histogram<u64>>,
+    /// significant digits.
+    pub latency: BinLatency,
     /// The request bucket's balance at the last call end in the bin that read one, and when
     /// (model µs): `None` while none did.
     pub balance: Option<(u64, f64)>,
@@ -67,15 +69,7 @@ impl CallBin {
         if let Some((at, b)) = o.balance {
             self.balance(at, b);
         }
-        if let Some(h) = &o.latency {
-            match &mut self.latency {
-                // Both auto-resize: adding cannot run out of range.
-                Some(mine) => {
-                    let _ = mine.add(h);
-                }
-                None => self.latency = Some(h.clone()),
-            }
-        }
+        self.latency.add(&o.latency);
         self
     }
 
@@ -89,15 +83,81 @@ impl CallBin {
 
     /// Records the latency (µs) of a call that succeeded and ended in the bin.
     pub(super) fn latency(&mut self, micros: u64) {
-        let h = self.latency.get_or_insert_with(|| {
-            // Two significant digits, growing to the largest value seen: a bin costs a few
-            // kilobytes, not the ~0.5 MB a fixed 3-digit histogram to a day would.
-            Histogram::new(2).expect("2 significant digits are valid")
-        });
-        // It grows to fit (saturating_record would clamp to its current top instead).
-        if h.record(micros).is_err() {
-            h.saturating_record(micros);
+        self.latency.record(micros);
+    }
+}
+
+/// The bucketing of a bin's latencies: an HDR histogram's of two significant digits (its
+/// configuration alone; it holds no counts).
+fn buckets() -> &'static Histogram<u64> {
+    static BUCKETS: OnceLock<Histogram<u64>> = OnceLock::new();
+    BUCKETS.get_or_init(|| Histogram::new(2).expect("2 significant digits are valid"))
+}
+
+/// One bin's latencies to two significant digits: an HDR histogram's counts, kept sparse (the
+/// buckets that hold a value, in order, 8 bytes each, no spare capacity), so a bin costs what
+/// its distinct latencies need, not the ~20 KB of a whole histogram. Its quantiles are the
+/// histogram's, value for value. A bucket counts up to 4,294,967,295 calls.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BinLatency {
+    /// (a bucket's key, see [`key`], how many values it holds), by key (so by value).
+    counts: Vec<(u16, u32)>,
+    total: u64,
+}
+
+/// The key of the bucket whose lowest value is `low` (a lowest equivalent value of a 2-digit
+/// HDR histogram: `sub << shift`, `sub` < 256): `shift × 256 + sub`, in value order.
+fn key(low: u64) -> u16 {
+    let shift = (63 - (low | 255).leading_zeros()).saturating_sub(7);
+    (shift * 256 + (low >> shift) as u32) as u16
+}
+
+/// The lowest value of the bucket of `key`.
+fn low(key: u16) -> u64 {
+    u64::from(key % 256) << (key / 256)
+}
+
+impl BinLatency {
+    /// Counts `micros`.
+    fn record(&mut self, micros: u64) {
+        self.add_count(key(buckets().lowest_equivalent(micros)), 1);
+    }
+
+    /// Adds `n` to the bucket of `key`.
+    fn add_count(&mut self, key: u16, n: u32) {
+        match self.counts.binary_search_by_key(&key, |&(k, _)| k) {
+            Ok(i) => self.counts[i].1 = self.counts[i].1.saturating_add(n),
+            Err(i) => {
+                self.counts.reserve_exact(1);
+                self.counts.insert(i, (key, n));
+            }
         }
+        self.total += u64::from(n);
+    }
+
+    /// Adds every value of `other`.
+    fn add(&mut self, other: &BinLatency) {
+        for &(key, n) in &other.counts {
+            self.add_count(key, n);
+        }
+    }
+
+    /// Whether no value was recorded.
+    pub fn is_empty(&self) -> bool {
+        self.total == 0
+    }
+
+    /// The value at `quantile` (0 < q ≤ 1) as an HDR histogram of two significant digits
+    /// gives it: the highest value of the bucket where the count reaches ⌈q × total⌉.
+    pub fn value_at_quantile(&self, quantile: f64) -> u64 {
+        let wanted = ((quantile.min(1.0) * self.total as f64).ceil() as u64).max(1);
+        let mut seen = 0;
+        let at = self.counts.iter().find(|&&(_, n)| {
+            seen += u64::from(n);
+            seen >= wanted
+        });
+        at.or(self.counts.last())
+            .map_or(0, |&(key, _)| buckets().highest_equivalent(low(key)))
     }
 }
 
@@ -203,5 +263,54 @@ impl Series {
                 c[i].in_flight_us += us;
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bins_latencies_give_a_histograms_quantiles_value_for_value() {
+        // The sparse counts against a whole HDR histogram of 2 digits, on values from 0 to a
+        // day spread over many buckets, merged from two halves as bins are.
+        let mut whole = Histogram::<u64>::new(2).unwrap();
+        let (mut a, mut b) = (BinLatency::default(), BinLatency::default());
+        let mut x: u64 = 7;
+        for i in 0..5_000u64 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let v = ((x >> 33) % 86_400_000_000) >> (i % 30);
+            whole.record(v).unwrap();
+            if i % 2 == 0 {
+                a.record(v)
+            } else {
+                b.record(v)
+            }
+        }
+        a.add(&b);
+        assert_eq!(a.total, 5_000);
+        for q in [0.001, 0.25, 0.5, 0.9, 0.95, 0.99, 0.999, 1.0] {
+            assert_eq!(a.value_at_quantile(q), whole.value_at_quantile(q), "q {q}");
+        }
+        assert!(a.counts.len() < 5_000, "one entry per bucket in use");
+        // Every bucket's key gives back its lowest value.
+        for v in [
+            0,
+            1,
+            255,
+            256,
+            257,
+            511,
+            512,
+            1_000_000,
+            86_400_000_000,
+            u64::MAX / 2,
+        ] {
+            let lowest = buckets().lowest_equivalent(v);
+            assert_eq!(low(key(lowest)), lowest, "value {v}");
+        }
+        assert!(BinLatency::default().is_empty());
     }
 }

@@ -405,6 +405,11 @@ fn key_of(text: &str, span: std::ops::Range<usize>) -> Option<String> {
         }
     }
     let before: Vec<&str> = text[..line_start].lines().map(str::trim).collect();
+    // An inline table that opens its line is an element of an array opened on a line above
+    // (`phases = [` then `{ at_s = 10, ... },` lines): named with the array and its index.
+    if open.first().is_some_and(String::is_empty) {
+        open[0] = array_element(&before)?;
+    }
     // The table the key is in; an array of tables (`[[provider.phases]]`) with its index.
     let section = before
         .iter()
@@ -422,6 +427,27 @@ fn key_of(text: &str, span: std::ops::Range<usize>) -> Option<String> {
         });
     let parts: Vec<String> = section.into_iter().chain(open).chain([name]).collect();
     Some(parts.join("."))
+}
+
+/// The array element a line opening with `{` is, from the lines above it (trimmed): the
+/// nearest `NAME = [` line, and how many lines opening with `{` lie between it and this one
+/// (`phases[2]`). Best effort, like [`key_of`]: one element per line.
+fn array_element(before: &[&str]) -> Option<String> {
+    let opened = before.iter().rposition(|l| {
+        l.strip_suffix('[')
+            .is_some_and(|l| l.trim_end().ends_with('='))
+    })?;
+    let name = before[opened]
+        .split('=')
+        .next()?
+        .trim()
+        .trim_matches('"')
+        .to_string();
+    let index = before[opened + 1..]
+        .iter()
+        .filter(|l| l.starts_with('{'))
+        .count();
+    Some(format!("{name}[{index}]"))
 }
 
 /// The dotted key a `--set key=value` argument names (`None`: no `=`; parsing reports that).

@@ -44,14 +44,7 @@ pub struct RawScenario {
 }
 
 /// An integer that is fixed or drawn: `8` or `{ dist = "uniform_int", min = 1, max = 30 }`.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(untagged)]
-pub enum RawCount {
-    /// Always this.
-    Fixed(u64),
-    /// Drawn.
-    Dist(RawCountDist),
-}
+pub type RawCount = capsize_mock::FixedOr<RawCountDist>;
 
 /// A drawn integer.
 #[derive(Debug, Clone, PartialEq, Deserialize)]

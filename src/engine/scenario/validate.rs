@@ -78,6 +78,7 @@ fn workload(
         .transpose()?;
     let subagents = w.subagents.as_ref().map(subagents).transpose()?;
     let calls_per_query = calls_per_query(&w.calls_per_query, rounds, subagents)?;
+    makes_requests(calls_per_query, rounds, model_turn.is_some(), subagents)?;
     open_loop_queries(stop, arrivals)?;
     let (tool_target, model_target, tools) = super::providers::targets(w, providers, base)?;
     Ok(Workload {
@@ -246,6 +247,37 @@ fn subagents(a: &RawSubagents) -> Result<Subagents, Invalid> {
         max_iterations: a.max_iterations,
         synthesis_tokens: a.synthesis_tokens,
     })
+}
+
+/// Refuses a workload whose queries never send a request: no tool call, no model turn
+/// between rounds, no synthesis turn. Such a query takes no time, so a run of them measures
+/// nothing and, with a duration, starts queries without end.
+fn makes_requests(
+    calls: Count,
+    rounds: u64,
+    model_turn: bool,
+    subagents: Option<Subagents>,
+) -> Result<(), Invalid> {
+    let most_calls = match calls {
+        Count::Fixed(n) => n,
+        Count::Uniform(_, hi) => hi,
+    };
+    let turns = rounds > 1 && model_turn;
+    let synthesis = subagents.is_some_and(|s| s.synthesis_tokens > 0);
+    if most_calls == 0 && !turns && !synthesis {
+        let why = if model_turn {
+            "rounds = 1, so its model turn is never taken"
+        } else {
+            "no [workload.model_turn] between rounds"
+        };
+        return Err(bad(
+            "workload.calls_per_query",
+            format!(
+                "is 0 and a query sends no other request ({why}, no synthesis turn): its queries would measure nothing and never take time; give a query a call, or rounds > 1 with a model turn"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Tool calls per round, and the bound on a whole query's plan: calls × rounds × agents.

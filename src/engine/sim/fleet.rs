@@ -20,21 +20,44 @@ use crate::scheduler::{LimiterConfig, RateLimiter, Scheduler};
 /// How long a replica waits for Redis before it keeps to its own share of the limit.
 const REDIS_TIMEOUT: Duration = Duration::from_millis(250);
 
-/// Refuses what a real-time fleet cannot be: a shared limiter with no Redis to keep it on (the
-/// replicas are separate schedulers: only Redis can share a limit between them), or
-/// `--fleet-redis` for a run whose limiter is not shared.
-pub(super) fn check(s: &Scenario, redis: bool) -> Result<(), SimError> {
-    let shared = s.fleet.limiter == FleetLimiter::Shared && s.fleet.replicas > 1;
-    match (shared, redis) {
-        (true, false) => Err(SimError::Mismatch(format!(
+/// Whether a run of `s` keeps its limiter on Redis in real time: a fleet of two or more
+/// replicas with `limiter = "shared"` (only Redis can share a limit between separate
+/// schedulers). Every other run leaves `--fleet-redis` unused.
+pub fn on_redis_needed(s: &Scenario) -> bool {
+    s.fleet.limiter == FleetLimiter::Shared && s.fleet.replicas > 1
+}
+
+/// Refuses a real-time run of `s` with a shared limiter and no Redis to keep it on (`redis`
+/// false).
+pub(super) fn check_one(s: &Scenario, redis: bool) -> Result<(), SimError> {
+    if on_redis_needed(s) && !redis {
+        return Err(SimError::Mismatch(format!(
             "fleet.limiter = \"shared\" with {} replicas in real time needs --fleet-redis redis://HOST:PORT: the replicas keep their one limiter there",
             s.fleet.replicas
-        ))),
-        (false, true) => Err(SimError::Mismatch(
-            "--fleet-redis applies to a fleet of two or more replicas with limiter = \"shared\"".into(),
-        )),
-        _ => Ok(()),
+        )));
     }
+    Ok(())
+}
+
+/// Refuses, before the first of them runs, what a real-time fleet cannot be: a point of
+/// `points` with a shared limiter and no Redis (`redis` false), or `--fleet-redis` given to
+/// runs none of which keeps a shared limiter. Points that do not share their limiter ignore
+/// the URL, so one sweep runs `local`, `split` and `shared` fleets together.
+pub fn check<'a>(
+    points: impl IntoIterator<Item = &'a Scenario>,
+    redis: bool,
+) -> Result<(), SimError> {
+    let mut any = false;
+    for s in points {
+        check_one(s, redis)?;
+        any |= on_redis_needed(s);
+    }
+    if redis && !any {
+        return Err(SimError::Mismatch(
+            "--fleet-redis applies to a fleet of two or more replicas with limiter = \"shared\", and no run here has one".into(),
+        ));
+    }
+    Ok(())
 }
 
 /// The replicas' schedulers, each with its limiters (one per provider) on Redis at `url`.

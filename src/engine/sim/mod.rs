@@ -13,7 +13,7 @@
 //! and tasks) and the [`Provider`](crate::engine::provider::Provider) behind the scheduler.
 
 mod drive;
-mod fleet;
+pub mod fleet;
 pub mod live;
 mod realtime;
 pub(crate) mod runtime;
@@ -33,7 +33,7 @@ use self::runtime::DesRuntime;
 use crate::engine::provider::simulated::VirtualProvider;
 use crate::engine::recorder::{Recorder, Recording};
 use crate::engine::routes::Routes;
-use crate::engine::scenario::{FleetLimiter, Scenario};
+use crate::engine::scenario::{FleetLimiter, Scenario, Stop};
 use crate::engine::timescale::TimeScale;
 use crate::engine::workload::{stream_seed, streams};
 use crate::scheduler::{
@@ -46,9 +46,19 @@ use crate::scheduler::{
 /// ran on tokio's paused clock a thousand times slower than model time).
 pub const TICK: Duration = Duration::from_micros(1);
 
-/// The longest a run may take, in model time, before the watchdog stops it: a year. (The
-/// virtual clock counts nanoseconds in a u64: 584 years.)
+/// How long a run may go on, in model time, past the last instant a query may start, before
+/// the watchdog stops it: a year. (The virtual clock counts nanoseconds in a u64: 584 years.)
 pub const HORIZON: Duration = Duration::from_secs(365 * 86_400);
+
+/// The watchdog's limit for a run of `s`: [`HORIZON`] past its duration, if it has one (so a
+/// run of the longest duration allowed, a year, still has a year to finish its last queries),
+/// else [`HORIZON`].
+pub fn horizon(s: &Scenario) -> Duration {
+    match s.workload.stop {
+        Stop::Duration(d) => d.saturating_add(HORIZON),
+        Stop::Queries(_) => HORIZON,
+    }
+}
 
 /// Why a run could not produce results.
 #[derive(Debug, Error)]
@@ -249,10 +259,10 @@ async fn simulate(s: &Scenario, rt: DesRuntime, extras: RunExtras) -> Result<Sim
         provider.clone(),
         recorder.clone(),
         scale,
-        HORIZON,
+        horizon(s),
     )
     .await
-    .ok_or(SimError::Watchdog(HORIZON))?;
+    .ok_or(SimError::Watchdog(horizon(s)))?;
     let endpoints = provider.counters();
     Ok(SimOutcome {
         mode: Mode::Virtual,

@@ -23,7 +23,7 @@ use capsize_mock::Counters;
 use tokio::time::Instant;
 
 use super::runtime::RealClock;
-use super::{drive, live, schedulers, total, Mode, RunExtras, SimError, SimOutcome, HORIZON};
+use super::{drive, horizon, live, schedulers, total, Mode, RunExtras, SimError, SimOutcome};
 use crate::engine::provider::http::{HttpProvider, HttpTarget};
 use crate::engine::recorder::Recorder;
 use crate::engine::routes::Routes;
@@ -40,6 +40,11 @@ pub struct RealtimeOptions {
     /// The Redis on which a fleet with `limiter = "shared"` keeps its limiter (required for
     /// one in real time).
     pub fleet_redis: Option<String>,
+    /// Whether this run is the command's only run against `target`. Every run against a
+    /// target resets it first (`POST /reset`), so that it starts on a clean provider and
+    /// counts only its own traffic; a target that cannot be reset serves a single run (its
+    /// counters read before the run are taken off), and is refused for one of several.
+    pub single_run: bool,
 }
 
 /// Runs `scenario` in real time over HTTP. Raises the process's soft open-files limit to its
@@ -97,7 +102,7 @@ async fn realtime(
     opts: &RealtimeOptions,
     extras: RunExtras,
 ) -> Result<SimOutcome, SimError> {
-    super::fleet::check(s, opts.fleet_redis.is_some())?;
+    super::fleet::check_one(s, opts.fleet_redis.is_some())?;
     let scale = TimeScale::faster(opts.time_scale);
     let routes = Routes::of(s);
     let configs = mock_configs(s, opts.time_scale);
@@ -144,14 +149,20 @@ async fn realtime(
             .and_then(reqwest::Response::error_for_status)
             .map_err(|e| SimError::Unreachable(format!("{base}/healthz: {e}")))?;
     }
-    if opts.target.is_some() {
-        same_model(&client, &bases[0], &configs[0]).await?;
-    }
+    let before = match opts.target {
+        Some(_) => {
+            same_model(&client, &bases[0], &configs[0]).await?;
+            start_clean(&client, &bases[0], opts.single_run).await?
+        }
+        None => None,
+    };
     let recorder =
         Arc::new(Recorder::new(scale, routes.endpoints.len()).with_timeseries(extras.timeseries));
     let schedulers = match &opts.fleet_redis {
-        Some(url) => super::fleet::on_redis(s, scale, &recorder, url).await?,
-        None => schedulers(s, scale, &recorder, RealClock)?,
+        Some(url) if super::fleet::on_redis_needed(s) => {
+            super::fleet::on_redis(s, scale, &recorder, url).await?
+        }
+        _ => schedulers(s, scale, &recorder, RealClock)?,
     };
     // Clones share everything: the live view reads the permits they hold.
     let watched = schedulers.clone();
@@ -172,7 +183,7 @@ async fn realtime(
             provider.clone(),
             recorder.clone(),
             scale,
-            HORIZON,
+            horizon(s),
         )) => driven,
         // A header that cannot be read stops the run there.
         () = provider.broken() => None,
@@ -184,10 +195,13 @@ async fn realtime(
         let base = bases.join(", ");
         return Err(SimError::BadProvider(format!("{base}: {bad}")));
     }
-    let driven = driven.ok_or(SimError::Watchdog(HORIZON))?;
+    let driven = driven.ok_or(SimError::Watchdog(horizon(s)))?;
     let (mut endpoints, mut phases) = (Vec::new(), Vec::new());
     for base in &bases {
-        let s = stats(&client, base).await?;
+        let mut s = stats(&client, base).await?;
+        if let Some(before) = &before {
+            s = s.since(before);
+        }
         endpoints.push(s.counters);
         phases.push(s.phases);
     }
@@ -256,6 +270,50 @@ struct Stats {
     /// Each phase's counters (absent: the provider has no phases).
     #[serde(default)]
     phases: Vec<Counters>,
+}
+
+impl Stats {
+    /// What was counted since `before`, an earlier reading of the same provider.
+    fn since(self, before: &Stats) -> Stats {
+        let phases = self
+            .phases
+            .iter()
+            .enumerate()
+            .map(|(i, c)| c.since(before.phases.get(i).copied().unwrap_or_default()))
+            .collect();
+        Stats {
+            counters: self.counters.since(before.counters),
+            phases,
+        }
+    }
+}
+
+/// Puts the provider at `base` back to a clean start (`POST /reset`) before a run: `None`, it
+/// counts from 0. A provider that cannot be reset (anything but a 2xx answer) is refused for
+/// one of several runs (`single_run` false), which would each inherit the earlier ones'
+/// windows and counts; for a single run its counters now are returned, to be taken off the
+/// counters after the run.
+async fn start_clean(
+    client: &reqwest::Client,
+    base: &str,
+    single_run: bool,
+) -> Result<Option<Stats>, SimError> {
+    let url = format!("{base}/reset");
+    let answer = client
+        .post(&url)
+        .send()
+        .await
+        .map_err(|e| SimError::Unreachable(format!("{url}: {e}")))?;
+    let status = answer.status();
+    if status.is_success() {
+        return Ok(None);
+    }
+    if !single_run {
+        return Err(SimError::Mismatch(format!(
+            "--target {base} cannot be reset (POST /reset answered {status}), and each run of this command must start on a clean provider: point --target at a capsize mock (it serves POST /reset), or leave --target out and capsize starts a fresh mock for each run"
+        )));
+    }
+    Ok(Some(stats(client, base).await?))
 }
 
 /// The mock's own counters, from `GET /stats`.
