@@ -121,3 +121,109 @@ fn a_real_time_fleet_without_its_redis_is_refused() {
     ]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
 }
+
+#[test]
+fn a_real_time_sweep_of_local_and_shared_fleets_decides_before_its_first_point() {
+    let t = common::temp::Temp::new("fleet", "sweep");
+    let path = t.path("fleet.toml");
+    std::fs::write(&path, fleet()).expect("write");
+    let file = path.to_str().expect("UTF-8");
+    let out = t.path("out");
+    let out = out.to_str().expect("UTF-8");
+    let sweep = |extra: &[&str]| {
+        let mut args = vec![
+            "sweep",
+            file,
+            "--out",
+            out,
+            "--mode",
+            "realtime",
+            "--time-scale",
+            "20",
+            "--set",
+            "workload.duration_s=6",
+            "--sweep",
+            "fleet.replicas=2",
+            "--sweep",
+            "fleet.limiter=local,shared",
+        ];
+        args.extend_from_slice(extra);
+        capsize(&args)
+    };
+    // No Redis for the shared point: refused before the local point runs.
+    let o = sweep(&[]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("needs --fleet-redis"), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("runs"), "no point ran: {}", stderr(&o));
+    assert!(!Path::new(out).exists(), "nothing written");
+    // A URL no point uses is refused before any runs.
+    let o = capsize(&[
+        "sweep",
+        file,
+        "--out",
+        out,
+        "--mode",
+        "realtime",
+        "--sweep",
+        "fleet.replicas=2",
+        "--sweep",
+        "fleet.limiter=local,split",
+        "--fleet-redis",
+        "redis://127.0.0.1:1",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("no run here has one"), "{}", stderr(&o));
+    // With Redis: the local point ignores the URL, the shared one keeps its limit there.
+    let redis = Redis::start();
+    let o = sweep(&["--fleet-redis", &redis.url()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let csv = std::fs::read_to_string(Path::new(out).join("sweep.csv")).expect("sweep.csv");
+    let limiters: Vec<&str> = csv
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').nth(1).unwrap_or(""))
+        .collect();
+    assert_eq!(limiters, ["local", "shared"], "{csv}");
+}
+
+#[test]
+fn a_redis_url_is_checked_as_input_and_its_password_never_shown() {
+    let t = common::temp::Temp::new("fleet", "url");
+    let path = t.path("fleet.toml");
+    std::fs::write(&path, fleet()).expect("write");
+    let file = path.to_str().expect("UTF-8");
+    let out = t.path("out");
+    let out = out.to_str().expect("UTF-8");
+    let run = |url: &str| {
+        capsize(&[
+            "run",
+            file,
+            "--out",
+            out,
+            "--mode",
+            "realtime",
+            "--fleet-redis",
+            url,
+        ])
+    };
+    // Not a URL redis can read: bad input, exit 2, with the password hidden.
+    let o = run("redis://:hunter2@127.0.0.1:notaport");
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("hunter2"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("redis://:***@127.0.0.1:notaport"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(stderr(&o).matches('\n').count(), 1, "{}", stderr(&o));
+    // Nobody listens: exit 4, the password hidden still.
+    let o = run("redis://:hunter2@127.0.0.1:1");
+    assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("hunter2"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("redis://:***@127.0.0.1:1"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!Path::new(out).exists(), "nothing written");
+}

@@ -292,7 +292,8 @@ pub(crate) fn realtime_options(
     if let Some(url) = &args.fleet_redis {
         if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
             return Err(format!(
-                "--fleet-redis {url:?}: must be a redis:// URL, e.g. redis://127.0.0.1:6379"
+                "--fleet-redis {:?}: must be a redis:// URL, e.g. redis://127.0.0.1:6379",
+                capsize_scheduler::limit::shared::redact_url(url)
             ));
         }
     }

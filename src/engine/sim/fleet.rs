@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use capsize_scheduler::limit::shared::RedisBuckets;
+use capsize_scheduler::limit::shared::{redact_url, RedisBuckets, SharedLimitError};
 
 use super::runtime::RealClock;
 use super::{scheduler_config, SimError};
@@ -84,7 +84,17 @@ pub(super) async fn on_redis(
         async move {
             let buckets = RedisBuckets::connect(url, &prefix, &name, &limits, REDIS_TIMEOUT)
                 .await
-                .map_err(|e| SimError::Unreachable(format!("--fleet-redis {url}: {e}")))?;
+                .map_err(|e| {
+                    let url = redact_url(url);
+                    match e {
+                        // A URL redis cannot read is bad input, not a Redis that is away.
+                        // (Its message names the URL, redacted.)
+                        SharedLimitError::Config(_) => {
+                            SimError::Mismatch(format!("--fleet-redis {e}"))
+                        }
+                        _ => SimError::Unreachable(format!("--fleet-redis {url}: {e}")),
+                    }
+                })?;
             let limiter = RateLimiter::shared(buckets, &limits, k, RealClock)?;
             Ok::<_, SimError>((name, limiter))
         }
