@@ -385,6 +385,37 @@ fn an_unknown_key_in_an_inline_phase_is_named_with_its_index() {
 }
 
 #[test]
+fn a_model_turn_over_its_providers_output_cap_is_refused() {
+    // The APIs answer 400 to a max_tokens above the model's output cap, and so does the mock
+    // (provider.max_output_tokens, default 32,768): refused before the run, not 400 per turn.
+    let t = Temp::new("reliability", "max-output");
+    let input = Temp::new("reliability", "max-output-in");
+    let out = t.path("o");
+    let s = input.write(
+        "mt.toml",
+        "name = \"mt\"\n[provider]\nlatency = { dist = \"constant\", ms = 10 }\n[workload]\n\
+         queries = 3\nrounds = 2\ncalls_per_query = 1\ntokens_per_call = 1\n\
+         [workload.model_turn]\ntokens = 10\nmax_tokens = 40000\n",
+    );
+    let o = capsize(&["run", s.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    refused(
+        &o,
+        &t,
+        "workload.model_turn.max_tokens: 40000 is above provider's max_output_tokens (32768)",
+    );
+    let o = capsize(&[
+        "run",
+        s.to_str().unwrap(),
+        "--set",
+        "provider.max_output_tokens=40000",
+        "--json",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(json(&o)["queries"], 3);
+}
+
+#[test]
 fn a_latency_of_any_size_is_clamped_not_a_panic() {
     // A lognormal with sigma 100 draws values far beyond any Duration: each is clamped to a
     // year (the documented bound), and the run completes.

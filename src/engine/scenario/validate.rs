@@ -81,6 +81,9 @@ fn workload(
     makes_requests(calls_per_query, rounds, model_turn.is_some(), subagents)?;
     open_loop_queries(stop, arrivals)?;
     let (tool_target, model_target, tools) = super::providers::targets(w, providers, base)?;
+    if let (Some(turn), Target::Provider(i)) = (&model_turn, model_target) {
+        within_output(turn, &providers[i])?;
+    }
     Ok(Workload {
         subagents,
         arrivals,
@@ -247,6 +250,22 @@ fn subagents(a: &RawSubagents) -> Result<Subagents, Invalid> {
         max_iterations: a.max_iterations,
         synthesis_tokens: a.synthesis_tokens,
     })
+}
+
+/// Refuses a model turn that asks for more output tokens than its provider gives one answer
+/// (`max_output_tokens`): the provider would answer every turn 400, as the APIs do.
+fn within_output(turn: &ModelTurn, to: &NamedProvider) -> Result<(), Invalid> {
+    let most = to.config.max_output_tokens;
+    match turn.max_tokens {
+        Some(asked) if asked > most => Err(bad(
+            "workload.model_turn.max_tokens",
+            format!(
+                "{asked} is above {}'s max_output_tokens ({most}): it would answer every model turn 400, as the APIs do; ask for at most {most}, or raise max_output_tokens",
+                to.name
+            ),
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// Refuses a workload whose queries never send a request: no tool call, no model turn
