@@ -351,23 +351,23 @@ async fn garbage_in_the_key_neither_lifts_the_limit_nor_stalls_the_fleet() {
         let doubles = |v: &[f64]| v.iter().flat_map(|d| d.to_le_bytes()).collect::<Vec<u8>>();
         for i in 0..15 {
             time.at(2.0 + 0.1 * i as f64);
-            let (secs, micros): (f64, f64) = redis::cmd("TIME").query(&mut conn).expect("time");
-            let now = secs + micros / 1e6;
-            let gen = now * 1e6;
-            let value = match i % 12 {
+            let (secs, micros): (i64, i64) = redis::cmd("TIME").query(&mut conn).expect("time");
+            let now = secs as f64 + micros as f64 / 1e6;
+            let gen = (secs * 1_000_000 + micros) as f64;
+            // Each breaks one check (the rest is what the script could have stored): balance
+            // and instant of the requests bucket, of the tokens bucket (none), the generation.
+            let value = match i {
                 0 => doubles(&[f64::NAN; 5]),
-                1 => doubles(&[f64::INFINITY, now, 0.0, 0.0, gen]),
-                2 => doubles(&[0.0, now + 1e12, 0.0, 0.0, gen]),
-                3 => doubles(&[-1e300, now, 0.0, 0.0, gen]),
-                4 => doubles(&[f64::NEG_INFINITY, now, 0.0, 0.0, gen]),
-                5 => doubles(&[BURST, now, 0.0, 0.0, f64::NAN]),
-                6 => b"xx".to_vec(),
+                1 => doubles(&[f64::NAN, now, 0.0, 0.0, gen]),
+                2 => doubles(&[f64::INFINITY, now, 0.0, 0.0, gen]),
+                3 => doubles(&[f64::NEG_INFINITY, now, 0.0, 0.0, gen]),
+                4 => doubles(&[0.0, now + 1e12, 0.0, 0.0, gen]),
+                5 => doubles(&[-1e300, now, 0.0, 0.0, gen]),
+                6 => doubles(&[0.0, f64::NAN, 0.0, 0.0, gen]),
+                7 => b"xx".to_vec(),
                 // The layout of an earlier version: four doubles.
-                7 => doubles(&[BURST, now, 0.0, f64::NEG_INFINITY]),
-                // Generations the answer could not carry.
-                10 => doubles(&[BURST, now, 0.0, 0.0, -5.0]),
-                11 => doubles(&[BURST, now, 0.0, 0.0, 0.5]),
-                8 => {
+                8 => doubles(&[BURST, now, 0.0, f64::NEG_INFINITY]),
+                9 => {
                     let () = redis::cmd("DEL").arg(key).query(&mut conn).expect("del");
                     let () = redis::cmd("HSET")
                         .arg(key)
@@ -378,7 +378,7 @@ async fn garbage_in_the_key_neither_lifts_the_limit_nor_stalls_the_fleet() {
                     marks.push(("hash", time.now()));
                     continue;
                 }
-                _ => {
+                10 => {
                     let () = redis::cmd("DEL").arg(key).query(&mut conn).expect("del");
                     let () = redis::cmd("RPUSH")
                         .arg(key)
@@ -388,6 +388,11 @@ async fn garbage_in_the_key_neither_lifts_the_limit_nor_stalls_the_fleet() {
                     marks.push(("list", time.now()));
                     continue;
                 }
+                // Generations: none, before any, not whole, far ahead.
+                11 => doubles(&[0.0, now, 0.0, 0.0, f64::NAN]),
+                12 => doubles(&[0.0, now, 0.0, 0.0, -5.0]),
+                13 => doubles(&[0.0, now, 0.0, 0.0, gen + 0.5]),
+                _ => doubles(&[0.0, now, 0.0, 0.0, gen + 1e16]),
             };
             let () = redis::cmd("SET")
                 .arg(key)

@@ -1,7 +1,7 @@
 //! What a replica remembers of the fleet's buckets between round trips (shared by a
-//! [`super::RedisBuckets`] and its clones): the horizon of each bucket as last heard, the
-//! generation of the buckets it last talked to, Redis's clock, and the floor its own share
-//! sets after a fallback. See the module comment of [`super`] for what each is for.
+//! [`super::RedisBuckets`] and its clones): the latest horizon of each bucket it heard, the
+//! debt last heard, the generation of the buckets it last talked to, Redis's clock, and the
+//! floor its own share sets after a fallback. See the module comment of [`super`] for what each is for.
 
 use std::time::Duration;
 
@@ -12,10 +12,13 @@ use super::script::{Context, Reply};
 /// A replica's memory of the fleet's buckets.
 #[derive(Debug, Default)]
 pub(super) struct Memory {
-    /// Per bucket, its horizon as last heard, in microseconds after Redis's now then (negative:
-    /// before it; the fleet had credit). Taken to hold still: the fleet's debt as last heard
-    /// is still queued.
-    horizons: [Option<i64>; 2],
+    /// Per bucket, the latest instant, on our clock, it was heard to be empty at (its
+    /// horizon), each placed at the instant we heard it plus what Redis measured from its own
+    /// now: never earlier than the truth.
+    horizons: [Option<Instant>; 2],
+    /// Per bucket, its horizon in the last answer, in microseconds after Redis's now then
+    /// (negative: the fleet had credit): the debt last heard.
+    debts: [Option<i64>; 2],
     /// The generation of the buckets last heard from.
     generation: Option<i64>,
     /// Redis's clock (microseconds) and our instant when we heard it.
@@ -56,9 +59,10 @@ impl Memory {
             (us as f64 + elapsed.as_micros() as f64) / 1e6
         });
         let context = Context {
-            since: self
-                .horizons
-                .map(|h| h.map_or(f64::INFINITY, |us| -(us as f64) / 1e6)),
+            debt: self
+                .debts
+                .map(|d| d.map_or(f64::NEG_INFINITY, |us| us as f64 / 1e6)),
+            since: self.horizons.map(|h| since(now, h)),
             floor_since: self.floor.map(|h| since(now, h)),
             generation: self.generation.map_or(-1.0, |g| g as f64),
             expiry,
@@ -86,10 +90,18 @@ impl Memory {
         };
         self.clock(at, now_us);
         self.generation = Some(generation);
-        for ((known, h), present) in self.horizons.iter_mut().zip(horizons).zip(present) {
-            if present {
-                *known = Some(h);
+        for (i, micros) in horizons.into_iter().enumerate() {
+            if !present[i] {
+                continue;
             }
+            let d = Duration::from_micros(micros.unsigned_abs());
+            let h = if micros >= 0 {
+                at.checked_add(d)
+            } else {
+                at.checked_sub(d)
+            };
+            self.horizons[i] = self.horizons[i].max(h);
+            self.debts[i] = Some(micros);
         }
         // The floor went with this batch: done, unless a fallback since raised it.
         if self.floor == floor {
@@ -100,12 +112,13 @@ impl Memory {
 
     /// A reservation falls back to the local share at `now`: for the first since a batch Redis
     /// ran, the instant the fleet's debt as last heard would be paid from now (now if it had
-    /// none), per bucket; later ones get none.
+    /// none), per bucket: that debt is taken to be queued still, which it is while the fleet is
+    /// busy (its horizon then moves with the clock); later ones get none.
     pub(super) fn fall_back(&mut self, now: Instant) -> Option<[Option<Instant>; 2]> {
         if !std::mem::take(&mut self.on_redis) {
             return None;
         }
-        Some(self.horizons.map(|h| {
+        Some(self.debts.map(|h| {
             let debt = Duration::from_micros(u64::try_from(h?).unwrap_or(0));
             Some(now.checked_add(debt).unwrap_or(now))
         }))
@@ -126,11 +139,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_last_horizon_heard_is_sent_as_it_was_heard() {
+    fn horizons_are_the_latest_heard_and_debts_the_last() {
         let t0 = Instant::now();
         let mut m = Memory::default();
         let (c, _) = m.context(t0, Duration::from_millis(100));
         assert_eq!(c.since, [f64::INFINITY; 2]);
+        assert_eq!(c.debt, [f64::NEG_INFINITY; 2]);
         assert_eq!((c.generation, c.expiry), (-1.0, f64::INFINITY));
         let reply = |h: i64| Reply::Done {
             now_us: 10_000_000,
@@ -140,13 +154,13 @@ mod tests {
         };
         m.heard(t0, &reply(2_000_000), [true, false], [None; 2]);
         m.heard(t0, &reply(1_500_000), [true, false], [None; 2]);
-        // A second later, the debt heard is still taken to be there.
         let at = t0 + Duration::from_secs(1);
         let (c, _) = m.context(at, Duration::from_millis(100));
-        assert_eq!(c.since, [-1.5, f64::INFINITY]);
+        assert_eq!(c.since, [-1.0, f64::INFINITY]);
+        assert_eq!(c.debt, [1.5, f64::NEG_INFINITY]);
         assert_eq!(c.generation, 9_000_000.0);
         assert!((c.expiry - 11.1).abs() < 1e-9, "{}", c.expiry);
-        // A fallback after a batch Redis ran starts after that debt, once.
+        // A fallback after a batch Redis ran starts after the last debt heard, from now, once.
         let later = at + Duration::from_millis(1500);
         assert_eq!(m.fall_back(at), Some([Some(later), None]));
         assert_eq!(m.fall_back(at), None);
@@ -156,8 +170,9 @@ mod tests {
         m.heard(at, &reply(-3_000_000), [true, false], floor);
         let (c, _) = m.context(at, Duration::ZERO);
         assert_eq!(c.floor_since, [f64::INFINITY; 2]);
-        assert_eq!(c.since[0], 3.0);
-        // Credit heard: a fallback starts at once.
+        assert_eq!(c.since, [-1.0, f64::INFINITY]);
+        assert_eq!(c.debt, [-3.0, f64::NEG_INFINITY]);
+        // Credit heard last: a fallback starts at once.
         assert_eq!(m.fall_back(at), Some([Some(at), None]));
     }
 }

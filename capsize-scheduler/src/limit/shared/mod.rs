@@ -53,21 +53,23 @@
 //!
 //! - **Horizons.** A bucket's *horizon* is the instant its balance is (or was) zero on the
 //!   line it follows: `t - b / rate`, ahead of now while the fleet is in debt, behind it once
-//!   credit has built up. Every answer carries each bucket's horizon relative to Redis's now,
-//!   and each replica keeps the last one it heard, taken to hold still: the debt (or credit)
-//!   last heard is assumed to be there yet. For a busy fleet that is exact (its horizon moves
-//!   with the clock: one reservation per `1 / rate`), where the horizon itself would be stale
-//!   by all that the other replicas reserved since this one last heard; for a quiet one it is
-//!   cautious (the fleet waits at most the debt last heard, once).
-//! - **Recreation.** Every batch sends that horizon, per bucket. When the key is missing, or its
-//!   value fails the checks below, the script creates the buckets empty at it (full if the
-//!   replica knows none: a first start), so the debt the fleet had queued is kept, not
-//!   forgotten, and a new generation (Redis's now) begins.
+//!   credit has built up. Every answer carries each bucket's horizon relative to Redis's now.
+//!   Each replica keeps two things of it: the latest horizon it heard, placed on its own clock
+//!   at the instant it heard it plus what Redis measured (never earlier than the truth), and
+//!   the debt of the last answer (the horizon relative to Redis's now then).
+//! - **Recreation.** Every batch sends both, per bucket. When the key is missing, or its value
+//!   fails the checks below, the script creates the buckets empty when the debt last heard by
+//!   this replica is paid, counted from now (or at the latest horizon it heard, if later; full
+//!   if it heard none: a first start), and a new generation (Redis's now) begins: the debt the
+//!   fleet had queued is kept, not forgotten. Counting the debt from now, not from when it was
+//!   heard, covers what the other replicas reserved meanwhile while the fleet is busy (its
+//!   horizon then moves with the clock, a reservation per `1 / rate`); for a quieter fleet it
+//!   costs at most that debt once.
 //! - **Every replica adds what it knew.** Each batch also sends the generation its replica
 //!   last heard; in the first batch of a replica that knew another one (the buckets were
-//!   recreated since), the script clamps each bucket to no more than empty at this replica's
-//!   horizon (`b = min(b, (t - h) × rate)`): the fleet owes at least the debt that the best
-//!   informed of its replicas knew of.
+//!   recreated since), the script clamps each bucket to no more than empty at the latest
+//!   horizon this replica heard (`b = min(b, (t - h) × rate)`): the fleet owes at least the
+//!   debt the best informed of its replicas knew of, and no more than there was.
 //! - **Checks.** The stored value must be a string of 40 bytes (`GET` on another type errors:
 //!   the script reads it with `redis.pcall`, and `SET` overwrites it), each bucket's `b` and
 //!   `t` finite, `b` at most the capacity, `t` and the horizon at most an hour (`MAX_AHEAD`)
@@ -92,6 +94,13 @@
 //!   more than empty at it: the K shares' traffic while Redis was away is not granted again.
 //!   Only that batch clamps; refunds otherwise work as before.
 //!
+//! Why the two kinds of knowledge: recreating at the latest horizon heard (stale by what the
+//! others reserved since) lost a few reservations of debt at each loss, which repeated
+//! `FLUSHALL`s added up past the promise (`tests/redis_chaos.rs`); clamping every replica's
+//! first batch with its debt last heard counted from its own now charged the stale debt of
+//! the least recently answered replica, a quarter of the throughput of a fleet whose debt
+//! comes and goes, under a `FLUSHALL` every ten seconds of its traffic.
+//!
 //! Known gaps: a reservation that made its own round trip and was dropped during it, or
 //! answered after its caller's timeout but before the batch's expiry, stays charged on Redis
 //! (its cost is lost to the fleet for one refill); a refund or a pause in an expired batch is
@@ -99,9 +108,11 @@
 //! replicas fall back (their own connection failed), their share is sent on top of what Redis
 //! grants the others; the shares of a fleet in fallback may each send one request on the same
 //! instant (a burst of K, which the promise covers when the burst is at least K); what the
-//! others granted between a replica's last answer and a loss is not known to it, which the
-//! assumption above covers only while the fleet's debt is not growing; a stored value that is
-//! corrupt but plausible (every check passed) is used as it is, for an hour at most.
+//! others reserved between the recreating replica's last answer and the loss is covered only
+//! as far as the fleet's debt did not grow meanwhile (reservations granted before a better
+//! informed replica's clamp may overlap the debt it knew of); while Redis does not answer,
+//! every reservation waits the timeout before it falls back; a stored value that is corrupt
+//! but plausible (every check passed) is used as it is, for an hour at most.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

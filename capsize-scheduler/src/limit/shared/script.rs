@@ -29,7 +29,7 @@ local now_t = redis.call('TIME')
 local now_us = tonumber(now_t[1]) * 1000000 + tonumber(now_t[2])
 local now = now_us / 1000000
 local unpack, huge = struct.unpack, math.huge
-local s1, s2, f1, f2, heard, expiry = unpack('<dddddd', ARGV[4])
+local d1, d2, s1, s2, f1, f2, heard, expiry = unpack('<dddddddd', ARGV[4])
 if now > expiry then return {now_us} end
 local min, max, ceil, byte = math.min, math.max, math.ceil, string.byte
 local R, F, P = byte('rfp', 1, 3)
@@ -49,20 +49,21 @@ if ok then
   ok = gen >= 1 and gen == math.floor(gen) and gen <= now_us + @AHEAD@ * 1000000
     and valid(r1, c1, b1, t1) and valid(r2, c2, b2, t2)
 end
-local function known(s) return min(now - s, last) end
-local h1, h2, l1, l2 = known(s1), known(s2), known(f1), known(f2)
 local fresh = not ok
 if fresh then gen = now_us end
-local adopt = fresh or heard ~= gen
-local function start(rate, cap, b, t, h, l)
+local adopt = heard ~= gen
+local function start(rate, cap, b, t, d, s, f)
   if rate < 0 then return 0, 0 end
-  if fresh then b, t = 0, now - cap / rate end
-  local floor = l
-  if adopt then floor = max(h, l) end
-  return min(b, (t - floor) * rate), t
+  local floor = now - f
+  if fresh then
+    b, t, floor = 0, now - cap / rate, max(floor, now + d, now - s)
+  elseif adopt then
+    floor = max(floor, now - s)
+  end
+  return min(b, (t - min(floor, last)) * rate), t
 end
-b1, t1 = start(r1, c1, b1, t1, h1, l1)
-b2, t2 = start(r2, c2, b2, t2, h2, l2)
+b1, t1 = start(r1, c1, b1, t1, d1, s1, f1)
+b2, t2 = start(r2, c2, b2, t2, d2, s2, f2)
 local function step(op, v, rate, cap, cost, b, t, ready)
   if rate < 0 then return b, t, ready end
   if now > t then
@@ -116,14 +117,15 @@ pub(super) fn script() -> String {
     SCRIPT.replace("@AHEAD@", &MAX_AHEAD.as_secs().to_string())
 }
 
-/// What a batch tells the script besides its operations (`ARGV[4]`): per bucket, the seconds
-/// since the instant this replica takes the fleet's bucket to be empty at (its horizon;
-/// negative if that is ahead; +inf if it knows none), and the same for the floor its own share
-/// sets after a fallback (+inf: none); the generation it last heard (-1: none); and the
-/// instant, on Redis's clock in seconds, after which the batch must change nothing (+inf:
-/// none).
+/// What a batch tells the script besides its operations (`ARGV[4]`), per bucket: the debt this
+/// replica last heard (seconds from Redis's now then to the bucket's horizon; negative for
+/// credit; -inf if it heard none), the seconds since the latest horizon it heard (negative if
+/// that is ahead; +inf: none), and the seconds since the horizon of its own share after a
+/// fallback (+inf: none); then the generation it last heard (-1: none), and the instant, on
+/// Redis's clock in seconds, after which the batch must change nothing (+inf: none).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(super) struct Context {
+    pub(super) debt: [f64; 2],
     pub(super) since: [f64; 2],
     pub(super) floor_since: [f64; 2],
     pub(super) generation: f64,
@@ -131,9 +133,11 @@ pub(super) struct Context {
 }
 
 impl Context {
-    /// As the script unpacks it: six little-endian `f64`s.
+    /// As the script unpacks it: eight little-endian `f64`s.
     pub(super) fn bytes(&self) -> Vec<u8> {
         [
+            self.debt[0],
+            self.debt[1],
             self.since[0],
             self.since[1],
             self.floor_since[0],
