@@ -5,9 +5,10 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
+use common::temp::Temp;
 use serde_json::Value;
 use wiremock::matchers::{method, path, path_regex};
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -28,34 +29,11 @@ tokens_per_call = 10
 max_concurrency = 4
 "#;
 
-/// A fresh folder holding the scenario, removed on drop.
-struct Temp(PathBuf);
-
-impl Temp {
-    fn new(test: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!(
-            "capsize-target-reset-{test}-{}",
-            std::process::id()
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("create the temp dir");
-        std::fs::write(dir.join("s.toml"), SCENARIO).expect("write the scenario");
-        Temp(dir)
-    }
-
-    fn scenario(&self) -> PathBuf {
-        self.0.join("s.toml")
-    }
-
-    fn out(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for Temp {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+/// A fresh folder holding the scenario (`s.toml`).
+fn temp(test: &str) -> Temp {
+    let t = Temp::new("target-reset", test);
+    t.write("s.toml", SCENARIO);
+    t
 }
 
 fn capsize(args: &[&str]) -> Output {
@@ -72,8 +50,8 @@ fn path_str(p: &Path) -> &str {
 /// A real-time run of the scenario at 10x, against `target` (or a fresh in-process mock):
 /// its summary.json.
 fn run(t: &Temp, out: &str, target: Option<&str>) -> Value {
-    let scenario = t.scenario();
-    let dir = t.out(out);
+    let scenario = t.path("s.toml");
+    let dir = t.path(out);
     let mut args = vec![
         "run",
         path_str(&scenario),
@@ -98,6 +76,25 @@ fn run(t: &Temp, out: &str, target: Option<&str>) -> Value {
     serde_json::from_slice(&o.stdout).expect("summary.json on stdout")
 }
 
+/// A real-time sweep of two points (max_concurrency 4 and 5) at 10x against `target`.
+fn sweep(t: &Temp, target: &str, out: &Path) -> Output {
+    let scenario = t.path("s.toml");
+    capsize(&[
+        "sweep",
+        path_str(&scenario),
+        "--mode",
+        "realtime",
+        "--time-scale",
+        "10",
+        "--target",
+        target,
+        "--sweep",
+        "scheduler.max_concurrency=4,5",
+        "--out",
+        path_str(out),
+    ])
+}
+
 /// The provider's counters and the client's attempts and retries of a run.
 fn counts(s: &Value) -> [u64; 4] {
     let n = |v: &Value| v.as_u64().expect("a count");
@@ -111,10 +108,10 @@ fn counts(s: &Value) -> [u64; 4] {
 
 #[test]
 fn runs_against_one_target_are_runs_against_fresh_mocks() {
-    let t = Temp::new("runs");
+    let t = temp("runs");
     let fresh = counts(&run(&t, "fresh", None));
     assert_eq!(fresh, [160, 0, 160, 0], "one run alone stays under 300 RPM");
-    let (mut mock, url) = common::spawn_mock(&t.scenario(), "10");
+    let (mut mock, url) = common::spawn_mock(&t.path("s.toml"), "10");
     // Without the reset, run 2 would find run 1's 160 requests in the window (320 > 300)
     // and /stats would read 160, 320, 480.
     for i in 0..3 {
@@ -122,22 +119,8 @@ fn runs_against_one_target_are_runs_against_fresh_mocks() {
         assert_eq!(counts(&s), fresh, "run {i} against one target");
     }
     // A sweep's points, one after another against the same target, each start clean too.
-    let scenario = t.scenario();
-    let dir = t.out("sweep");
-    let o = capsize(&[
-        "sweep",
-        path_str(&scenario),
-        "--mode",
-        "realtime",
-        "--time-scale",
-        "10",
-        "--target",
-        &url,
-        "--sweep",
-        "scheduler.max_concurrency=4,5",
-        "--out",
-        path_str(&dir),
-    ]);
+    let dir = t.path("sweep");
+    let o = sweep(&t, &url, &dir);
     let _ = mock.kill();
     let _ = mock.wait();
     assert_eq!(
@@ -160,9 +143,9 @@ fn runs_against_one_target_are_runs_against_fresh_mocks() {
 
 #[test]
 fn a_target_that_cannot_be_reset_serves_one_run_and_no_more() {
-    let t = Temp::new("no-reset");
+    let t = temp("no-reset");
     // What a capsize mock says it serves, from a real one.
-    let (mut mock, url) = common::spawn_mock(&t.scenario(), "10");
+    let (mut mock, url) = common::spawn_mock(&t.path("s.toml"), "10");
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -207,22 +190,8 @@ fn a_target_that_cannot_be_reset_serves_one_run_and_no_more() {
     });
     let url = server.uri();
     // Several runs: refused before the first, in one line, nothing written.
-    let scenario = t.scenario();
-    let dir = t.out("sweep");
-    let o = capsize(&[
-        "sweep",
-        path_str(&scenario),
-        "--mode",
-        "realtime",
-        "--time-scale",
-        "10",
-        "--target",
-        &url,
-        "--sweep",
-        "scheduler.max_concurrency=4,5",
-        "--out",
-        path_str(&dir),
-    ]);
+    let dir = t.path("sweep");
+    let o = sweep(&t, &url, &dir);
     let e = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{e}");
     assert!(
