@@ -18,8 +18,9 @@
 #![cfg(feature = "redis")]
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)] // real time and a real server
 
-use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
+#[path = "common/redis.rs"]
+mod redis_server;
+
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -28,6 +29,7 @@ use capsize_scheduler::{
     CallSpec, Limit, LimiterConfig, ProviderError, RateLimiter, Scheduler, SchedulerConfig,
 };
 use futures_util::future::join_all;
+use redis_server::Redis;
 
 /// Replicas, and callers in each (every caller has one reservation at a time).
 const K: usize = 8;
@@ -49,75 +51,6 @@ fn limit() -> LimiterConfig {
         requests: Some(Limit::per_minute(RATE * 60.0 / 0.9).with_burst(BURST)),
         tokens: None,
         headroom: 0.9,
-    }
-}
-
-/// A `redis-server` on a port, stopped when dropped.
-struct Redis {
-    child: Child,
-    port: u16,
-}
-
-impl Redis {
-    fn start() -> Redis {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
-        Redis::on(port)
-    }
-
-    fn on(port: u16) -> Redis {
-        let child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("redis-server runs (Debian: apt-get install redis-server; scripts/test.sh installs it)");
-        let started = Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                started.elapsed() < Duration::from_secs(10),
-                "redis-server did not start"
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        Redis { child, port }
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
-    }
-
-    /// Sends `signal` (`STOP`, `CONT`) to the server.
-    fn signal(&self, signal: &str) {
-        let status = Command::new("kill")
-            .args([&format!("-{signal}"), &self.child.id().to_string()])
-            .status()
-            .expect("kill runs");
-        assert!(status.success(), "kill -{signal}");
-    }
-
-    /// `SIGKILL`, and a new server on the same port after `down`: empty.
-    fn kill_and_restart(&mut self, down: Duration) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        std::thread::sleep(down);
-        let port = self.port;
-        drop(std::mem::replace(self, Redis::on(port)));
-    }
-
-    fn conn(&self) -> redis::Connection {
-        redis::Client::open(self.url())
-            .and_then(|c| c.get_connection())
-            .expect("a connection")
-    }
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

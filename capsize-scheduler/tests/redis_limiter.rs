@@ -8,8 +8,10 @@
 #![cfg(feature = "redis")]
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)] // real time and a real server
 
+#[path = "common/redis.rs"]
+mod redis_server;
+
 use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use capsize_scheduler::limit::shared::{RedisBuckets, SharedLimitError};
@@ -17,51 +19,7 @@ use capsize_scheduler::{
     CallSpec, Limit, LimiterConfig, ProviderError, RateLimiter, Scheduler, SchedulerConfig,
 };
 use futures_util::future::join_all;
-
-/// A `redis-server` on a free port, stopped when dropped.
-struct Redis {
-    child: Child,
-    port: u16,
-}
-
-impl Redis {
-    fn start() -> Redis {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
-        Redis::on(port)
-    }
-
-    fn on(port: u16) -> Redis {
-        let child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("redis-server runs (Debian: apt-get install redis-server; scripts/test.sh installs it)");
-        let started = Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                started.elapsed() < Duration::from_secs(10),
-                "redis-server did not start"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        Redis { child, port }
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
-    }
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use redis_server::Redis;
 
 /// 600 RPM at 90 % headroom: 9 a second, a burst of 9.
 fn rpm_600() -> LimiterConfig {
@@ -257,7 +215,7 @@ async fn two_schedulers_on_one_redis_limit_pace_together() {
 
 #[tokio::test]
 async fn when_redis_goes_away_each_replica_keeps_to_its_share() {
-    let mut redis = Redis::start();
+    let redis = Redis::start();
     let buckets = RedisBuckets::connect(
         &redis.url(),
         "t",
@@ -271,13 +229,13 @@ async fn when_redis_goes_away_each_replica_keeps_to_its_share() {
     let a = replica(buckets, 2);
     // Redis stops: each reservation falls back to this replica's half of the limit, 270 a
     // minute (4.5 a second, a burst of 4.5): four at once, then one every 222 ms.
-    let _ = redis.child.kill();
-    let _ = redis.child.wait();
+    let mut redis = redis;
+    redis.kill();
     let sent = send_times(&[&a; 8]).await;
     assert_eq!(watch.failures(), 8);
     // Redis comes back on the same port: after at most the one request that finds the old
     // connection lost, reservations go to Redis again.
-    let _back = Redis::on(redis.port);
+    let _back = Redis::on(redis.port());
     for _ in 0..3 {
         send_times(&[&a]).await;
     }
