@@ -1,4 +1,4 @@
-//! The mock provider over HTTP: the same [`ProviderModel`] behind a small HTTP/1.1 server.
+//! The mock provider over HTTP: the same [`ProviderModel`](crate::model::ProviderModel) behind a small HTTP/1.1 server.
 //!
 //! Every request is routed by the responder, which feeds the model real time (scaled by
 //! `time_scale`) and turns each decision into a response: OpenAI-compatible
