@@ -259,13 +259,20 @@ fn an_unreadable_retry_after_is_bad_input() {
     drop(server);
 }
 
-/// A wiremock server whose `/healthz` answers 200 and whose `/config` says it serves the
-/// test's scenario in real time, as a real-time run checks first.
+/// A wiremock server whose `/healthz` answers 200, whose `/config` says it serves the test's
+/// scenario in real time, as a real-time run checks first, and whose `POST /reset` (sent
+/// before the run) answers 200, ahead of any catch-all `POST` a test mounts.
 async fn healthy() -> MockServer {
     let server = MockServer::start().await;
     Mock::given(method("GET"))
         .and(path("/healthz"))
         .respond_with(ResponseTemplate::new(200))
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/reset"))
+        .respond_with(ResponseTemplate::new(200))
+        .with_priority(1)
         .mount(&server)
         .await;
     let scenario = parse(SCENARIO, Path::new("s.toml"), &[]).expect("the scenario parses");

@@ -416,6 +416,34 @@ fn a_model_turn_over_its_providers_output_cap_is_refused() {
 }
 
 #[test]
+fn a_run_of_the_longest_duration_allowed_finishes_its_last_queries() {
+    // duration_s at its bound (a year, the watchdog's old horizon): the last queries start just
+    // before the year ends and finish after it. The watchdog stops a run a year past its last
+    // start, so this one ends (it was exit 4), and --timeseries keeps its 4,096 bins.
+    let t = Temp::new("reliability", "year");
+    let out = t.path("o");
+    let o = capsize(&[
+        "run",
+        &repro_robustness("timeseries-year.toml"),
+        "--set",
+        "workload.arrival_rate=0.0002",
+        "--timeseries",
+        "--json",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let summary = json(&o);
+    assert_eq!(summary["queries"], summary["queries_started"]);
+    assert!(summary["virtual_seconds"].as_f64().unwrap() > 31_536_000.0 - 30_000.0);
+    let csv = std::fs::read_to_string(out.join("timeseries.csv")).unwrap();
+    assert_eq!(
+        csv.lines().count(),
+        1 + 3851,
+        "bins of 8,192 s up to the run's end"
+    );
+}
+
+#[test]
 fn a_latency_of_any_size_is_clamped_not_a_panic() {
     // A lognormal with sigma 100 draws values far beyond any Duration: each is clamped to a
     // year (the documented bound), and the run completes.

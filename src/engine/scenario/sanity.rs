@@ -4,6 +4,8 @@
 //! - A client timeout per attempt below the fastest answers a provider gives (its latency's
 //!   5th percentile): nearly every call times out.
 //! - A think time longer on average than the whole run: most sessions send one query.
+//! - A model turn with `rounds = 1`: turns go between rounds, so it is never taken (its
+//!   provider gets no request from it).
 
 use rand::rngs::Xoshiro256PlusPlus;
 use rand::SeedableRng;
@@ -50,6 +52,12 @@ pub fn warnings(s: &Scenario) -> Vec<String> {
             ));
         }
     }
+    if s.workload.model_turn.is_some() && s.workload.rounds == 1 {
+        out.push(
+            "workload.model_turn is never taken: model turns go between rounds and workload.rounds = 1; set rounds = 2 or more for a turn between them"
+                .to_string(),
+        );
+    }
     out
 }
 
@@ -63,6 +71,17 @@ mod tests {
             "name = \"w\"\n[provider]\nrpm = 600\nlatency = {{ dist = \"uniform\", min_ms = 200, max_ms = 900 }}\n[workload]\nmode = \"closed\"\nsessions = 2\ncalls_per_query = 2\ntokens_per_call = 100\n{workload}\n[scheduler]\nmax_concurrency = 4\n{scheduler}\n"
         );
         super::super::parse(&text, Path::new("w.toml"), &[]).expect("a valid scenario")
+    }
+
+    #[test]
+    fn a_model_turn_with_one_round_is_named_never_taken() {
+        let turn = "queries = 10\nmodel_turn = { tokens = 100 }";
+        let w = warnings(&scenario("", turn));
+        assert_eq!(
+            w,
+            ["workload.model_turn is never taken: model turns go between rounds and workload.rounds = 1; set rounds = 2 or more for a turn between them"]
+        );
+        assert!(warnings(&scenario("", &format!("{turn}\nrounds = 2"))).is_empty());
     }
 
     #[test]

@@ -292,7 +292,8 @@ impl Stats {
 /// counts from 0. A provider that cannot be reset (anything but a 2xx answer) is refused for
 /// one of several runs (`single_run` false), which would each inherit the earlier ones'
 /// windows and counts; for a single run its counters now are returned, to be taken off the
-/// counters after the run.
+/// counters after the run (none if it cannot say: then the counters after the run are read as
+/// they are, if they can be).
 async fn start_clean(
     client: &reqwest::Client,
     base: &str,
@@ -313,7 +314,7 @@ async fn start_clean(
             "--target {base} cannot be reset (POST /reset answered {status}), and each run of this command must start on a clean provider: point --target at a capsize mock (it serves POST /reset), or leave --target out and capsize starts a fresh mock for each run"
         )));
     }
-    Ok(Some(stats(client, base).await?))
+    Ok(stats(client, base).await.ok())
 }
 
 /// The mock's own counters, from `GET /stats`.
