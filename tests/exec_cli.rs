@@ -611,25 +611,8 @@ const EXEC_METRICS: [&str; 27] = [
 
 /// The dotted paths of the numbers and nulls in `v`, in the text's order (`text` is the file).
 fn numeric_paths(text: &str) -> Vec<String> {
-    fn walk(v: &serde_json::Value, prefix: &str, out: &mut Vec<String>) {
-        match v {
-            serde_json::Value::Object(map) => {
-                for (k, v) in map {
-                    let path = if prefix.is_empty() {
-                        k.clone()
-                    } else {
-                        format!("{prefix}.{k}")
-                    };
-                    walk(v, &path, out);
-                }
-            }
-            serde_json::Value::Number(_) | serde_json::Value::Null => out.push(prefix.into()),
-            _ => {}
-        }
-    }
     let v: serde_json::Value = serde_json::from_str(text).unwrap();
-    let mut out = Vec::new();
-    walk(&v, "", &mut out);
+    let mut out = capsize::analysis::slo::metric_paths(&v);
     // serde_json's map is sorted: put them back in the file's order.
     let line = |p: &String| {
         let last = p.rsplit('.').next().unwrap();
