@@ -3,8 +3,9 @@
 //!
 //! The heart of the crate is [`scheduler`], the library an agent embeds: bounded fan-out, RPM/TPM
 //! token buckets, retry with jitter and Retry-After, cancellation, read/write tool dispatch and
-//! subagent budgets. It reads time only through `tokio::time`, so the same code runs in virtual
-//! time (tokio's paused clock) and in real time. The command-line tool ([`cli`]) drives it
+//! subagent budgets. It reads time only through its `Clock` (tokio's by default), so the same
+//! code runs in virtual time (on capsize-des, a discrete-event executor with a virtual clock)
+//! and in real time. The command-line tool ([`cli`]) drives it
 //! through the [`engine`] (one run of a scenario), the [`analysis`] (closed forms, objectives,
 //! the CI gate) and the [`output`] (reports and files).
 //!

@@ -63,7 +63,7 @@ impl<C: Clock> Builder<C> {
 
     /// Uses these limiters, the default one and named ones, instead of building them from the
     /// configuration's `limits` and `named_limits`: limiters built by the caller, such as
-    /// [`RateLimiter::shared`] on Redis (feature `redis`). Names must be unique and non-empty.
+    /// `RateLimiter::shared` on Redis (feature `redis`). Names must be unique and non-empty.
     pub fn limiters(
         mut self,
         default: Option<RateLimiter<C>>,

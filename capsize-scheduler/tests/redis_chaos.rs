@@ -209,7 +209,7 @@ async fn a_fleet_left_alone_keeps_to_the_promise() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flushall_does_not_forget_the_debt() {
     let run = run("flushonce", |redis, time| {
-        let mut conn = redis.conn();
+        let mut conn = conn(redis);
         time.at(2.5);
         let () = redis::cmd("FLUSHALL").query(&mut conn).expect("flushed");
         vec![("flush", time.now())]
@@ -222,7 +222,7 @@ async fn a_flushall_does_not_forget_the_debt() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn flushall_after_flushall_does_not_forget_it_either() {
     let run = run("flush", |redis, time| {
-        let mut conn = redis.conn();
+        let mut conn = conn(redis);
         let mut marks = Vec::new();
         for i in 0..13 {
             time.at(1.5 + 0.25 * i as f64);
@@ -279,7 +279,7 @@ async fn reservations_stuck_in_a_stopped_redis_cost_nothing_when_it_resumes() {
 async fn garbage_in_the_key_neither_lifts_the_limit_nor_stalls_the_fleet() {
     let key = "{chaos:garbage}:buckets";
     let run = run("garbage", move |redis, time| {
-        let mut conn = redis.conn();
+        let mut conn = conn(redis);
         let mut marks = Vec::new();
         let doubles = |v: &[f64]| v.iter().flat_map(|d| d.to_le_bytes()).collect::<Vec<u8>>();
         for i in 0..15 {
@@ -341,4 +341,11 @@ async fn garbage_in_the_key_neither_lifts_the_limit_nor_stalls_the_fleet() {
     // No round trip failed: the script read the garbage, not the replica.
     assert_eq!(run.failures, 0);
     run.sends_at_the_rate("garbage", 4.0, RUN);
+}
+
+/// A plain connection to `redis`, to do things to it.
+fn conn(redis: &Redis) -> redis::Connection {
+    redis::Client::open(redis.url())
+        .and_then(|c| c.get_connection())
+        .expect("a connection")
 }

@@ -161,8 +161,9 @@ pub(crate) struct ScenarioArgs {
 /// Which clock a run uses (shared by `run` and `sweep`).
 #[derive(Debug, ClapArgs)]
 pub(crate) struct ClockArgs {
-    /// virtual: tokio's paused clock against the in-process provider model (fast, exact,
-    /// deterministic); realtime: the real clock, over HTTP to the mock provider.
+    /// virtual: a virtual clock (capsize-des, a discrete-event executor) against the
+    /// in-process provider model (fast, exact, deterministic); realtime: the real clock, over
+    /// HTTP to the mock provider.
     #[arg(long, value_enum, default_value_t = Mode::Virtual)]
     mode: Mode,
     /// Real time only: run F times faster than model time (every duration / F, every rate
