@@ -124,18 +124,22 @@ pub fn number(json: &Value, path: &str) -> Option<f64> {
     lookup(json, path)?.as_f64()
 }
 
+/// The dotted path of `key` under `prefix` (`key` itself at the top, where `prefix` is empty).
+pub fn child_path(prefix: &str, key: &str) -> String {
+    if prefix.is_empty() {
+        key.to_string()
+    } else {
+        format!("{prefix}.{key}")
+    }
+}
+
 /// Every leaf of a JSON document as its dotted path and value, in the document's order.
 pub fn leaves(json: &Value) -> Vec<(String, &Value)> {
     fn walk<'a>(v: &'a Value, prefix: &str, out: &mut Vec<(String, &'a Value)>) {
         match v {
             Value::Object(map) => {
                 for (k, v) in map {
-                    let path = if prefix.is_empty() {
-                        k.clone()
-                    } else {
-                        format!("{prefix}.{k}")
-                    };
-                    walk(v, &path, out);
+                    walk(v, &child_path(prefix, k), out);
                 }
             }
             // Lists (a provider's phases, an agent's command) name no metric.

@@ -199,14 +199,9 @@ fn groups(json: &Value, path: &str) -> Result<(), String> {
         Value::Object(map) if map.is_empty() && !path.is_empty() => Err(format!(
             "{path}: an empty group, not the metrics summary.json has there; write the baseline with `capsize baseline`"
         )),
-        Value::Object(map) => map.iter().try_for_each(|(k, v)| {
-            let inner = if path.is_empty() {
-                k.clone()
-            } else {
-                format!("{path}.{k}")
-            };
-            groups(v, &inner)
-        }),
+        Value::Object(map) => map
+            .iter()
+            .try_for_each(|(k, v)| groups(v, &slo::child_path(path, k))),
         Value::Array(_) if is_list(path) => Ok(()),
         Value::Array(_) => Err(format!(
             "{path}: a list, not a metric group of numbers; write the baseline with `capsize baseline`"
