@@ -21,6 +21,7 @@ pub use capsize_scheduler as scheduler;
 pub mod analysis;
 pub mod cli;
 pub mod engine;
+pub mod fmt;
 pub mod output;
 
 /// The README's Rust examples, compiled and run as doctests.

@@ -10,7 +10,7 @@ use std::path::Path;
 use capsize::engine::recorder::Recording;
 use capsize::engine::scenario::{parse, Scenario};
 use capsize::engine::sim;
-use capsize::output::report::summary::Summary;
+use capsize::engine::summary::Summary;
 
 mod common;
 use common::{capsize, stderr};

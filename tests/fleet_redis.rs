@@ -13,7 +13,7 @@ use std::path::Path;
 
 use capsize::engine::scenario::{parse, Scenario};
 use capsize::engine::sim::{self, RealtimeOptions};
-use capsize::output::report::summary::Summary;
+use capsize::engine::summary::Summary;
 use common::redis::Redis;
 use common::{capsize, stderr};
 

@@ -12,7 +12,7 @@ use common::temp::Temp;
 
 use capsize::engine::scenario::{parse, Scenario};
 use capsize::engine::sim::{self, RealtimeOptions};
-use capsize::output::report::summary::Summary;
+use capsize::engine::summary::Summary;
 
 fn scenario(toml: &str) -> Result<Scenario, String> {
     parse(toml, Path::new("test.toml"), &[]).map_err(|e| e.to_string())

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use capsize::engine::scenario::{self, Arrivals, Count, Scenario, Stop, Target};
 use capsize::engine::sim::{self, SimError, SimOutcome};
-use capsize::output::report::summary::{ProviderCounts, Summary};
+use capsize::engine::summary::{ProviderCounts, Summary};
 use capsize::scheduler::Adaptive;
 use capsize_mock::{Counters, ProviderConfig};
 use proptest::prelude::*;

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use capsize::engine::scenario::{load, parse, Scenario};
 use capsize::engine::sim::{self, RealtimeOptions};
-use capsize::output::report::summary::Summary;
+use capsize::engine::summary::Summary;
 use serde_json::Value;
 
 mod common;

@@ -8,7 +8,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use capsize::engine::scenario::{parse, Scenario};
 use capsize::engine::sim::{self, RealtimeOptions, SimOutcome};
-use capsize::output::report::summary::Summary;
+use capsize::engine::summary::Summary;
 
 /// Where a test body runs.
 #[derive(Debug, Clone, Copy)]

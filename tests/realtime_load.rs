@@ -8,7 +8,7 @@ use std::path::Path;
 
 use capsize::engine::scenario::parse;
 use capsize::engine::sim::{self, RealtimeOptions};
-use capsize::output::report::summary::Summary;
+use capsize::engine::summary::Summary;
 
 /// 125 sessions x 8 calls with no concurrency limit: 1,000 requests in flight, each answered
 /// after 2 s of model time (200 ms of real time at 10x), twice over.

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use capsize::engine::scenario::{parse, Scenario};
 use capsize::engine::sim::{self, SimOutcome};
-use capsize::output::report::summary::Summary;
+use capsize::engine::summary::Summary;
 
 fn scenario(toml: &str) -> Scenario {
     parse(toml, Path::new("test.toml"), &[]).unwrap_or_else(|e| panic!("{e}"))

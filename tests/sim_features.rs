@@ -6,7 +6,7 @@ use std::path::Path;
 
 use capsize::engine::scenario::{parse, Scenario};
 use capsize::engine::sim::{self, SimError};
-use capsize::output::report::summary::Summary;
+use capsize::engine::summary::Summary;
 
 fn scenario(toml: &str, sets: &[&str]) -> Scenario {
     let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();

@@ -1,7 +1,6 @@
 //! Analysis: what the numbers mean. [`plan`] is the closed-form rate-limit arithmetic a run is
-//! set beside; [`slo`] holds a run to its objectives; `check` is the CI gate (`capsize check`),
-//! a run against its objectives and a baseline.
+//! set beside; `check` is the CI gate (`capsize check`), a run against its objectives and a
+//! baseline.
 
 pub(crate) mod check;
 pub mod plan;
-pub mod slo;

@@ -9,13 +9,13 @@ use super::{
     default_out, load, load_and_run, out, realtime_options, run_in, Failure, ScenarioArgs,
 };
 use crate::analysis::check::{self, Rows, Selection, Tolerances};
-use crate::analysis::slo::Tolerance;
 use crate::engine::scenario::Scenario;
 use crate::engine::sim::RealtimeOptions;
+use crate::engine::summary::metrics;
+use crate::engine::summary::slo::Tolerance;
+use crate::engine::summary::Summary;
 use crate::output::files::OutputSet;
 use crate::output::report::escape;
-use crate::output::report::metrics;
-use crate::output::report::summary::Summary;
 use serde_json::Value;
 
 /// Exit code of a check that failed.
@@ -222,7 +222,7 @@ impl Gate<'_> {
             (Some(path), Some(b)) => format!(
                 " against baseline {} (seed {}) at {} tolerance",
                 path.display(),
-                crate::analysis::slo::lookup(b, metrics::SEED.path())
+                crate::engine::summary::slo::lookup(b, metrics::SEED.path())
                     .map_or("?".into(), |v| v.to_string()),
                 args.tolerance
             ),
@@ -257,6 +257,6 @@ pub fn baseline(args: BaselineArgs) -> ExitCode {
         escape::terminal(&scenario.name),
         scenario.seed,
         summary.queries,
-        crate::analysis::plan::fmt_num(summary.latency_ms.query.p95)
+        crate::fmt::fmt_num(summary.latency_ms.query.p95)
     ))
 }

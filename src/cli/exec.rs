@@ -11,10 +11,10 @@ use super::{default_out, out, seed_flag, Failure};
 use crate::analysis::check;
 use crate::engine::exec::{self as engine, Ending, ExecRequest};
 use crate::engine::scenario::Scenario;
+use crate::engine::summary::Summary;
 use crate::output::exec::{self as report, ExecSummary};
 use crate::output::files::OutputSet;
 use crate::output::report::escape;
-use crate::output::report::summary::Summary;
 
 /// Exit code of an objective that failed (`--check`).
 const EXIT_CHECK_FAILED: u8 = 1;

@@ -22,9 +22,9 @@ use clap::{Args as ClapArgs, Parser, Subcommand};
 
 use crate::engine::scenario::Scenario;
 use crate::engine::sim::{RealtimeOptions, RunExtras, SimError, SimOutcome};
+use crate::engine::summary::Summary;
 use crate::output::files::{OutputError, OutputSet};
 use crate::output::report::escape;
-use crate::output::report::summary::Summary;
 
 /// Exit code for bad input.
 pub const EXIT_BAD_INPUT: u8 = 2;

@@ -8,10 +8,11 @@ use std::process::ExitCode;
 use clap::Args as ClapArgs;
 
 use super::{default_out, out, realtime_options, ClockArgs, Failure};
-use crate::analysis::plan::fmt_num;
 use crate::engine::scenario;
+use crate::engine::summary::metrics;
+use crate::fmt::fmt_num;
 use crate::output::files::OutputSet;
-use crate::output::report::{escape, metrics};
+use crate::output::report::escape;
 use crate::output::sweep::search::{
     self, Found, Limit, Outside, Probe, SearchError, SearchSpec, Step, Stop,
 };

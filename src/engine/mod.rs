@@ -4,7 +4,8 @@
 //! (sessions, model turns, tool calls); [`sim`] runs the workload through the real
 //! [scheduler](crate::scheduler) against a [`provider`] (the mock's model in virtual time, or
 //! HTTP in real time), and a [`recorder`] turns the scheduler's and provider's events into
-//! histograms and counts. [`timescale`] converts between model time and the clock a run uses.
+//! histograms and counts, and a [`summary`] is the run's record (summary.json) that every
+//! later layer reads. [`timescale`] converts between model time and the clock a run uses.
 //! [`exec`] runs someone else's agent against the mock instead of capsize's workload.
 
 pub mod exec;
@@ -13,5 +14,6 @@ pub mod recorder;
 pub mod routes;
 pub mod scenario;
 pub mod sim;
+pub mod summary;
 pub mod timescale;
 pub mod workload;

@@ -1,7 +1,7 @@
 //! Which way is worse, for every metric of summary.json: what a baseline comparison needs to
 //! tell a regression from an improvement.
 
-use crate::output::report::metrics::{self, Metric};
+use crate::engine::summary::metrics::{self, Metric};
 
 /// How a metric is held against its baseline.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,7 +103,7 @@ pub fn direction(path: &str) -> Option<Direction> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::output::report::summary::Summary;
+    use crate::engine::summary::Summary;
 
     #[test]
     fn every_metric_of_summary_json_has_a_direction() {

@@ -17,9 +17,9 @@ use std::path::Path;
 use serde_json::Value;
 use thiserror::Error;
 
-use crate::analysis::slo::{self, Threshold, Tolerance};
-use crate::output::report::metrics;
-use crate::output::report::summary::Summary;
+use crate::engine::summary::metrics;
+use crate::engine::summary::slo::{self, Threshold, Tolerance};
+use crate::engine::summary::Summary;
 pub use direction::{direction, Direction};
 pub use render::{junit, markdown, table, table_of, Rows};
 pub use select::Selection;
@@ -284,7 +284,7 @@ pub fn against_baseline(
     tolerances: Tolerances<'_>,
     selection: &Selection,
 ) -> Vec<Check> {
-    let f = crate::analysis::plan::fmt_num;
+    let f = crate::fmt::fmt_num;
     let mut checks = Vec::new();
     for metric in slo::metric_paths(baseline) {
         if !selection.gates(&metric) {

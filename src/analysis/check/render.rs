@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use super::Check;
-use crate::analysis::plan::fmt_num;
+use crate::fmt::fmt_num;
 use crate::output::report::escape::{self, terminal, xml};
 
 fn value(c: &Check) -> String {

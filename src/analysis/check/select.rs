@@ -5,7 +5,7 @@
 use super::direction::{direction, Direction};
 use super::GateError;
 use crate::engine::scenario::key_within;
-use crate::output::report::summary::Summary;
+use crate::engine::summary::Summary;
 
 /// The metrics compared with a baseline.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

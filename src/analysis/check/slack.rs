@@ -15,7 +15,7 @@
 //! slack is what a run's clock and its rounding can move by; the rate and ratio slacks are
 //! summary.json's rounding (3 and 4 decimals).
 
-use crate::output::report::metrics;
+use crate::engine::summary::metrics;
 
 /// What a metric measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,7 +84,7 @@ pub fn unit(path: &str) -> Unit {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::output::report::summary::Summary;
+    use crate::engine::summary::Summary;
 
     #[test]
     fn units_from_the_path() {

@@ -3,8 +3,8 @@
 
 use capsize_mock::Latency;
 
-use super::fmt_num;
 use super::numeric::{gamma, harmonic, integrate, upper_tail};
+use crate::fmt::fmt_num;
 
 /// E[max of `n`] latencies of `latency` in ms, where it can be computed exactly enough: every
 /// distribution but a mixture (and a Pareto tail with no mean). `n` may be fractional (a mean).

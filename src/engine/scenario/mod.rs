@@ -22,7 +22,7 @@ use capsize_mock::{Latency, ProviderConfig};
 use rand::{Rng, RngExt};
 use thiserror::Error;
 
-use crate::analysis::slo::{Threshold, Tolerance};
+use crate::engine::summary::slo::{Threshold, Tolerance};
 use crate::scheduler::{Adaptive, RetryPolicy, TurnPolicy};
 pub use fleet::{Fleet, FleetLimiter};
 use raw::RawScenario;

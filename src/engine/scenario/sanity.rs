@@ -37,8 +37,8 @@ pub fn warnings(s: &Scenario) -> Vec<String> {
             };
             out.push(format!(
                 "scheduler.timeout_ms = {} is below {at}.latency's 5th percentile (~{} ms): nearly every call will time out",
-                crate::analysis::plan::fmt_num(timeout_ms),
-                crate::analysis::plan::fmt_num(fastest.round())
+                crate::fmt::fmt_num(timeout_ms),
+                crate::fmt::fmt_num(fastest.round())
             ));
         }
     }
@@ -47,8 +47,8 @@ pub fn warnings(s: &Scenario) -> Vec<String> {
         if think_s > run.as_secs_f64() {
             out.push(format!(
                 "workload.think_time's mean ({} s) is longer than the run (duration_s = {}): most sessions will send one query",
-                crate::analysis::plan::fmt_num(think_s),
-                crate::analysis::plan::fmt_num(run.as_secs_f64())
+                crate::fmt::fmt_num(think_s),
+                crate::fmt::fmt_num(run.as_secs_f64())
             ));
         }
     }

@@ -10,7 +10,7 @@
 
 use std::fmt;
 
-use crate::analysis::slo::{Threshold, Tolerance};
+use crate::engine::summary::slo::{Threshold, Tolerance};
 
 use super::bounds::{bad, Invalid};
 

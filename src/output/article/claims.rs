@@ -5,7 +5,7 @@ use serde_json::Value;
 
 use crate::analysis::plan::expected_max_ms;
 use crate::engine::scenario::{Count, Scenario, Stop};
-use crate::output::report::metrics;
+use crate::engine::summary::metrics;
 
 use capsize_mock::Latency;
 

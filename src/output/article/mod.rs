@@ -10,11 +10,11 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
-use crate::analysis::plan::fmt_num;
 use crate::engine::scenario::Scenario;
+use crate::engine::summary::Summary;
+use crate::fmt::fmt_num;
 use crate::output::files::OutputSet;
 use crate::output::report::escape;
-use crate::output::report::summary::Summary;
 use claims::{Article, Check, Claim, CLAIMS};
 
 /// The verdict on one claim: the simulated value against the closed form, then the article's

@@ -4,7 +4,7 @@
 
 use capsize_mock::server::Series;
 
-use crate::analysis::plan::fmt_num;
+use crate::fmt::fmt_num;
 use crate::output::report::charts::{Chart, Reference, Series as Line, TimeUnit, XAxis};
 
 /// The charts' file stems, in the order [`charts`] returns them.

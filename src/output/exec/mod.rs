@@ -12,9 +12,9 @@ use serde::Serialize;
 
 use crate::engine::exec::{Ending, ExecOutcome};
 use crate::engine::scenario::Scenario;
+use crate::engine::summary::{Percentiles, PhaseCounts, ProviderCounts, SCHEMA_VERSION};
 use crate::output::files::OutputSet;
 use crate::output::report::escape;
-use crate::output::report::summary::{Percentiles, PhaseCounts, ProviderCounts, SCHEMA_VERSION};
 pub use charts::{charts, CHARTS};
 
 /// The summary file's name.
@@ -135,7 +135,7 @@ impl ExecSummary {
     /// Every metric an `[slo]` objective of `capsize exec --check` may name (sorted).
     pub fn metric_paths() -> Vec<String> {
         let json = serde_json::to_value(ExecSummary::default()).expect("a summary serialises");
-        crate::analysis::slo::metric_paths(&json)
+        crate::engine::summary::slo::metric_paths(&json)
     }
 
     /// [`ExecSummary::metric_paths`] in short, in the file's order: a section's metrics as

@@ -6,15 +6,13 @@ pub mod charts;
 pub mod escape;
 pub mod hgrm;
 pub mod html;
-pub mod metrics;
-pub mod summary;
 
 use std::fmt::Write as _;
 use std::path::Path;
 
 use crate::engine::recorder::Recording;
+use crate::engine::summary::{Percentiles, Summary};
 use crate::output::files::OutputSet;
-use summary::{Percentiles, Summary};
 
 /// The files of a run, in the order they are written: the summary and the two histograms.
 pub const RUN_FILES: [&str; 3] = ["summary.json", "query_latency.hgrm", "call_latency.hgrm"];

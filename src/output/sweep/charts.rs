@@ -10,12 +10,12 @@
 use capsize_mock::ProviderConfig;
 
 use super::PointResult;
-use crate::analysis::plan::fmt_num;
-use crate::analysis::slo::{Op, Threshold};
 use crate::engine::recorder::Recording;
 use crate::engine::scenario::Scenario;
+use crate::engine::summary::metrics::{self, Metric};
+use crate::engine::summary::slo::{Op, Threshold};
+use crate::fmt::fmt_num;
 use crate::output::report::charts::{duration, Chart, Panel, Reference, Series, TimeUnit, XAxis};
-use crate::output::report::metrics::{self, Metric};
 
 const MAX_CONCURRENCY: &str = "scheduler.max_concurrency";
 const HEADROOM: &str = "scheduler.headroom";

@@ -4,8 +4,8 @@
 
 use crate::engine::recorder::Recording;
 use crate::engine::scenario::Scenario;
+use crate::engine::summary::metrics;
 use crate::output::report::charts::{Chart, Series, TimeUnit, XAxis};
-use crate::output::report::metrics;
 
 use super::charts::{fill, layout, lines_of, panel_keys, short};
 use super::PointResult;

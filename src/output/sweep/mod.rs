@@ -23,7 +23,7 @@ use serde_json::Value;
 
 use crate::engine::scenario::Scenario;
 use crate::engine::sim::{self, RealtimeOptions, SimError};
-use crate::output::report::summary::Summary;
+use crate::engine::summary::Summary;
 pub use grid::{Grid, GridError, Point};
 pub use stats::{mean_ci, mean_json};
 

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use serde_json::Value;
 
 use super::PointResult;
-use crate::analysis::plan::fmt_num;
+use crate::fmt::fmt_num;
 use crate::output::report::escape::markdown;
 
 /// Each provider's phases in `mean`: (label, its phases), the one provider first.

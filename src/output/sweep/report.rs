@@ -7,13 +7,14 @@ use std::path::Path;
 use super::charts::{layout, short, POINT_CHARTS, SWEEP_CHARTS};
 use super::table::{failures, Failure, Recommendation};
 use super::PointResult;
-use crate::analysis::plan::{self, fmt_num, PlanInput};
-use crate::analysis::slo::Threshold;
+use crate::analysis::plan::{self, PlanInput};
+use crate::engine::summary::metrics::{self, Metric};
+use crate::engine::summary::slo::Threshold;
+use crate::fmt::fmt_num;
 use crate::output::files::OutputSet;
 use crate::output::report::charts::{self, Chart};
 use crate::output::report::escape::markdown;
 use crate::output::report::html;
-use crate::output::report::metrics::{self, Metric};
 
 pub use super::charts::{point_charts, sweep_charts};
 

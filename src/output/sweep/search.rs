@@ -28,8 +28,8 @@
 use super::grid::{Grid, GridError};
 use super::table::{failures_in, Failure};
 use super::{PointResult, SweepError, SweepOptions};
-use crate::analysis::slo::{Op, Threshold};
 use crate::engine::scenario::{Axis, AxisValue};
+use crate::engine::summary::slo::{Op, Threshold};
 
 /// What a search looks for.
 #[derive(Debug, Clone, PartialEq)]

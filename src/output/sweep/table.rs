@@ -3,11 +3,11 @@
 use serde_json::Value;
 
 use super::{mean_ci, PointResult};
-use crate::analysis::plan::fmt_num;
-use crate::analysis::slo::Threshold;
 use crate::engine::scenario::sweep_slo::Prefer;
 use crate::engine::scenario::Scenario;
-use crate::output::report::metrics;
+use crate::engine::summary::metrics;
+use crate::engine::summary::slo::Threshold;
+use crate::fmt::fmt_num;
 
 /// A column of a sweep row: its name and how to read it off one summary.json.
 struct Column {

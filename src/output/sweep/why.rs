@@ -17,9 +17,10 @@ use std::fmt::Write as _;
 
 use super::table::{failures, Failure};
 use super::PointResult;
-use crate::analysis::plan::{self, fmt_num, PlanInput};
-use crate::analysis::slo::{Op, Threshold};
+use crate::analysis::plan::{self, PlanInput};
 use crate::engine::scenario::{Arrivals, Scenario};
+use crate::engine::summary::slo::{Op, Threshold};
+use crate::fmt::fmt_num;
 
 /// What a workload asks for, in queries per minute, and how that was worked out (Markdown).
 fn demand(s: &Scenario) -> Option<(f64, String)> {

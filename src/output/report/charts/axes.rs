@@ -8,7 +8,7 @@ use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint, Ranged};
 use plotters::coord::types::RangedCoordf64;
 
 use super::{Chart, Series, XAxis};
-use crate::analysis::plan::fmt_num;
+use crate::fmt::fmt_num;
 
 /// A unit of time, for an axis of durations ([`Chart::y_time`], [`Chart::x_time`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

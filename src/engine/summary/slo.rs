@@ -192,10 +192,7 @@ pub enum ToleranceError {
 }
 
 fn percent_hint(number: f64, quoted: bool) -> String {
-    let p = format!(
-        "{}%",
-        crate::analysis::plan::fmt_num(number).replace(',', "")
-    );
+    let p = format!("{}%", crate::fmt::fmt_num(number).replace(',', ""));
     if quoted {
         format!("{p:?}")
     } else {
@@ -206,7 +203,7 @@ fn percent_hint(number: f64, quoted: bool) -> String {
 fn fraction_hint(number: f64) -> String {
     let f = number / 100.0;
     if f < 1.0 {
-        format!(" or {} (a fraction)", crate::analysis::plan::fmt_num(f))
+        format!(" or {} (a fraction)", crate::fmt::fmt_num(f))
     } else {
         " (a fraction must be below 1)".to_string()
     }
@@ -285,7 +282,7 @@ impl Tolerance {
 impl fmt::Display for Tolerance {
     /// `5 %`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} %", crate::analysis::plan::fmt_num(self.percent()))
+        write!(f, "{} %", crate::fmt::fmt_num(self.percent()))
     }
 }
 

@@ -1,7 +1,7 @@
 //! The metrics of `summary.json` that code reads by their dotted paths, as typed constants, so
 //! a path is spelled once. A path a user gives (an `[slo]` objective, a tolerance, a baseline's
 //! keys) stays a string, checked against
-//! [`Summary::metric_paths`](super::summary::Summary::metric_paths).
+//! [`Summary::metric_paths`](super::Summary::metric_paths).
 //!
 //! The latencies (`latency_ms.<histogram>.<statistic>`, in ms) are named here only where code
 //! reads them; every other metric of summary.json has its constant.
@@ -23,7 +23,7 @@ impl Metric {
     /// Its value in `summary` (a summary.json, or a sweep point's mean of several): `None` if
     /// absent, `null` or not a number.
     pub fn read(self, summary: &Value) -> Option<f64> {
-        crate::analysis::slo::number(summary, self.0)
+        crate::engine::summary::slo::number(summary, self.0)
     }
 }
 
@@ -220,7 +220,7 @@ mod tests {
     use std::path::Path;
 
     use super::*;
-    use crate::output::report::summary::Summary;
+    use crate::engine::summary::Summary;
 
     /// A small run with both limits, a synthesis turn, a generating provider, an adaptive
     /// limit and a fleet of two: every metric of summary.json is a number in it.

@@ -1,5 +1,10 @@
-//! `summary.json`: one run's results, in model time. The schema is versioned
-//! (`schema_version`) and documented in the README; fields are added, never renamed.
+//! `summary.json`: one run's results, in model time, the record every later layer reads. The
+//! schema is versioned (`schema_version`) and documented in docs/reference.md; fields are
+//! added, never renamed. [`metrics`] names the paths code reads; [`slo`] holds a run to
+//! objectives on them.
+
+pub mod metrics;
+pub mod slo;
 
 use std::collections::BTreeMap;
 
@@ -507,7 +512,7 @@ impl Summary {
     pub fn provider_paths(names: &[String]) -> Vec<String> {
         let json =
             serde_json::to_value(NamedProviderSummary::default()).expect("always serialises");
-        let fields = crate::analysis::slo::metric_paths(&json);
+        let fields = crate::engine::summary::slo::metric_paths(&json);
         names
             .iter()
             .flat_map(|n| fields.iter().map(move |f| format!("providers.{n}.{f}")))
@@ -519,14 +524,14 @@ impl Summary {
     /// workloads with a synthesis turn, the `generation` fields only in runs with a generating
     /// provider.)
     pub fn metric_paths() -> Vec<String> {
-        crate::analysis::slo::metric_paths(&Summary::template())
+        crate::engine::summary::slo::metric_paths(&Summary::template())
     }
 
     /// The fields of summary.json that are words, not metrics (`scenario`, `mode`,
     /// `fleet.limiter`), as dotted paths in the file's order.
     pub fn label_paths() -> Vec<String> {
         let json = Summary::template();
-        crate::analysis::slo::leaves(&json)
+        crate::engine::summary::slo::leaves(&json)
             .into_iter()
             .filter(|(_, v)| v.is_string())
             .map(|(path, _)| path)
