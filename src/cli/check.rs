@@ -8,12 +8,13 @@ use clap::Args as ClapArgs;
 use super::{
     default_out, load, load_and_run, out, realtime_options, run_in, Failure, ScenarioArgs,
 };
-use crate::analysis::check::{self, Rows, Selection, Tolerances};
+use crate::analysis::check::{self, Selection, Tolerances};
 use crate::engine::scenario::Scenario;
 use crate::engine::sim::RealtimeOptions;
 use crate::engine::summary::metrics;
 use crate::engine::summary::slo::Tolerance;
 use crate::engine::summary::Summary;
+use crate::output::check::Rows;
 use crate::output::files::OutputSet;
 use crate::output::report::escape;
 use serde_json::Value;
@@ -184,16 +185,19 @@ impl Gate<'_> {
         let outputs = &mut self.outputs;
         crate::output::report::put_run(outputs, &self.dir, &summary, &outcome.recording);
         if let Some(path) = &args.junit {
-            outputs.put(path, check::junit(&self.scenario.name, &checks));
+            outputs.put(
+                path,
+                crate::output::check::junit(&self.scenario.name, &checks),
+            );
         }
         if let Some(path) = &args.summary_md {
-            outputs.put(path, check::markdown(&title, &checks, rows));
+            outputs.put(path, crate::output::check::markdown(&title, &checks, rows));
         }
         self.outputs.commit().map_err(|e| Failure::output(&e))?;
         let printed = out(&format!(
             "capsize check: {}\n\n{}",
             escape::terminal(&title),
-            check::table_of(&checks, rows)
+            crate::output::check::table_of(&checks, rows)
         ));
         Ok(if checks.iter().all(|c| c.pass) {
             printed

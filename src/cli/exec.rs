@@ -186,7 +186,7 @@ impl Prepared<'_> {
                 "\ncapsize exec --check: {} (seed {}, exec)\n\n{}",
                 escape::terminal(&self.scenario.name),
                 self.scenario.seed,
-                check::table(&checks)
+                crate::output::check::table(&checks)
             ));
         }
         let printed = out(&text);

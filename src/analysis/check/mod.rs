@@ -8,7 +8,6 @@
 //! way that is worse but the maxima.
 
 pub mod direction;
-mod render;
 pub mod select;
 pub mod slack;
 
@@ -21,7 +20,6 @@ use crate::engine::summary::metrics;
 use crate::engine::summary::slo::{self, Threshold, Tolerance};
 use crate::engine::summary::Summary;
 pub use direction::{direction, Direction};
-pub use render::{junit, markdown, table, table_of, Rows};
 pub use select::Selection;
 
 /// What a check holds the run against.

@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use super::Check;
+use crate::analysis::check::Check;
 use crate::fmt::fmt_num;
 use crate::output::report::escape::{self, terminal, xml};
 
@@ -178,8 +178,8 @@ pub fn junit(suite: &str, checks: &[Check]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::Kind;
     use super::*;
+    use crate::analysis::check::Kind;
 
     fn check(metric: &str, expected: &str, pass: bool) -> Check {
         Check {
