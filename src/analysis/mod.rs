@@ -4,3 +4,4 @@
 
 pub(crate) mod check;
 pub mod plan;
+pub(crate) mod sweep;

@@ -1,22 +1,20 @@
 //! `capsize search`: the largest (or smallest) value of one numeric key that still meets the
-//! scenario's objectives ([`crate::output::sweep::search`]).
+//! scenario's objectives ([`crate::analysis::sweep::search`]); what it writes is
+//! [`crate::output::sweep::search`].
 
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Args as ClapArgs;
 
 use super::{default_out, out, realtime_options, ClockArgs, Failure};
+use crate::analysis::sweep::search::{self, Outside, Probe, SearchError, SearchSpec, Step};
+use crate::analysis::sweep::SweepOptions;
 use crate::engine::scenario;
-use crate::engine::summary::metrics;
 use crate::fmt::fmt_num;
 use crate::output::files::OutputSet;
 use crate::output::report::escape;
-use crate::output::sweep::search::{
-    self, Found, Limit, Outside, Probe, SearchError, SearchSpec, Step, Stop,
-};
-use crate::output::sweep::SweepOptions;
+use crate::output::sweep::search::{answer, check_words, csv, not_monotone, row, CSV};
 
 /// Flags of `capsize search`.
 #[derive(Debug, ClapArgs)]
@@ -62,9 +60,6 @@ pub struct SearchArgs {
     #[command(flatten)]
     clock: ClockArgs,
 }
-
-/// The file a search writes.
-const CSV: &str = "search.csv";
 
 /// The key's value in the scenario file, and whether it is an integer.
 fn own_value(text: &str, key: &str) -> Option<(f64, bool)> {
@@ -176,221 +171,6 @@ fn within_bounds(
         }
     }
     Ok(())
-}
-
-/// A probe's row: value, seeds passing, queries/s, query p95, 429s, verdict, step, note.
-fn row(spec: &SearchSpec, found: Option<&Found>, p: &Probe) -> [String; 8] {
-    let get = |m: metrics::Metric| m.read(&p.result.mean).map_or(String::new(), fmt_num);
-    let verdict = if p.passes() {
-        "passes".to_string()
-    } else {
-        let reasons: Vec<String> = p.failures.iter().map(|f| f.to_string()).collect();
-        format!("fails: {}", reasons.join("; "))
-    };
-    [
-        search::shown(spec, p.value),
-        format!("{}/{}", p.seeds_passing, p.result.runs.len()),
-        get(metrics::QUERIES_PER_S),
-        get(metrics::QUERY_P95),
-        get(metrics::PROVIDER_RATE_LIMITED),
-        verdict,
-        p.step.to_string(),
-        found.map_or(String::new(), |f| note(spec, f, p)),
-    ]
-}
-
-/// search.csv's note on a probe that contradicts the assumption that passing is monotone:
-/// `not monotone: 2, larger, passes` on a failing probe, `not monotone: 1, smaller, fails` on
-/// a passing one; empty otherwise.
-fn note(spec: &SearchSpec, found: &Found, p: &Probe) -> String {
-    found.contradicts(p, spec.max).map_or(String::new(), |q| {
-        format!(
-            "not monotone: {}, {}, {}",
-            search::shown(spec, q),
-            if q > p.value { "larger" } else { "smaller" },
-            if p.passes() { "fails" } else { "passes" }
-        )
-    })
-}
-
-/// `search.csv`: a row per probe, in the order run.
-fn csv(spec: &SearchSpec, found: &Found) -> Result<String, csv::Error> {
-    let mut w = csv::Writer::from_writer(Vec::new());
-    w.write_record([
-        spec.key.as_str(),
-        "seeds_passing",
-        "queries_per_s",
-        "query_p95_ms",
-        "rate_limited",
-        "verdict",
-        "step",
-        "note",
-    ])?;
-    for p in &found.probes {
-        w.write_record(row(spec, Some(found), p))?;
-    }
-    let bytes = w.into_inner().map_err(|e| e.into_error())?;
-    Ok(String::from_utf8_lossy(&bytes).into_owned())
-}
-
-/// A limit in words: `the largest workload.sessions takes`, `the --to given`, `2^20 × the
-/// start`.
-fn limit_words(spec: &SearchSpec, limit: &Limit, high: bool) -> String {
-    match (limit.stop, high) {
-        (Stop::Key, true) => format!("the largest {} takes", spec.key),
-        (Stop::Key, false) => format!("the smallest {} takes", spec.key),
-        (Stop::To, _) => "the --to given".into(),
-        (Stop::Range, true) => "2^20 × the start".into(),
-        (Stop::Range, false) => "2^-20 × the start".into(),
-        (Stop::Floor, _) => "the smallest integer above 0".into(),
-    }
-}
-
-/// The answer in words.
-fn answer(spec: &SearchSpec, found: &Found) -> String {
-    let which = if spec.max { "largest" } else { "smallest" };
-    let probe = |i: usize| &found.probes[i];
-    let reasons = |p: &Probe| {
-        let r: Vec<String> = p.failures.iter().map(|f| f.to_string()).collect();
-        r.join("; ")
-    };
-    match (found.answer, found.beyond) {
-        (Some(a), b) => {
-            let a = probe(a);
-            let mut line = format!(
-                "{which} {} that meets the objectives: {}",
-                spec.key,
-                search::shown(spec, a.value)
-            );
-            if a.noisy() {
-                let _ = write!(
-                    line,
-                    " (noisy: {} of its {} seeds pass on their own; judged on their mean)",
-                    a.seeds_passing,
-                    a.result.runs.len()
-                );
-            }
-            match b.map(probe) {
-                Some(b) => {
-                    let _ = write!(
-                        line,
-                        "; {} fails: {}",
-                        search::shown(spec, b.value),
-                        reasons(b)
-                    );
-                }
-                // Nothing failed on the far side: the search stopped at its limit there.
-                None => {
-                    let (limit, further) = if spec.max {
-                        (&found.limits.high, "larger")
-                    } else {
-                        (&found.limits.low, "smaller")
-                    };
-                    let _ = write!(
-                        line,
-                        "; it is {}, so no {further} value was tried",
-                        limit_words(spec, limit, spec.max)
-                    );
-                    match limit.stop {
-                        Stop::To | Stop::Range if spec.max => {
-                            line.push_str(": the answer may lie above it (raise --to)")
-                        }
-                        Stop::Range => {
-                            line.push_str(": the answer may lie below it (start lower with --from)")
-                        }
-                        _ => {}
-                    }
-                }
-            }
-            line
-        }
-        (None, _) => {
-            let values = found.probes.iter().map(|p| p.value);
-            let lo = values.clone().fold(f64::INFINITY, f64::min);
-            let hi = values.fold(f64::NEG_INFINITY, f64::max);
-            // The end nearest to passing by the assumption: the least load, the most capacity.
-            let (best, limit) = if spec.max {
-                (lo, &found.limits.low)
-            } else {
-                (hi, &found.limits.high)
-            };
-            let best_probe = found.probes.iter().rev().find(|p| p.value == best);
-            let why = best_probe.map_or(String::new(), reasons);
-            let at = if best == limit.value {
-                format!(", {},", limit_words(spec, limit, !spec.max))
-            } else {
-                String::new()
-            };
-            let tried = if lo == hi {
-                format!("the one value tried, {}, fails", search::shown(spec, lo))
-            } else {
-                format!(
-                    "all {} values tried, from {} to {}, fail",
-                    found.probes.len(),
-                    search::shown(spec, lo),
-                    search::shown(spec, hi)
-                )
-            };
-            format!(
-                "no value of {} tried meets the objectives: {tried}; {}{at} fails: {why}",
-                spec.key,
-                search::shown(spec, best),
-            )
-        }
-    }
-}
-
-/// Why the search turns to check the other way (`step`, the first such probe), from the
-/// values tried so far: `nothing passes from 4 down to 1: trying larger values, in case
-/// passing is not monotone in workload.sessions`.
-fn check_words(spec: &SearchSpec, lowest: f64, highest: f64, step: Step) -> String {
-    let start = search::start(spec);
-    let up = step == Step::CheckUp;
-    let (end, way, other) = if up {
-        (lowest, "down", "larger")
-    } else {
-        (highest, "up", "smaller")
-    };
-    let nothing = if end == start {
-        format!(
-            "{} fails and no {} value can be tried",
-            search::shown(spec, start),
-            if up { "smaller" } else { "larger" }
-        )
-    } else {
-        format!(
-            "nothing passes from {} {way} to {}",
-            search::shown(spec, start),
-            search::shown(spec, end)
-        )
-    };
-    format!(
-        "{nothing}: trying {other} values, in case passing is not monotone in {}",
-        spec.key
-    )
-}
-
-/// The line saying the probes contradict the assumption that passing is monotone, if they do.
-fn not_monotone(spec: &SearchSpec, found: &Found) -> Option<String> {
-    let (fails, passes) = found.contradiction(spec.max)?;
-    let passing: Vec<String> = found
-        .passing_values()
-        .into_iter()
-        .map(|v| search::shown(spec, v))
-        .collect();
-    Some(format!(
-        "not monotone: {} {} fails, yet {}, {}, passes (the search assumes {}); values that pass: {}",
-        spec.key,
-        search::shown(spec, fails),
-        search::shown(spec, passes),
-        if passes > fails { "larger" } else { "smaller" },
-        if spec.max {
-            "more load never helps"
-        } else {
-            "more capacity never hurts"
-        },
-        passing.join(", ")
-    ))
 }
 
 /// `capsize search`.

@@ -6,10 +6,10 @@ use std::process::ExitCode;
 use clap::Args as ClapArgs;
 
 use super::{default_out, out, realtime_options, ClockArgs, Failure};
-use crate::engine::sim;
+use crate::analysis::sweep::{self, Grid, GridError, SweepOptions};
 use crate::output::files::OutputSet;
 use crate::output::report::escape;
-use crate::output::sweep::{self, report as capacity, table, Grid, GridError, SweepOptions};
+use crate::output::sweep::{self as written, csv as table, report as capacity};
 
 /// Flags of `capsize sweep`.
 #[derive(Debug, ClapArgs)]
@@ -86,7 +86,7 @@ pub fn sweep(args: SweepArgs) -> ExitCode {
     let dir = default_out(&args.out, &first.name);
     let mut outputs = OutputSet::new();
     outputs.scenario(&args.scenario, &sets);
-    let adaptive = sweep::limit::any_adaptive(grid.points.iter().map(|(_, s)| s));
+    let adaptive = written::limit::any_adaptive(grid.points.iter().map(|(_, s)| s));
     capacity::declare(&mut outputs, &dir, adaptive);
     if let Err(e) = outputs.check() {
         return Failure::output(&e).exit();
@@ -99,39 +99,28 @@ pub fn sweep(args: SweepArgs) -> ExitCode {
         realtime: realtime.clone(),
         progress: true,
     };
-    let points = match sweep::run(&grid, &opts) {
-        Ok(p) => p,
+    let answer = match sweep::answer(&grid, &opts) {
+        Ok(a) => a,
         Err(e) if super::is_bad_input(&e.source) => return Failure::bad_input(e).exit(),
         Err(e) => return Failure::run_failed(e).exit(),
     };
+    let (points, rec) = (&answer.points, answer.recommendation.as_ref());
     let base = &grid.points[0].1;
     let slo = &base.slo;
-    let csv = match table::csv(&points, slo) {
+    let csv = match table::csv(points, slo) {
         Ok(c) => c,
         Err(e) => return Failure::write_failed(e).exit(),
     };
-    let rec = table::recommend(&points, slo);
     let rpm = base.provider().rpm;
-    let mut charts = capacity::sweep_charts(&points, rpm, slo);
+    let mut charts = capacity::sweep_charts(points, rpm, slo);
     if adaptive {
-        charts.push(sweep::limit::sweep_chart(&points));
+        charts.push(written::limit::sweep_chart(points));
     }
-    if let Some(r) = &rec {
-        // The recommended point again, for its histograms and time series (same seed: same run).
+    if let (Some(r), Some(o)) = (rec, &answer.recommended_run) {
         let s = &points[r.index].scenario;
-        let outcome = match &realtime {
-            None => sim::run(s),
-            Some(o) => sim::run_realtime(s, o),
-        };
-        match outcome {
-            Ok(o) => {
-                charts.extend(capacity::point_charts(&o.recording, s, slo));
-                if adaptive {
-                    charts.push(sweep::limit::point_chart(&o.recording, s));
-                }
-            }
-            Err(e) if super::is_bad_input(&e) => return Failure::bad_input(e).exit(),
-            Err(e) => return Failure::run_failed(e).exit(),
+        charts.extend(capacity::point_charts(&o.recording, s, slo));
+        if adaptive {
+            charts.push(written::limit::point_chart(&o.recording, s));
         }
     }
     let mut svgs = Vec::new();
@@ -141,7 +130,7 @@ pub fn sweep(args: SweepArgs) -> ExitCode {
             Err(e) => return Failure::write_failed(e).exit(),
         }
     }
-    let (md, html) = capacity::render(&points, slo, rec.as_ref(), &svgs);
+    let (md, html) = capacity::render(points, slo, rec, &svgs);
     // Bound after the charts, which its PNGs borrow until the commit.
     let mut outputs = outputs;
     outputs.put(dir.join(capacity::CSV), csv);
@@ -154,7 +143,7 @@ pub fn sweep(args: SweepArgs) -> ExitCode {
             .find(|l| l.starts_with("**") || l.starts_with("No point"))
             .unwrap_or(""),
     );
-    for why in sweep::why::diagnose(&points, slo) {
+    for why in written::why::diagnose(points, slo) {
         headline.push_str("\n  ");
         headline.push_str(&plain(&why));
     }

@@ -9,7 +9,7 @@
 
 use capsize_mock::ProviderConfig;
 
-use super::PointResult;
+use crate::analysis::sweep::PointResult;
 use crate::engine::recorder::Recording;
 use crate::engine::scenario::Scenario;
 use crate::engine::summary::metrics::{self, Metric};

@@ -8,7 +8,7 @@ use crate::engine::summary::metrics;
 use crate::output::report::charts::{Chart, Series, TimeUnit, XAxis};
 
 use super::charts::{fill, layout, lines_of, panel_keys, short};
-use super::PointResult;
+use crate::analysis::sweep::PointResult;
 
 /// Stems of the two charts.
 pub const CHARTS: [&str; 2] = ["concurrency_limit", "limit_over_time"];

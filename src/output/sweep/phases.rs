@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use serde_json::Value;
 
-use super::PointResult;
+use crate::analysis::sweep::PointResult;
 use crate::fmt::fmt_num;
 use crate::output::report::escape::markdown;
 

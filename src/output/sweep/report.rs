@@ -5,9 +5,8 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use super::charts::{layout, short, POINT_CHARTS, SWEEP_CHARTS};
-use super::table::{failures, Failure, Recommendation};
-use super::PointResult;
 use crate::analysis::plan::{self, PlanInput};
+use crate::analysis::sweep::{failures, Failure, PointResult, Recommendation};
 use crate::engine::summary::metrics::{self, Metric};
 use crate::engine::summary::slo::Threshold;
 use crate::fmt::fmt_num;

@@ -15,9 +15,8 @@
 
 use std::fmt::Write as _;
 
-use super::table::{failures, Failure};
-use super::PointResult;
 use crate::analysis::plan::{self, PlanInput};
+use crate::analysis::sweep::{failures, Failure, PointResult};
 use crate::engine::scenario::{Arrivals, Scenario};
 use crate::engine::summary::slo::{Op, Threshold};
 use crate::fmt::fmt_num;

@@ -2,9 +2,9 @@
 //! small multiples for a third key, and the recommended point's phased RPM limit as steps.
 
 use super::*;
+use crate::analysis::sweep::Point;
 use crate::engine::scenario::{self, AxisValue};
 use crate::output::report::charts::{svg, texts as svg_texts};
-use crate::output::sweep::Point;
 
 /// A point of a research-agent sweep at `values`, with `p95` ms and `limited` 429s of 1000.
 fn point(values: &[(&str, AxisValue)], p95: f64, limited: f64) -> PointResult {
