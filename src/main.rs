@@ -1,5 +1,5 @@
 //! The `capsize` binary: a thin shell over [`capsize::cli`].
 
 fn main() -> std::process::ExitCode {
-    capsize::cli::main()
+    capsize::main()
 }

@@ -7,10 +7,10 @@
 
 use std::path::Path;
 
-use capsize::engine::recorder::Recording;
-use capsize::engine::scenario::{parse, Scenario};
-use capsize::engine::sim;
-use capsize::engine::summary::Summary;
+use capsize::api::scenario::{parse, Scenario};
+use capsize::api::sim;
+use capsize::api::sim::Recording;
+use capsize::api::summary::Summary;
 
 mod common;
 use common::{capsize, stderr};

@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use capsize::output::report::charts::{self, texts as svg_texts, Chart, Reference, Series, XAxis};
+use capsize::api::charts::{self, texts as svg_texts, Chart, Reference, Series, XAxis};
 
 mod common;
 use common::temp::Temp;
@@ -274,7 +274,7 @@ fn gallery() {
 
 // ---- Charts people read at a glance (the sweep's own charts: src/output/sweep/charts.rs) ----
 
-use capsize::output::report::charts::{Panel, TimeUnit};
+use capsize::api::charts::{Panel, TimeUnit};
 
 /// The `x="..."` of every `<text>` whose content is `wanted`.
 fn text_xs(svg: &str, wanted: &str) -> Vec<f64> {

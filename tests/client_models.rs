@@ -5,8 +5,8 @@
 use std::path::Path;
 use std::time::Duration;
 
-use capsize::engine::scenario::{parse, Scenario};
-use capsize::engine::sim;
+use capsize::api::scenario::{parse, Scenario};
+use capsize::api::sim;
 use capsize::scheduler::{Jitter, RetryAfterMode, RetryPreset};
 
 fn scenario(toml: &str, sets: &[&str]) -> Result<Scenario, String> {

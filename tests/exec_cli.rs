@@ -612,7 +612,7 @@ const EXEC_METRICS: [&str; 27] = [
 /// The dotted paths of the numbers and nulls in `v`, in the text's order (`text` is the file).
 fn numeric_paths(text: &str) -> Vec<String> {
     let v: serde_json::Value = serde_json::from_str(text).unwrap();
-    let mut out = capsize::engine::summary::slo::metric_paths(&v);
+    let mut out = capsize::api::summary::metric_paths(&v);
     // serde_json's map is sorted: put them back in the file's order.
     let line = |p: &String| {
         let last = p.rsplit('.').next().unwrap();

@@ -7,9 +7,9 @@
 
 use std::path::Path;
 
-use capsize::engine::scenario::{parse, Scenario};
-use capsize::engine::sim;
-use capsize::engine::summary::Summary;
+use capsize::api::scenario::{parse, Scenario};
+use capsize::api::sim;
+use capsize::api::summary::Summary;
 
 /// 16 users asking for about 1,100 calls a minute of a 600 RPM key, 90 % headroom.
 const FLEET: &str = include_str!("data/fleet/users-16.toml");

@@ -11,9 +11,9 @@ mod common;
 
 use std::path::Path;
 
-use capsize::engine::scenario::{parse, Scenario};
-use capsize::engine::sim::{self, RealtimeOptions};
-use capsize::engine::summary::Summary;
+use capsize::api::scenario::{parse, Scenario};
+use capsize::api::sim::{self, RealtimeOptions};
+use capsize::api::summary::Summary;
 use common::redis::Redis;
 use common::{capsize, stderr};
 

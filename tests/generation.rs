@@ -6,9 +6,9 @@
 
 use std::path::Path;
 
-use capsize::engine::scenario::{parse, Scenario};
-use capsize::engine::sim::{self, RealtimeOptions};
-use capsize::engine::summary::Summary;
+use capsize::api::scenario::{parse, Scenario};
+use capsize::api::sim::{self, RealtimeOptions};
+use capsize::api::summary::Summary;
 
 /// One session, ten queries: a local tool call (100 ms), a model turn (400 ms to the first of
 /// 100 tokens, 10 ms each after it: 1,390 ms), a tool call again: 1,590 ms a query.

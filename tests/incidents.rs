@@ -10,9 +10,9 @@ use std::sync::Mutex;
 
 use common::temp::Temp;
 
-use capsize::engine::scenario::{parse, Scenario};
-use capsize::engine::sim::{self, RealtimeOptions};
-use capsize::engine::summary::Summary;
+use capsize::api::scenario::{parse, Scenario};
+use capsize::api::sim::{self, RealtimeOptions};
+use capsize::api::summary::Summary;
 
 fn scenario(toml: &str) -> Result<Scenario, String> {
     parse(toml, Path::new("test.toml"), &[]).map_err(|e| e.to_string())

@@ -3,9 +3,8 @@
 
 use std::path::Path;
 
-use capsize::analysis::plan::{expected_max_ms, plan, render, PlanInput, Row};
-use capsize::engine::scenario;
-use capsize::fmt::fmt_num;
+use capsize::api::plan::{expected_max_ms, fmt_num, plan, render, PlanInput, Row};
+use capsize::api::scenario;
 use capsize_mock::Latency;
 
 /// The value of row `key`, failing the test if it is missing.

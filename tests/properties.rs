@@ -18,9 +18,9 @@
 use std::sync::mpsc;
 use std::time::Duration;
 
-use capsize::engine::scenario::{self, Arrivals, Count, Scenario, Stop, Target};
-use capsize::engine::sim::{self, SimError, SimOutcome};
-use capsize::engine::summary::{ProviderCounts, Summary};
+use capsize::api::scenario::{self, Arrivals, Count, Scenario, Stop, Target};
+use capsize::api::sim::{self, SimError, SimOutcome};
+use capsize::api::summary::{ProviderCounts, Summary};
 use capsize::scheduler::Adaptive;
 use capsize_mock::{Counters, ProviderConfig};
 use proptest::prelude::*;

@@ -5,9 +5,9 @@
 
 use std::path::Path;
 
-use capsize::engine::scenario::{load, parse, Scenario};
-use capsize::engine::sim::{self, RealtimeOptions};
-use capsize::engine::summary::Summary;
+use capsize::api::scenario::{load, parse, Scenario};
+use capsize::api::sim::{self, RealtimeOptions};
+use capsize::api::summary::Summary;
 use serde_json::Value;
 
 mod common;

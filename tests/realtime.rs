@@ -6,9 +6,9 @@
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use capsize::engine::scenario::{parse, Scenario};
-use capsize::engine::sim::{self, RealtimeOptions, SimOutcome};
-use capsize::engine::summary::Summary;
+use capsize::api::scenario::{parse, Scenario};
+use capsize::api::sim::{self, RealtimeOptions, SimOutcome};
+use capsize::api::summary::Summary;
 
 /// Where a test body runs.
 #[derive(Debug, Clone, Copy)]

@@ -7,8 +7,8 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use capsize::engine::scenario::parse;
-use capsize::engine::sim::mock_config;
+use capsize::api::scenario::parse;
+use capsize::api::sim::mock_config;
 use serde_json::Value;
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};

@@ -6,9 +6,9 @@
 
 use std::path::Path;
 
-use capsize::engine::scenario::parse;
-use capsize::engine::sim::{self, RealtimeOptions};
-use capsize::engine::summary::Summary;
+use capsize::api::scenario::parse;
+use capsize::api::sim::{self, RealtimeOptions};
+use capsize::api::summary::Summary;
 
 /// 125 sessions x 8 calls with no concurrency limit: 1,000 requests in flight, each answered
 /// after 2 s of model time (200 ms of real time at 10x), twice over.

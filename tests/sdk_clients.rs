@@ -21,8 +21,8 @@ use std::path::Path;
 use std::process::{Child, Command};
 use std::sync::{Mutex, PoisonError};
 
-use capsize::engine::scenario::parse;
-use capsize::engine::sim;
+use capsize::api::scenario::parse;
+use capsize::api::sim;
 use common::temp::Temp;
 
 /// What the provider and the client saw, latencies in model seconds.

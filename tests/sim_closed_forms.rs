@@ -3,9 +3,9 @@
 
 use std::path::Path;
 
-use capsize::engine::scenario::{parse, Scenario};
-use capsize::engine::sim::{self, SimOutcome};
-use capsize::engine::summary::Summary;
+use capsize::api::scenario::{parse, Scenario};
+use capsize::api::sim::{self, SimOutcome};
+use capsize::api::summary::Summary;
 
 fn scenario(toml: &str) -> Scenario {
     parse(toml, Path::new("test.toml"), &[]).unwrap_or_else(|e| panic!("{e}"))

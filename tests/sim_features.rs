@@ -4,9 +4,9 @@
 
 use std::path::Path;
 
-use capsize::engine::scenario::{parse, Scenario};
-use capsize::engine::sim::{self, SimError};
-use capsize::engine::summary::Summary;
+use capsize::api::scenario::{parse, Scenario};
+use capsize::api::sim::{self, SimError};
+use capsize::api::summary::Summary;
 
 fn scenario(toml: &str, sets: &[&str]) -> Scenario {
     let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();

@@ -16,7 +16,7 @@ use crate::scheduler::Interrupt;
 
 mod series;
 
-pub use series::{BinLatency, CallBin, Second, Series, MAX_BINS};
+pub use series::{CallBin, Series};
 
 /// Histogram values are microseconds of model time, up to a day, 3 significant digits.
 fn histogram() -> Histogram<u64> {

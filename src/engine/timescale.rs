@@ -26,7 +26,8 @@ impl TimeScale {
     pub const VIRTUAL: TimeScale = TimeScale { mul: 1, div: 1 };
 
     /// Model time itself (a real-time run at its natural pace).
-    pub const REAL: TimeScale = TimeScale { mul: 1, div: 1 };
+    #[cfg(test)]
+    const REAL: TimeScale = TimeScale { mul: 1, div: 1 };
 
     /// A runtime `factor` times faster than model time, to a thousandth. `factor` must be
     /// finite and between 0.001 and 1,000,000 (callers validate user input first).
@@ -40,7 +41,8 @@ impl TimeScale {
     }
 
     /// How many times faster than model time the runtime runs (below 1: slower).
-    pub fn factor(self) -> f64 {
+    #[cfg(test)]
+    fn factor(self) -> f64 {
         f64::from(self.div) / f64::from(self.mul)
     }
 

@@ -92,13 +92,6 @@ impl Planner {
         }
     }
 
-    /// The next query's shape.
-    pub fn query(&mut self) -> QueryPlan {
-        let mut plan = QueryPlan { agents: Vec::new() };
-        self.fill(&mut plan);
-        plan
-    }
-
     /// The next query's shape, written over `plan` (its vectors are reused, so a driver that
     /// keeps one plan per session allocates nothing per query).
     pub fn fill(&mut self, plan: &mut QueryPlan) {

@@ -86,13 +86,6 @@ pub struct AgentEnd {
     pub wall: Duration,
 }
 
-impl AgentEnd {
-    /// Whether it exited by itself with code 0.
-    pub fn succeeded(&self) -> bool {
-        self.ending == Ending::Exited && self.exit_code == Some(0)
-    }
-}
-
 /// What the mock saw of the agent, and how the agent ended.
 #[derive(Debug, Clone)]
 pub struct ExecOutcome {
@@ -104,8 +97,6 @@ pub struct ExecOutcome {
     pub phases: Vec<Counters>,
     /// The clients' side: in flight, retries, orphans, the series.
     pub traffic: TrafficReport,
-    /// Where the mock listened.
-    pub address: SocketAddr,
 }
 
 /// Why the agent could not be run.
@@ -228,7 +219,6 @@ async fn exec(s: &Scenario, request: &ExecRequest) -> Result<ExecOutcome, ExecEr
         counters: mock.counters(),
         phases: mock.phase_counters(),
         traffic: mock.traffic_report(),
-        address,
     };
     drop(mock);
     Ok(outcome)

@@ -29,7 +29,7 @@ impl From<capsize_mock::ConfigError> for Invalid {
 /// The longest duration anywhere in a scenario, a year (the watchdog's horizon), and the largest
 /// provider limit per minute: the provider's own bounds, so one value is refused the same way
 /// in every table.
-pub use capsize_mock::limits::{MAX_DURATION, MAX_DURATION_MS, MAX_PER_MINUTE};
+pub use capsize_mock::limits::{MAX_DURATION, MAX_DURATION_MS};
 /// The largest seed: seeds are written into TOML files, whose integers are signed 64-bit.
 pub const MAX_SEED: u64 = i64::MAX as u64;
 /// The most concurrent sessions of a closed-loop workload (each is a task).

@@ -116,7 +116,7 @@ pub struct SimOutcome {
     pub recording: Recording,
     /// The provider's own counters (every endpoint's, added up).
     pub provider: capsize_mock::Counters,
-    /// Each endpoint's counters, in the routes' order (see [`Routes`]).
+    /// Each endpoint's counters, in the routes' order (see `engine::routes::Routes`).
     pub endpoints: Vec<capsize_mock::Counters>,
     /// Each endpoint's counters per phase of its provider (see `[[provider.phases]]`).
     pub phases: Vec<Vec<capsize_mock::Counters>>,
