@@ -223,6 +223,9 @@ pub struct SchedulerSettings {
     pub burst_s: f64,
     /// Retry policy (durations in model time).
     pub retry: RetryPolicy,
+    /// The client model the retry policy starts from: `scheduler.retry.preset`'s name, or
+    /// `capsize` (the default), whatever keys beside it override.
+    pub retry_preset: &'static str,
     /// The client's timeout per attempt.
     pub timeout: Duration,
     /// Cap on tool calls per turn.

@@ -422,17 +422,22 @@ fn fits(w: &Workload, providers: &[NamedProvider]) -> Result<(), Invalid> {
     Ok(())
 }
 
+/// The client model `scheduler.retry.preset` names (capsize's own when none is given).
+fn preset(r: Option<&RawRetry>) -> Result<RetryPreset, Invalid> {
+    match r.and_then(|r| r.preset.as_ref()) {
+        Some(name) => {
+            RetryPreset::from_name(name).map_err(|e| bad("scheduler.retry.preset", e.to_string()))
+        }
+        None => Ok(RetryPreset::Capsize),
+    }
+}
+
 fn retry(r: Option<&RawRetry>) -> Result<RetryPolicy, Invalid> {
     let Some(r) = r else {
         return Ok(RetryPolicy::default());
     };
     // The preset first: every field given beside it overrides it.
-    let mut p = match &r.preset {
-        Some(name) => RetryPreset::from_name(name)
-            .map_err(|e| bad("scheduler.retry.preset", e.to_string()))?
-            .policy(),
-        None => RetryPolicy::default(),
-    };
+    let mut p = preset(Some(r))?.policy();
     if let Some(n) = r.max_retries {
         let key = "scheduler.retry.max_retries";
         p.max_retries = within(key, u64::from(n), 0, bounds::MAX_RETRIES)? as u32;
@@ -533,6 +538,7 @@ fn scheduler(s: &RawScheduler) -> Result<SchedulerSettings, Invalid> {
             bounds::MAX_BURST_S,
         )?,
         retry: retry(s.retry.as_ref())?,
+        retry_preset: preset(s.retry.as_ref())?.name(),
         timeout,
         turn: TurnPolicy {
             max_parallel: tools as usize,

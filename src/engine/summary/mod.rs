@@ -170,6 +170,9 @@ pub struct Summary {
     pub seed: u64,
     /// `virtual` or `realtime`.
     pub mode: String,
+    /// The client model the run's retries followed (`scheduler.retry.preset`, `capsize` by
+    /// default).
+    pub retry_preset: String,
     /// Queries finished.
     pub queries: u64,
     /// Queries started.
@@ -447,6 +450,7 @@ impl Summary {
             scenario: scenario.name.clone(),
             seed: scenario.seed,
             mode: out.mode.name().into(),
+            retry_preset: scenario.scheduler.retry_preset.into(),
             queries: r.queries_completed,
             queries_started: out.queries_started,
             queries_failed: r.queries_failed,

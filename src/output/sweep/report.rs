@@ -174,6 +174,11 @@ fn recommendation<'a>(
         return None;
     };
     let _ = writeln!(md, "{}.\n\nChosen by {}.", headline(p), r.rule);
+    let _ = writeln!(
+        md,
+        "Retries as the `{}` client does (`scheduler.retry.preset`).",
+        p.scenario.scheduler.retry_preset
+    );
     if let Some(line) = burst(p) {
         let _ = writeln!(md, "{line}");
     }
