@@ -225,7 +225,7 @@ pub struct RawRetry {
 pub struct RawScheduler {
     /// Calls in flight at once (0 unbounded), or an adaptive limit's table (see
     /// `concurrency.rs`).
-    pub max_concurrency: Option<toml::Value>,
+    pub max_concurrency: Option<super::concurrency::RawConcurrency>,
     /// Share of the provider's limits to use.
     pub headroom: Option<f64>,
     /// Client-side RPM/TPM buckets at the provider's limits × headroom.
