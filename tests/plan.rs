@@ -10,17 +10,17 @@ use capsize_mock::Latency;
 /// The value of row `key`, failing the test if it is missing.
 fn value(rows: &[Row], key: &str) -> f64 {
     rows.iter()
-        .find(|r| r.key == key)
+        .find(|r| r.key.name() == key)
         .unwrap_or_else(|| panic!("no row {key:?} in {:?}", keys(rows)))
         .value
 }
 
 fn keys(rows: &[Row]) -> Vec<&'static str> {
-    rows.iter().map(|r| r.key).collect()
+    rows.iter().map(|r| r.key.name()).collect()
 }
 
 fn has(rows: &[Row], key: &str) -> bool {
-    rows.iter().any(|r| r.key == key)
+    rows.iter().any(|r| r.key.name() == key)
 }
 
 /// Asserts `got` is `want` within 1e-9 relative.
@@ -81,7 +81,10 @@ fn ten_million_tpm_at_2000_tokens_is_5000_calls_a_minute_and_binds_below_10000_r
     assert_eq!(fmt_num(value(&rows, "tpm_calls_per_s")), "83.3");
     // The binding ceiling is the smaller: 83.3 calls/s (TPM), not 166.7 (RPM).
     close(value(&rows, "call_ceiling_per_s"), 5_000.0 / 60.0);
-    let ceiling = rows.iter().find(|r| r.key == "call_ceiling_per_s").unwrap();
+    let ceiling = rows
+        .iter()
+        .find(|r| r.key.name() == "call_ceiling_per_s")
+        .unwrap();
     assert!(ceiling.label.contains("TPM"), "{}", ceiling.label);
 }
 
@@ -129,7 +132,7 @@ fn eight_parallel_calls_of_uniform_200_900_take_822_2_ms_on_average() {
     assert_eq!(fmt_num(value(&rows, "fanout_expected_max_ms")), "822.2");
     let row = rows
         .iter()
-        .find(|r| r.key == "fanout_expected_max_ms")
+        .find(|r| r.key.name() == "fanout_expected_max_ms")
         .unwrap();
     assert_eq!(row.formula, "200 + 700 × 8/9");
     // The same from the distribution itself, with no uniform shortcut given.

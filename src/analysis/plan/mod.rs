@@ -148,11 +148,80 @@ impl PlanInput {
     }
 }
 
+/// Which line of the arithmetic a [`Row`] is: what other code looks a row up by, written as
+/// its snake_case name (`rps_ceiling`) in `capsize plan --json`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Key {
+    /// `rps_ceiling`.
+    RpsCeiling,
+    /// `tpm_calls_per_min`.
+    TpmCallsPerMin,
+    /// `tpm_calls_per_s`.
+    TpmCallsPerS,
+    /// `call_ceiling_per_s`.
+    CallCeilingPerS,
+    /// `queries_per_s_ceiling`.
+    QueriesPerSCeiling,
+    /// `queries_per_min_ceiling`.
+    QueriesPerMinCeiling,
+    /// `headroom_slots_per_min`.
+    HeadroomSlotsPerMin,
+    /// `spare_rpm`.
+    SpareRpm,
+    /// `queries_per_min_at_headroom`.
+    QueriesPerMinAtHeadroom,
+    /// `littles_law_concurrency_at_ceiling`.
+    LittlesLawConcurrencyAtCeiling,
+    /// `littles_law_concurrency_at_headroom`.
+    LittlesLawConcurrencyAtHeadroom,
+    /// `littles_law_throughput`.
+    LittlesLawThroughput,
+    /// `littles_law_share_of_ceiling`.
+    LittlesLawShareOfCeiling,
+    /// `fanout_expected_max_ms`.
+    FanoutExpectedMaxMs,
+    /// `strict_waves_ms`.
+    StrictWavesMs,
+    /// `sequential_ms`.
+    SequentialMs,
+    /// `tpm_exhaustion_s`.
+    TpmExhaustionS,
+    /// `tpm_blocked_s`.
+    TpmBlockedS,
+}
+
+impl Key {
+    /// The name `capsize plan --json` writes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Key::RpsCeiling => "rps_ceiling",
+            Key::TpmCallsPerMin => "tpm_calls_per_min",
+            Key::TpmCallsPerS => "tpm_calls_per_s",
+            Key::CallCeilingPerS => "call_ceiling_per_s",
+            Key::QueriesPerSCeiling => "queries_per_s_ceiling",
+            Key::QueriesPerMinCeiling => "queries_per_min_ceiling",
+            Key::HeadroomSlotsPerMin => "headroom_slots_per_min",
+            Key::SpareRpm => "spare_rpm",
+            Key::QueriesPerMinAtHeadroom => "queries_per_min_at_headroom",
+            Key::LittlesLawConcurrencyAtCeiling => "littles_law_concurrency_at_ceiling",
+            Key::LittlesLawConcurrencyAtHeadroom => "littles_law_concurrency_at_headroom",
+            Key::LittlesLawThroughput => "littles_law_throughput",
+            Key::LittlesLawShareOfCeiling => "littles_law_share_of_ceiling",
+            Key::FanoutExpectedMaxMs => "fanout_expected_max_ms",
+            Key::StrictWavesMs => "strict_waves_ms",
+            Key::SequentialMs => "sequential_ms",
+            Key::TpmExhaustionS => "tpm_exhaustion_s",
+            Key::TpmBlockedS => "tpm_blocked_s",
+        }
+    }
+}
+
 /// One line of the arithmetic.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Row {
-    /// Stable identifier other code looks the row up by.
-    pub key: &'static str,
+    /// Which line it is.
+    pub key: Key,
     /// What the value is, for people.
     pub label: String,
     /// The exact value (rounded only when rendered).
@@ -166,11 +235,11 @@ pub struct Row {
 /// Pushes a row if its value is finite. Reads as a table line:
 /// `row!(rows; key => value, unit; label format args; formula format args)`.
 macro_rules! row {
-    ($rows:ident; $key:literal => $value:expr, $unit:literal; $($label:expr),+; $($formula:expr),+) => {{
+    ($rows:ident; $key:ident => $value:expr, $unit:literal; $($label:expr),+; $($formula:expr),+) => {{
         let value: f64 = $value;
         if value.is_finite() {
             $rows.push(Row {
-                key: $key,
+                key: Key::$key,
                 label: format!($($label),+),
                 value,
                 unit: $unit,
@@ -253,13 +322,13 @@ fn per_query(input: &PlanInput, n: Option<f64>) -> Option<PerQuery> {
 fn ceilings(g: &Given, rows: &mut Vec<Row>) -> Option<f64> {
     let f = fmt_num;
     if let Some(r) = g.rpm {
-        row!(rows; "rps_ceiling" => r / 60.0, "requests/s"; "Request ceiling (RPM)"; "{} / 60", f(r));
+        row!(rows; RpsCeiling => r / 60.0, "requests/s"; "Request ceiling (RPM)"; "{} / 60", f(r));
     }
     let tpm_per_s = g.tpm.zip(g.tokens).map(|(t, k)| t / k / 60.0);
     if let (Some(t), Some(k)) = (g.tpm, g.tokens) {
-        row!(rows; "tpm_calls_per_min" => t / k, "calls/min";
+        row!(rows; TpmCallsPerMin => t / k, "calls/min";
             "Calls the TPM allows at {} tokens each", f(k); "{} / {}", f(t), f(k));
-        row!(rows; "tpm_calls_per_s" => t / k / 60.0, "calls/s";
+        row!(rows; TpmCallsPerS => t / k / 60.0, "calls/s";
             "Calls the TPM allows at {} tokens each, per second", f(k); "{} / 60", f(t / k));
     }
     let ceiling = match (g.rps, tpm_per_s) {
@@ -270,7 +339,7 @@ fn ceilings(g: &Given, rows: &mut Vec<Row>) -> Option<f64> {
         (None, None) => None,
     };
     if let Some((c, binds, formula)) = &ceiling {
-        row!(rows; "call_ceiling_per_s" => *c, "calls/s"; "Call ceiling ({} binds)", binds; "{}", formula);
+        row!(rows; CallCeilingPerS => *c, "calls/s"; "Call ceiling ({} binds)", binds; "{}", formula);
     }
     ceiling.map(|(c, _, _)| c)
 }
@@ -316,9 +385,9 @@ fn query_ceilings(
         ),
         (None, None) => (c / q.requests, format!("{} / {}", f(c), f(q.requests))),
     };
-    row!(rows; "queries_per_s_ceiling" => qps, "queries/s";
+    row!(rows; QueriesPerSCeiling => qps, "queries/s";
         "Query ceiling at {}", what(&q); "{}", formula);
-    row!(rows; "queries_per_min_ceiling" => qps * 60.0, "queries/min";
+    row!(rows; QueriesPerMinCeiling => qps * 60.0, "queries/min";
         "Query ceiling at {}, per minute", what(&q); "{} × 60", f(qps));
 }
 
@@ -330,9 +399,9 @@ fn headroom(g: &Given, per_query: Option<PerQuery>, rows: &mut Vec<Row>) {
         return;
     };
     let (pct, slots) = (f(h * 100.0), h * r);
-    row!(rows; "headroom_slots_per_min" => slots, "requests/min";
+    row!(rows; HeadroomSlotsPerMin => slots, "requests/min";
         "Request slots at {} % headroom", pct; "{} × {}", f(h), f(r));
-    row!(rows; "spare_rpm" => r - slots, "requests/min";
+    row!(rows; SpareRpm => r - slots, "requests/min";
         "Spare RPM (retries, other traffic)"; "{} − {}", f(r), f(slots));
     let Some(q) = per_query.filter(|q| q.requests > 0.0) else {
         return;
@@ -345,12 +414,12 @@ fn headroom(g: &Given, per_query: Option<PerQuery>, rows: &mut Vec<Row>) {
         .map(|t| (t, h * t / q.tokens))
     {
         Some((t, by_tpm)) if by_tpm < by_rpm => {
-            row!(rows; "queries_per_min_at_headroom" => by_tpm, "queries/min";
+            row!(rows; QueriesPerMinAtHeadroom => by_tpm, "queries/min";
                 "Queries at {} % headroom (TPM binds)", pct;
                 "{} × {} / {}", f(h), f(t), f(q.tokens));
         }
         _ => {
-            row!(rows; "queries_per_min_at_headroom" => by_rpm, "queries/min";
+            row!(rows; QueriesPerMinAtHeadroom => by_rpm, "queries/min";
                 "Queries at {} % headroom", pct; "{} / {}", f(slots), f(q.requests));
         }
     }
@@ -363,19 +432,19 @@ fn littles_law(g: &Given, ceiling: Option<f64>, rows: &mut Vec<Row>) {
         return;
     };
     if let Some(c) = ceiling {
-        row!(rows; "littles_law_concurrency_at_ceiling" => c * w, "calls";
+        row!(rows; LittlesLawConcurrencyAtCeiling => c * w, "calls";
             "Calls in flight that saturate the ceiling (L = λ·W)"; "{} × {}", f(c), f(w));
         if let Some(h) = g.headroom.filter(|h| *h < 1.0) {
-            row!(rows; "littles_law_concurrency_at_headroom" => h * c * w, "calls";
+            row!(rows; LittlesLawConcurrencyAtHeadroom => h * c * w, "calls";
                 "Calls in flight at {} % headroom (L = λ·W)", f(h * 100.0);
                 "{} × {} × {}", f(h), f(c), f(w));
         }
     }
     if let Some(k) = g.conc {
-        row!(rows; "littles_law_throughput" => k / w, "calls/s";
+        row!(rows; LittlesLawThroughput => k / w, "calls/s";
             "Throughput of {} calls in flight (λ = L/W)", f(k); "{} / {}", f(k), f(w));
         if let Some(c) = ceiling {
-            row!(rows; "littles_law_share_of_ceiling" => 100.0 * k / w / c, "%";
+            row!(rows; LittlesLawShareOfCeiling => 100.0 * k / w / c, "%";
                 "{} calls in flight, share of the ceiling", f(k); "{} / {}", f(k / w), f(c));
         }
     }
@@ -391,18 +460,18 @@ fn fanout_latency(input: &PlanInput, g: &Given, rows: &mut Vec<Row>) {
     };
     if let (Some(n), Some(d)) = (g.n, &dist) {
         if let Some((v, formula)) = expected_max(d, n) {
-            row!(rows; "fanout_expected_max_ms" => v, "ms";
+            row!(rows; FanoutExpectedMaxMs => v, "ms";
                 "{} calls in parallel: E[max of {}]", f(n), f(n); "{}", formula);
         }
         if let Some(c) = g.conc.filter(|c| *c < n) {
             if let Some((v, formula)) = strict_waves(d, n, c) {
-                row!(rows; "strict_waves_ms" => v, "ms";
+                row!(rows; StrictWavesMs => v, "ms";
                     "{} calls in strict waves of {}", f(n), f(c); "{}", formula);
             }
         }
     }
     if let (Some(n), Some(w_ms)) = (g.n, g.w_ms) {
-        row!(rows; "sequential_ms" => n * w_ms, "ms";
+        row!(rows; SequentialMs => n * w_ms, "ms";
             "{} calls one after another", f(n); "{} × {}", f(n), f(w_ms));
     }
 }
@@ -414,10 +483,10 @@ fn tpm_exhaustion(g: &Given, rows: &mut Vec<Row>) {
         return;
     };
     let secs = t / (b * k);
-    row!(rows; "tpm_exhaustion_s" => secs, "s";
+    row!(rows; TpmExhaustionS => secs, "s";
         "A {} calls/s burst spends the minute's TPM in", f(b); "{} / ({} × {})", f(t), f(b), f(k));
     if secs < 60.0 {
-        row!(rows; "tpm_blocked_s" => 60.0 - secs, "s";
+        row!(rows; TpmBlockedS => 60.0 - secs, "s";
             "… then every call is refused (429) for"; "60 − {}", f(secs));
     }
 }

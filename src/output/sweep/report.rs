@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use super::charts::{layout, short, POINT_CHARTS, SWEEP_CHARTS};
-use crate::analysis::plan::{self, PlanInput};
+use crate::analysis::plan::{self, Key, PlanInput};
 use crate::analysis::sweep::{failures, Failure, PointResult, Recommendation};
 use crate::engine::summary::metrics::{self, Metric};
 use crate::engine::summary::slo::Threshold;
@@ -97,18 +97,18 @@ fn knee(points: &[PointResult], rec: &PointResult) -> Option<(String, f64)> {
 }
 
 /// What the plan's closed forms are compared with: (plan key, metric, factor).
-const MEASURED: &[(&str, Metric, f64)] = &[
-    ("call_ceiling_per_s", metrics::CALLS_PER_S, 1.0),
-    ("queries_per_min_at_headroom", metrics::QUERIES_PER_S, 60.0),
-    ("queries_per_min_ceiling", metrics::QUERIES_PER_S, 60.0),
+const MEASURED: &[(Key, Metric, f64)] = &[
+    (Key::CallCeilingPerS, metrics::CALLS_PER_S, 1.0),
+    (Key::QueriesPerMinAtHeadroom, metrics::QUERIES_PER_S, 60.0),
+    (Key::QueriesPerMinCeiling, metrics::QUERIES_PER_S, 60.0),
     (
-        "headroom_slots_per_min",
+        Key::HeadroomSlotsPerMin,
         metrics::PEAK_REQUESTS_PER_60S,
         1.0,
     ),
-    ("littles_law_throughput", metrics::CALLS_PER_S, 1.0),
-    ("fanout_expected_max_ms", metrics::QUERY_MEAN, 1.0),
-    ("strict_waves_ms", metrics::QUERY_MEAN, 1.0),
+    (Key::LittlesLawThroughput, metrics::CALLS_PER_S, 1.0),
+    (Key::FanoutExpectedMaxMs, metrics::QUERY_MEAN, 1.0),
+    (Key::StrictWavesMs, metrics::QUERY_MEAN, 1.0),
 ];
 
 /// The report's text: `(markdown, html)`, one section after another. `chart_svgs` are inlined
@@ -260,7 +260,7 @@ fn arithmetic(md: &mut String, p: &PointResult) {
         let measured = MEASURED
             .iter()
             .find(|(k, _, _)| *k == row.key)
-            .filter(|(k, _, _)| *k != "fanout_expected_max_ms" || parallel)
+            .filter(|(k, _, _)| *k != Key::FanoutExpectedMaxMs || parallel)
             .and_then(|(_, metric, f)| mean_at(p, *metric).map(|v| v * f));
         let (sim, diff) = match measured {
             Some(m) if row.value != 0.0 => (

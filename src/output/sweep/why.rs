@@ -15,7 +15,7 @@
 
 use std::fmt::Write as _;
 
-use crate::analysis::plan::{self, PlanInput};
+use crate::analysis::plan::{self, Key, PlanInput};
 use crate::analysis::sweep::{failures, Failure, PointResult};
 use crate::engine::scenario::{Arrivals, Scenario};
 use crate::engine::summary::slo::{Op, Threshold};
@@ -54,13 +54,13 @@ fn demand(s: &Scenario) -> Option<(f64, String)> {
 fn capacity(s: &Scenario) -> Option<(f64, f64, String)> {
     let input = PlanInput::from_scenario(s);
     let rows = plan::plan(&input);
-    let find = |key: &str| rows.iter().find(|r| r.key == key);
+    let find = |key: Key| rows.iter().find(|r| r.key == key);
     let requests = input
         .per_query
         .map_or(input.calls_per_query, |q| q.requests);
-    match find("queries_per_min_at_headroom") {
+    match find(Key::QueriesPerMinAtHeadroom) {
         Some(r) => Some((r.value, requests, r.label.clone())),
-        None => find("queries_per_min_ceiling")
+        None => find(Key::QueriesPerMinCeiling)
             .map(|r| (r.value * s.scheduler.headroom, requests, r.label.clone())),
     }
 }
