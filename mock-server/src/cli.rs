@@ -19,9 +19,10 @@ use thiserror::Error;
 use crate::config::{ErrorMix, Overload, RawProvider, RawRetryAfter};
 use crate::error::ConfigError;
 use crate::latency::RawLatency;
-use crate::limits::{read_regular_file, BODY_LIMIT_RANGE, MAX_BODY_BYTES, MAX_FILE_BYTES};
+use crate::limits::{BODY_LIMIT_RANGE, MAX_BODY_BYTES, MAX_FILE_BYTES};
 use crate::server::{MockProvider, ServerConfig, ServerError};
 use crate::window::WindowKind;
+use capsize_files::read_regular_file;
 
 /// Exit code for bad input.
 pub const EXIT_BAD_INPUT: u8 = 2;

@@ -8,7 +8,8 @@ use rand_distr::{Distribution, Exp1, StandardNormal};
 use serde::Deserialize;
 
 use crate::error::ConfigError;
-use crate::limits::{clamp_ms, read_regular_file, MAX_DURATION_MS, MAX_FILE_BYTES};
+use crate::limits::{clamp_ms, MAX_DURATION_MS, MAX_FILE_BYTES};
+use capsize_files::read_regular_file;
 
 /// z-score of the 95th percentile of a standard normal.
 const Z95: f64 = 1.644_853_626_951_472_2;

@@ -2,9 +2,8 @@
 //! never overflow a `Duration`, an integer or memory later, and the conversions that enforce
 //! them. The root crate's scenario loader validates `[provider]` through this crate, so these
 //! bounds apply to every scenario; they are public so that it can hold its own keys to the same.
+//! Files are read with `capsize_files::read_regular_file`, each within its limit here.
 
-use std::io::Read;
-use std::path::Path;
 use std::time::Duration;
 
 /// Seconds in one year of 365 days.
@@ -94,75 +93,6 @@ pub fn divide_duration(d: Duration, divisor: f64) -> Duration {
     saturating_secs(d.as_secs_f64() / divisor)
 }
 
-/// Reads the regular file at `path`, refusing anything else (a device, a FIFO, a folder) before
-/// opening it, and a file over `limit` bytes before and while reading it (so a file that grows
-/// is still cut off). The error is one line, without the path.
-pub fn read_regular_file(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
-    use std::io::{Error, ErrorKind};
-    let too_large = |size: &dyn std::fmt::Display| {
-        Error::new(
-            ErrorKind::InvalidData,
-            format!("file is {size} bytes, over the limit of {limit} bytes"),
-        )
-    };
-    // Checked before opening: opening a FIFO would block, reading a device might never end.
-    let meta = std::fs::metadata(path)?;
-    if !meta.is_file() {
-        return Err(Error::new(
-            ErrorKind::InvalidInput,
-            format!("not a regular file ({})", file_kind(&meta)),
-        ));
-    }
-    if meta.len() > limit {
-        return Err(too_large(&meta.len()));
-    }
-    let file = std::fs::File::open(path)?;
-    // The path may have been replaced since: check what was opened, and read no more than allowed.
-    let opened = file.metadata()?;
-    if !opened.is_file() {
-        return Err(Error::new(
-            ErrorKind::InvalidInput,
-            format!("not a regular file ({})", file_kind(&opened)),
-        ));
-    }
-    let mut bytes = Vec::new();
-    file.take(limit.saturating_add(1)).read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > limit {
-        return Err(too_large(&format!("more than {limit}")));
-    }
-    Ok(bytes)
-}
-
-/// What a file is, in words ("a folder", "a FIFO", "a regular file", ...), for errors that
-/// refuse anything but a regular file.
-pub fn file_kind(meta: &std::fs::Metadata) -> &'static str {
-    let t = meta.file_type();
-    if t.is_dir() {
-        return "a folder";
-    }
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::FileTypeExt;
-        if t.is_char_device() {
-            return "a character device";
-        }
-        if t.is_block_device() {
-            return "a block device";
-        }
-        if t.is_fifo() {
-            return "a FIFO";
-        }
-        if t.is_socket() {
-            return "a socket";
-        }
-    }
-    if t.is_file() {
-        "a regular file"
-    } else {
-        "a special file"
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -208,22 +138,5 @@ mod tests {
         );
         assert_eq!(divide_duration(Duration::from_secs(1), 0.0), Duration::MAX);
         assert_eq!(divide_duration(Duration::ZERO, 0.0), Duration::ZERO);
-    }
-
-    #[cfg(unix)]
-    #[test]
-    fn only_regular_files_within_the_limit_are_read() {
-        let e = read_regular_file(Path::new("/dev/zero"), MAX_FILE_BYTES).unwrap_err();
-        assert_eq!(e.to_string(), "not a regular file (a character device)");
-        let e = read_regular_file(Path::new("/"), MAX_FILE_BYTES).unwrap_err();
-        assert_eq!(e.to_string(), "not a regular file (a folder)");
-        let dir = std::env::temp_dir().join(format!("capsize-mock-limits-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let f = dir.join("ten");
-        std::fs::write(&f, b"0123456789").unwrap();
-        assert_eq!(read_regular_file(&f, 10).unwrap(), b"0123456789");
-        let e = read_regular_file(&f, 9).unwrap_err();
-        assert_eq!(e.to_string(), "file is 10 bytes, over the limit of 9 bytes");
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -32,7 +32,7 @@ use std::io::{self, Write as _};
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use capsize_mock::limits::file_kind;
+use capsize_files::file_kind;
 
 /// A file that may not or could not be written: one line naming it and why.
 #[derive(Debug, Clone, PartialEq, Eq)]

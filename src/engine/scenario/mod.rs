@@ -511,7 +511,7 @@ pub fn read(path: &Path) -> Result<String, ScenarioError> {
         key: None,
         message,
     };
-    let bytes = capsize_mock::limits::read_regular_file(path, bounds::MAX_SCENARIO_BYTES)
+    let bytes = capsize_files::read_regular_file(path, bounds::MAX_SCENARIO_BYTES)
         .map_err(|e| fail(format!("cannot read: {e}")))?;
     String::from_utf8(bytes).map_err(|_| fail("cannot read: not UTF-8 text".into()))
 }
