@@ -7,7 +7,8 @@
 #    venv and pip, and PyPI.
 # 2. redis-server, for the tests of the limiter a fleet shares on Redis (each starts its own
 #    on a free port and stops it): installed with apt-get where it is missing.
-# 3. cargo test --workspace.
+# 3. cargo test --workspace, then the runnable examples of the scheduler and capsize-des (the
+#    Redis fleet against a redis-server started for it on a free port, and stopped).
 # 4. The tests that run real Python clients against the mock, ignored by a bare `cargo test`,
 #    with CAPSIZE_SDK_PYTHON naming the venv's python: tests/sdk_clients.rs (the SDKs and our
 #    own clients against their models), tests/sdk_streaming.rs (the SDKs' streaming helpers
@@ -41,6 +42,23 @@ if ! command -v redis-server >/dev/null; then
 fi
 
 cargo test --workspace
+# The runnable examples (README, "Embed the scheduler"): cargo test builds them, this runs them,
+# so they stay runnable. (http_agent runs in capsize-scheduler/tests/example.rs.) The Redis
+# fleet gets a redis-server of its own on a free port, stopped when it is done.
+for example in fanout budgets adaptive; do
+  cargo run -q -p capsize-scheduler --features redis --example "$example"
+done
+cargo run -q -p capsize-des --example timers
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no >/dev/null &
+redis_pid=$!
+trap 'kill "$redis_pid" 2>/dev/null || true' EXIT
+for _ in $(seq 200); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.05; done
+CAPSIZE_REDIS_URL="redis://127.0.0.1:$port" \
+  cargo run -q -p capsize-scheduler --features redis --example redis_fleet
+kill "$redis_pid"
+wait "$redis_pid" 2>/dev/null || true
+trap - EXIT
 # One at a time: each runs an SDK in real time against a mock at 3x, and five of them at once
 # on two cores moved the anthropic SDK's answers across a minute boundary (seen once in CI).
 CAPSIZE_SDK_PYTHON="$PWD/$venv/bin/python" cargo test --test sdk_clients -- --ignored --test-threads=1
