@@ -22,6 +22,8 @@
 //! from the repository root while every output (`capsize-out/`, `--out`, `--junit`) lands in
 //! the sandbox. The commands of one file share its sandbox, in document order.
 
+#![allow(clippy::disallowed_methods, clippy::disallowed_types)] // a real process, on the real clock
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
