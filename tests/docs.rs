@@ -17,6 +17,8 @@
 //! - ` ```rust `: only in README.md, whose Rust blocks `cargo test` compiles and runs as
 //!   doctests (src/lib.rs includes it); anywhere else it would go unchecked, so it fails here.
 //!
+//! Every link between the docs (a file, and a heading's anchor) must resolve too.
+//!
 //! Commands run in a sandbox per file: a temp folder whose entries link to the repository's
 //! (scenarios/, tests/, scripts/, ...; reports/ is a real folder of links), so paths read as
 //! from the repository root while every output (`capsize-out/`, `--out`, `--junit`) lands in
@@ -109,7 +111,7 @@ fn blocks(file: &Path) -> Vec<Block> {
     for (event, range) in Parser::new(&text).into_offset_iter() {
         match event {
             Event::Start(Tag::CodeBlock(CodeBlockKind::Fenced(info))) => {
-                let line = text[..range.start].lines().count() + 1;
+                let line = text[..range.start].matches('\n').count() + 1;
                 let mut words = info.split_whitespace().map(str::to_string);
                 open = Some(Block {
                     at: format!("{name}:{line}"),
@@ -422,6 +424,76 @@ fn every_command_and_scenario_in_the_docs_runs() {
         tally.scenarios_run > 0 && tally.commands_run > 0,
         "the docs hold nothing to run"
     );
+}
+
+/// GitHub's anchor for a heading: lower case, punctuation dropped, spaces as hyphens.
+fn slug(heading: &str) -> String {
+    heading
+        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric() || matches!(c, ' ' | '-' | '_'))
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
+}
+
+/// The anchors of a markdown file's headings, and its links (destination, where).
+fn anchors_and_links(file: &Path) -> (Vec<String>, Vec<(String, String)>) {
+    let text = std::fs::read_to_string(file).expect("a doc file");
+    let name = file
+        .strip_prefix(repo())
+        .unwrap_or(file)
+        .display()
+        .to_string();
+    let (mut anchors, mut links) = (Vec::new(), Vec::new());
+    let mut heading: Option<String> = None;
+    for (event, range) in Parser::new(&text).into_offset_iter() {
+        match event {
+            Event::Start(Tag::Heading { .. }) => heading = Some(String::new()),
+            Event::Text(t) | Event::Code(t) => {
+                if let Some(h) = heading.as_mut() {
+                    h.push_str(&t);
+                }
+            }
+            Event::End(TagEnd::Heading(_)) => anchors.extend(heading.take().map(|h| slug(&h))),
+            Event::Start(Tag::Link { dest_url, .. } | Tag::Image { dest_url, .. }) => {
+                let line = text[..range.start].matches('\n').count() + 1;
+                links.push((dest_url.to_string(), format!("{name}:{line}")));
+            }
+            _ => {}
+        }
+    }
+    (anchors, links)
+}
+
+#[test]
+fn every_link_between_the_docs_resolves() {
+    let mut broken = Vec::new();
+    for file in doc_files() {
+        let (own, links) = anchors_and_links(&file);
+        for (dest, at) in links {
+            if dest.contains("://") || dest.starts_with("mailto:") {
+                continue;
+            }
+            let (path, anchor) = dest.split_once('#').unwrap_or((&dest, ""));
+            let target = match path {
+                "" => file.clone(),
+                p => file.parent().expect("a folder").join(p),
+            };
+            if !target.exists() {
+                broken.push(format!("{at}: {dest}: no such file"));
+                continue;
+            }
+            let anchors = match path {
+                "" => own.clone(),
+                _ if target.extension().is_some_and(|e| e == "md") => anchors_and_links(&target).0,
+                _ => continue,
+            };
+            if !anchor.is_empty() && !anchors.iter().any(|a| a == anchor) {
+                broken.push(format!("{at}: {dest}: no heading has the anchor #{anchor}"));
+            }
+        }
+    }
+    assert!(broken.is_empty(), "{}", broken.join("\n"));
 }
 
 #[test]
