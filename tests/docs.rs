@@ -7,7 +7,7 @@
 //! - ```` ```sh ```` (or `console`, `bash`, `shell`): each line that starts with `capsize ` or
 //!   `cargo run --release -- ` (after a `$ ` prompt, with `\` continuations joined) is run as
 //!   a capsize invocation, split as a shell would (quotes, `#` comments), and must exit 0, or
-//!   the code the info string gives (` ```sh exit=3 `). Other lines (`scripts/test.sh`,
+//!   the code the info string gives (` ```sh exit-3 `). Other lines (`scripts/test.sh`,
 //!   `python3 ...`) are not run. ` ```sh no-run ` skips the block's commands: each is counted,
 //!   and the test fails if fewer than [`MIN_RUN_SHARE`] of all commands ran.
 //! - ` ```toml scenario `: a whole scenario, written to a file and run (`capsize run FILE`).
@@ -69,14 +69,14 @@ impl Block {
         self.flags.iter().any(|f| f == flag)
     }
 
-    /// The exit code its commands must give (`exit=N`, else 0).
+    /// The exit code its commands must give (`exit-N`, else 0).
     fn exit(&self) -> i32 {
         self.flags
             .iter()
-            .find_map(|f| f.strip_prefix("exit="))
+            .find_map(|f| f.strip_prefix("exit-"))
             .map_or(0, |n| {
                 n.parse()
-                    .unwrap_or_else(|_| panic!("{}: exit={n}", self.at))
+                    .unwrap_or_else(|_| panic!("{}: exit-{n}", self.at))
             })
     }
 }
