@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs capsize's benchmarks, the figures of the README's performance table: first the median of
-# each criterion benchmark (cargo bench --bench scheduler), then, each under a heading, the
+# Runs capsize's benchmarks, the figures of the performance table in CONTRIBUTING.md: first
+# the median of each criterion benchmark (cargo bench --bench scheduler), then, each under a heading, the
 # sub-scripts (each also runnable alone):
 #   scripts/sim-throughput.sh   simulated calls per wall second and peak RSS, 1M and 10M calls
 #   scripts/sweep-efficiency.sh parallel efficiency of `capsize sweep` (64 points, medians of 3)

@@ -1,5 +1,5 @@
-//! The README's exit-code table, one case of each, against the binary: 0 success, 1 a check
-//! failed, 2 bad input (nothing written), 4 the run could not finish, 5 the outputs could not
+//! The exit-code table of docs/reference.md, one case of each, against the binary: 0 success,
+//! 1 a check failed, 2 bad input (nothing written), 4 the run could not finish, 5 the outputs could not
 //! be written. Every failure is one line on stderr.
 
 use std::process::Output;

@@ -75,7 +75,7 @@ enum Command {
     Plan(plan::PlanArgs),
     /// Reproduce the article: run scenarios/article/ and write its claims table.
     ///
-    /// Writes reports/article/README.md (or --out) and each scenario's summary.json.
+    /// Writes capsize-out/article/README.md (or --out DIR) and each scenario's summary.json.
     Article {
         /// The folder of the article's scenarios.
         #[arg(long, default_value = "scenarios/article")]
@@ -200,7 +200,7 @@ pub(crate) fn seed_flag(s: &str) -> Result<u64, String> {
     crate::engine::scenario::bounds::seed("--seed", v).map_err(|e| e.message)
 }
 
-/// Why a command stopped: its exit code (the README's table) and one line for stderr.
+/// Why a command stopped: its exit code (docs/reference.md's table) and one line for stderr.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Failure {
     /// The process's exit code.

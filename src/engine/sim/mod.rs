@@ -1,9 +1,9 @@
 //! Running a scenario: the real scheduler against the provider, in virtual or in real time.
 //!
 //! Virtual time (`run`): the in-process provider model on capsize-des, a discrete-event executor
-//! whose clock jumps from timer to timer and reads model time itself. Rules it follows (the
-//! README's "How the simulation works" says why): timers fire on a 1 µs tick; every wait is to
-//! an absolute instant; at one instant, the timer armed first fires first; a virtual-time
+//! whose clock jumps from timer to timer and reads model time itself. Rules it follows
+//! (CONTRIBUTING.md's "How the simulation works" says why): timers fire on a 1 µs tick; every
+//! wait is to an absolute instant; at one instant, the timer armed first fires first; a virtual-time
 //! watchdog turns a run that cannot finish into an error; tasks are bounded; every random stream
 //! is seeded from the scenario's seed.
 //!

@@ -1,8 +1,8 @@
 //! The article, reproduced: each worked example run from `scenarios/article/`, and a table of
 //! its claims with the article's figure, the closed form, the simulated value and a verdict.
 //!
-//! `capsize article [--out DIR]` writes `DIR/README.md` (default `reports/article/`) and each
-//! scenario's `summary.json` beside it. Everything is virtual time: same inputs, same bytes.
+//! `capsize article [--out DIR]` writes `DIR/README.md` (default `capsize-out/article/`; the
+//! committed copy is `reports/article/`) and each scenario's `summary.json` beside it. Everything is virtual time: same inputs, same bytes.
 
 mod claims;
 
