@@ -10,6 +10,7 @@ mod concurrency;
 pub mod fleet;
 pub mod providers;
 pub mod raw;
+mod retry;
 pub mod sanity;
 pub mod sweep_slo;
 mod validate;
