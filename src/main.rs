@@ -1,4 +1,4 @@
-//! The `capsize` binary: a thin shell over [`capsize::cli`].
+//! The `capsize` binary: a thin shell over [`capsize::main`] (the command line).
 
 fn main() -> std::process::ExitCode {
     capsize::main()
