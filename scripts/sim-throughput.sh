@@ -10,17 +10,18 @@
 #   research-agent and on fleet.toml (one client, and eight replicas of an eighth of its
 #   concurrency), and per floor sleep, counted by callgrind (repeatable whatever else the
 #   machine is doing): differences between two run lengths, so start-up and report writing
-#   cancel out.
+#   cancel out. Counted the way scripts/instructions.sh (the gate on the first two) counts.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --quiet
+capsize="${CARGO_TARGET_DIR:-target}/release/capsize"
 floor_bin=$(cargo bench --bench engine_floor --no-run --message-format=json 2>/dev/null \
   | python3 -c "import json,sys; print([m['executable'] for m in map(json.loads, sys.stdin) if m.get('executable') and m['target']['kind'] == ['bench']][-1])")
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 printf '%-10s %12s %8s %8s %14s %14s %12s\n' calls queries wall_s cpu_s calls_per_cpu_s calls_per_wall_s peak_rss_MiB
 for queries in 125000 1250000; do
-  stats=$( { /usr/bin/time -f '%e %U %S %M' ./target/release/capsize run scenarios/research-agent.toml \
+  stats=$( { /usr/bin/time -f '%e %U %S %M' "$capsize" run scenarios/research-agent.toml \
       --set workload.queries=$queries --out "$out" --json > "$out/stdout"; } 2>&1 | tail -1)
   read -r wall user sys rss_kb <<<"$stats"
   calls=$(python3 -c "import json; print(json.load(open('$out/summary.json'))['calls'])")
@@ -33,20 +34,9 @@ floor_rate=$(echo "$floor" | sed -n 's/^des .* = \([0-9]*\) sleeps\/s.*/\1/p')
 python3 -c "print(f'simulator at 1M calls / des floor (wall): {$sim_rate/$floor_rate:.2f}')"
 
 if [ "${1:-}" = "--instructions" ]; then
-  collected() { valgrind --tool=callgrind --callgrind-out-file=/dev/null "$@" 2>&1 >/dev/null \
-      | sed -n 's/.*Collected : //p'; }
-  calls() { # scenario, then --set options
-    local scenario=$1; shift
-    ./target/release/capsize run "$scenario" "$@" --out "$out" --json \
-      | python3 -c "import json,sys; print(json.load(sys.stdin)['calls'])"; }
-  per_call() { # scenario, the run's length key, its small and large values, then --set options
-    local scenario=$1 key=$2 small_v=$3 large_v=$4 small large
-    shift 4
-    small=$(collected ./target/release/capsize run "$scenario" --set "$key=$small_v" "$@" --out "$out")
-    large=$(collected ./target/release/capsize run "$scenario" --set "$key=$large_v" "$@" --out "$out")
-    echo $(( (large - small) / ($(calls "$scenario" --set "$key=$large_v" "$@") \
-      - $(calls "$scenario" --set "$key=$small_v" "$@")) ))
-  }
+  # Counted by scripts/instructions.sh (the gate on pool-40 and research-agent), on this build.
+  per_call() { CAPSIZE="$capsize" scripts/instructions.sh --per-call "$@"; }
+  count() { scripts/instructions.sh --count "$@"; }
   echo "instructions per simulated call, pool-40: $(per_call scenarios/bench/pool-40.toml workload.queries 20000 40000)"
   echo "instructions per simulated call, research-agent: $(per_call scenarios/research-agent.toml workload.queries 2500 5000)"
   # A fleet's replicas cost per call what one client does: fleet.toml's 16 users served by
@@ -55,8 +45,8 @@ if [ "${1:-}" = "--instructions" ]; then
     workload.duration_s 600 1200 --set fleet.replicas=1 --set scheduler.max_concurrency=64)"
   echo "instructions per simulated call, fleet.toml, eight replicas of 8: $(per_call scenarios/fleet.toml \
     workload.duration_s 600 1200 --set fleet.replicas=8 --set fleet.limiter=shared)"
-  small=$(collected "$floor_bin" des 20000 4); large=$(collected "$floor_bin" des 40000 4)
+  small=$(count "$floor_bin" des 20000 4); large=$(count "$floor_bin" des 40000 4)
   echo "instructions per floor sleep (capsize-des): $(( (large - small) / 20000 ))"
-  small=$(collected "$floor_bin" tokio 20000 4); large=$(collected "$floor_bin" tokio 40000 4)
+  small=$(count "$floor_bin" tokio 20000 4); large=$(count "$floor_bin" tokio 40000 4)
   echo "instructions per floor sleep (tokio paused clock): $(( (large - small) / 20000 ))"
 fi
