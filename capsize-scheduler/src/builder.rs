@@ -20,7 +20,7 @@ pub struct Builder<C: Clock = TokioClock> {
     clock: C,
     config: SchedulerConfig,
     rng: BoxRng,
-    observer: Option<Arc<dyn Observer>>,
+    observer: Option<Arc<dyn Observer<C::Instant>>>,
     /// Another scheduler whose limiters this one shares.
     shared: Option<Scheduler<C>>,
     /// Limiters built by the caller (a limiter on Redis), instead of the configuration's.
@@ -30,8 +30,10 @@ pub struct Builder<C: Clock = TokioClock> {
 }
 
 impl<C: Clock> Builder<C> {
-    /// Reads time from `clock` instead (a simulator's virtual clock).
-    pub fn clock<D: Clock>(self, clock: D) -> Builder<D> {
+    /// Reads time from `clock` instead, a clock of the same instants (a simulator's virtual
+    /// clock on tokio's instants; [`Scheduler::builder_on`] starts a builder on a clock of other
+    /// instants, such as [`crate::Nanos`]).
+    pub fn clock<D: Clock<Instant = C::Instant>>(self, clock: D) -> Builder<D> {
         Builder {
             clock,
             config: self.config,
@@ -87,7 +89,7 @@ impl<C: Clock> Builder<C> {
     }
 
     /// Reports to `observer`: every event, or only call ends if it wants no events.
-    pub fn observer(mut self, observer: Arc<dyn Observer>) -> Self {
+    pub fn observer(mut self, observer: Arc<dyn Observer<C::Instant>>) -> Self {
         self.observer = Some(observer);
         self
     }
@@ -166,8 +168,17 @@ impl<C: Clock> Builder<C> {
 impl Scheduler {
     /// Starts building a scheduler for `config`, on tokio's clock.
     pub fn builder(config: SchedulerConfig) -> Builder {
+        Scheduler::builder_on(config, TokioClock)
+    }
+}
+
+impl<C: Clock> Scheduler<C> {
+    /// Starts building a scheduler for `config` on `clock`, whose instants may be other than
+    /// tokio's (a virtual clock's [`crate::Nanos`]): its scopes, events and observer are then
+    /// on those.
+    pub fn builder_on(config: SchedulerConfig, clock: C) -> Builder<C> {
         Builder {
-            clock: TokioClock,
+            clock,
             config,
             rng: Box::new(Xoshiro256PlusPlus::seed_from_u64(0)),
             observer: None,

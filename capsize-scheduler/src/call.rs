@@ -13,8 +13,7 @@ use std::sync::PoisonError;
 use tokio::sync::SemaphorePermit;
 
 use crate::adaptive::AdaptiveLimit;
-use tokio::time::Instant;
-
+use crate::clock::Moment;
 use crate::limit::Reservation;
 use crate::observe::{Breakdown, CallEnd, CallId, Event, EventKind, LimitChange, RetryCause};
 use crate::retry::{Classify, Decision, FailureKind};
@@ -24,30 +23,30 @@ use crate::{Attempt, CallError, CallSpec, Clock, Interrupt, Scheduler, Stage, Wo
 /// observer is told when it ends.
 pub(crate) struct Call<'a, C: Clock> {
     scheduler: &'a Scheduler<C>,
-    spec: &'a CallSpec,
+    spec: &'a CallSpec<C::Instant>,
     id: CallId,
-    now: Instant,
+    now: C::Instant,
     /// Charged to the budget and not sent yet: a stop now refunds the charge.
     refundable: bool,
-    queued_at: Instant,
-    breakdown: Breakdown,
+    queued_at: C::Instant,
+    breakdown: Breakdown<C::Instant>,
     rate_limited: u32,
     retries: u32,
     timed_out: u32,
     /// The event that ended the call, once it has.
-    end: Option<Event>,
+    end: Option<Event<C::Instant>>,
     /// The adaptive limit's window its last attempt was sent in.
     window: u64,
 }
 
 /// A call's concurrency permit, given back (or, to an adaptive limit that owes permits,
 /// forgotten) when the call ends.
-pub(crate) struct Held<'a> {
+pub(crate) struct Held<'a, I: Moment> {
     permit: Option<SemaphorePermit<'a>>,
-    adaptive: Option<&'a AdaptiveLimit>,
+    adaptive: Option<&'a AdaptiveLimit<I>>,
 }
 
-impl Drop for Held<'_> {
+impl<I: Moment> Drop for Held<'_, I> {
     fn drop(&mut self) {
         if let (Some(a), Some(p)) = (self.adaptive, self.permit.take()) {
             a.release(p);
@@ -57,7 +56,7 @@ impl Drop for Held<'_> {
 
 impl<'a, C: Clock> Call<'a, C> {
     /// Opens the call: takes its id and reports it queued.
-    pub(crate) fn open(scheduler: &'a Scheduler<C>, spec: &'a CallSpec) -> Self {
+    pub(crate) fn open(scheduler: &'a Scheduler<C>, spec: &'a CallSpec<C::Instant>) -> Self {
         let now = scheduler.clock().now();
         let mut call = Call {
             scheduler,
@@ -87,7 +86,7 @@ impl<'a, C: Clock> Call<'a, C> {
     /// Notes an event at `at`: folds it into the breakdown and passes it to an observer that
     /// wants events. Inlined, so each kind's bookkeeping is decided where it is emitted.
     #[inline]
-    fn emit_at(&mut self, kind: EventKind, at: Instant) {
+    fn emit_at(&mut self, kind: EventKind, at: C::Instant) {
         if self.scheduler.inner.observer.is_none() {
             return;
         }
@@ -130,14 +129,16 @@ impl<'a, C: Clock> Call<'a, C> {
     }
 
     /// Tells the observer the adaptive limit moved.
-    fn limit_moved(&self, change: Option<LimitChange>) {
+    fn limit_moved(&self, change: Option<LimitChange<C::Instant>>) {
         if let (Some(change), Some(o)) = (change, &self.scheduler.inner.observer) {
             o.on_limit(&change);
         }
     }
 
     /// Waits for a concurrency permit (none when unbounded); held until the call ends.
-    pub(crate) async fn acquire_permit<E>(&mut self) -> Result<Option<Held<'a>>, CallError<E>> {
+    pub(crate) async fn acquire_permit<E>(
+        &mut self,
+    ) -> Result<Option<Held<'a, C::Instant>>, CallError<E>> {
         let adaptive = self.scheduler.inner.adaptive.as_ref();
         let held = |permit| {
             Some(Held {

@@ -17,7 +17,6 @@ use std::future::Future;
 
 use futures_core::Stream;
 use futures_util::stream::{FuturesUnordered, StreamExt};
-use tokio::time::Instant;
 
 use super::clock::{Clock, TokioClock};
 use super::error::CallError;
@@ -48,7 +47,7 @@ pub struct Failures<E> {
 /// A group of jobs sharing a scope: one cancel (or deadline) stops them all.
 #[derive(Debug, Clone)]
 pub struct FanOut<C: Clock = TokioClock> {
-    scope: Scope,
+    scope: Scope<C::Instant>,
     clock: C,
 }
 
@@ -56,16 +55,23 @@ impl FanOut {
     /// A fan-out under `parent`: a token of its own that the parent's cancels, and the parent's
     /// deadline and budget.
     pub fn new(parent: &Scope) -> Self {
-        FanOut {
-            scope: parent.child(),
-            clock: TokioClock,
-        }
+        FanOut::on(TokioClock, parent)
     }
 }
 
 impl<C: Clock> FanOut<C> {
-    /// The same fan-out on `clock` (the scheduler's, when that is not tokio's).
-    pub fn with_clock<D: Clock>(self, clock: D) -> FanOut<D> {
+    /// A fan-out under `parent` on `clock` (the scheduler's, when that is not tokio's): as
+    /// [`FanOut::new`], with the scope's instants on that clock.
+    pub fn on(clock: C, parent: &Scope<C::Instant>) -> Self {
+        FanOut {
+            scope: parent.child(),
+            clock,
+        }
+    }
+
+    /// The same fan-out on `clock`, another clock of the same instants (the scheduler's, when
+    /// that is not tokio's; see [`FanOut::on`] for a clock of other instants).
+    pub fn with_clock<D: Clock<Instant = C::Instant>>(self, clock: D) -> FanOut<D> {
         FanOut {
             scope: self.scope,
             clock,
@@ -73,7 +79,7 @@ impl<C: Clock> FanOut<C> {
     }
 
     /// The same fan-out with a deadline at `at` (or the parent's, if earlier).
-    pub fn with_deadline(self, at: Instant) -> Self {
+    pub fn with_deadline(self, at: C::Instant) -> Self {
         FanOut {
             scope: self.scope.with_deadline(at),
             clock: self.clock,
@@ -81,7 +87,7 @@ impl<C: Clock> FanOut<C> {
     }
 
     /// The scope every job is given.
-    pub fn scope(&self) -> &Scope {
+    pub fn scope(&self) -> &Scope<C::Instant> {
         &self.scope
     }
 
@@ -94,7 +100,7 @@ impl<C: Clock> FanOut<C> {
     pub async fn gather<I, F, Fut>(&self, jobs: I) -> Vec<Fut::Output>
     where
         I: IntoIterator<Item = F>,
-        F: FnOnce(Scope) -> Fut,
+        F: FnOnce(Scope<C::Instant>) -> Fut,
         Fut: Future,
     {
         futures_util::future::join_all(jobs.into_iter().map(|job| job(self.scope.clone()))).await
@@ -104,7 +110,7 @@ impl<C: Clock> FanOut<C> {
     pub fn as_completed<I, F, Fut>(&self, jobs: I) -> impl Stream<Item = (usize, Fut::Output)>
     where
         I: IntoIterator<Item = F>,
-        F: FnOnce(Scope) -> Fut,
+        F: FnOnce(Scope<C::Instant>) -> Fut,
         Fut: Future,
     {
         jobs.into_iter()
@@ -121,7 +127,7 @@ impl<C: Clock> FanOut<C> {
     pub async fn all_or_nothing<I, F, Fut, T, E>(&self, jobs: I) -> Result<Vec<T>, Failures<E>>
     where
         I: IntoIterator<Item = F>,
-        F: FnOnce(Scope) -> Fut,
+        F: FnOnce(Scope<C::Instant>) -> Fut,
         Fut: Future<Output = Result<T, E>>,
         E: Interruption,
     {

@@ -155,7 +155,11 @@
 //! # Time, and ties
 //!
 //! The scheduler reads time only through its [`Clock`] (tokio's, [`TokioClock`], unless
-//! [`Builder::clock`] gives another) and draws randomness only from the RNG it is given. Under
+//! [`Builder::clock`] or [`Scheduler::builder_on`] gives another) and draws randomness only
+//! from the RNG it is given. Its instants are the clock's own ([`Clock::Instant`]):
+//! `tokio::time::Instant` on tokio's clock, so scopes, events and observers read tokio's
+//! instants unless a scheduler is built on another clock, such as a virtual one counting
+//! [`Nanos`]. Under
 //! tokio's paused clock (`start_paused = true`, as in the examples above) or a discrete-event
 //! executor's clock it is an exact, repeatable simulation; under a normal runtime it is
 //! production code. When things happen at one instant, one rule decides: a result that arrives at the
@@ -188,11 +192,12 @@ use std::sync::{Arc, Mutex};
 
 use rand::Rng;
 use tokio::sync::Semaphore;
+use tokio::time::Instant;
 
 pub use self::adaptive::{Adaptive, Aimd, Gradient, LimitStats};
 pub use self::budget::{Budget, BudgetExhausted};
 pub use self::builder::Builder;
-pub use self::clock::{Clock, TokioClock};
+pub use self::clock::{Clock, Moment, Nanos, TokioClock};
 pub use self::dispatch::{Access, CapPolicy, TurnPolicy};
 pub use self::error::{
     CallError, ConfigError, GiveUp, Interrupt, InvalidBackoff, InvalidHeadroom, InvalidLimit,
@@ -243,23 +248,42 @@ pub enum Via {
 }
 
 /// One call to make: its token cost, the scope that can stop it, and the limiter it goes
-/// through.
-#[derive(Debug, Clone, Default)]
-pub struct CallSpec {
+/// through. `I` is the scheduler's clock's instant (`tokio::time::Instant` unless it runs on
+/// another [`Clock`]).
+#[derive(Debug, Clone)]
+pub struct CallSpec<I = Instant> {
     /// Tokens the call costs (charged to the TPM bucket and the budget).
     pub tokens: u64,
     /// Cancellation, deadline and budget.
-    pub scope: Scope,
+    pub scope: Scope<I>,
     /// The limiter that paces it (the default one unless set).
     pub via: Via,
 }
 
+impl<I> Default for CallSpec<I> {
+    fn default() -> Self {
+        CallSpec {
+            tokens: 0,
+            scope: Scope::default(),
+            via: Via::Default,
+        }
+    }
+}
+
 impl CallSpec {
-    /// A call costing `tokens`, in an empty scope.
+    /// A call costing `tokens`, in an empty scope (on tokio's clock: [`CallSpec::of`] on
+    /// another's).
     pub fn new(tokens: u64) -> Self {
+        CallSpec::of(tokens)
+    }
+}
+
+impl<I: Moment> CallSpec<I> {
+    /// A call costing `tokens`, in an empty scope of any clock's instants.
+    pub fn of(tokens: u64) -> Self {
         CallSpec {
             tokens,
-            scope: Scope::new(),
+            scope: Scope::default(),
             via: Via::Default,
         }
     }
@@ -278,7 +302,7 @@ impl CallSpec {
     }
 
     /// The same call in `scope`.
-    pub fn in_scope(self, scope: &Scope) -> Self {
+    pub fn in_scope(self, scope: &Scope<I>) -> Self {
         CallSpec {
             scope: scope.clone(),
             ..self
@@ -301,13 +325,13 @@ struct Inner<C: Clock> {
     clock: C,
     permits: Option<Semaphore>,
     /// An adaptive limit on calls in flight, instead of `permits`.
-    adaptive: Option<adaptive::AdaptiveLimit>,
+    adaptive: Option<adaptive::AdaptiveLimit<C::Instant>>,
     limiter: Option<Arc<RateLimiter<C>>>,
     /// The named limiters, in the order configured (a [`LimitId`] is an index).
     named: Vec<(String, Arc<RateLimiter<C>>)>,
     retry: RetryPolicy,
     rng: Mutex<BoxRng>,
-    observer: Option<Arc<dyn Observer>>,
+    observer: Option<Arc<dyn Observer<C::Instant>>>,
     /// Whether the observer wants every event (else only call ends).
     events: bool,
     next_id: AtomicU64,
@@ -374,12 +398,12 @@ impl<C: Clock> Scheduler<C> {
     }
 
     /// The observer, if it wants every event.
-    fn event_observer(&self) -> Option<&dyn Observer> {
+    fn event_observer(&self) -> Option<&dyn Observer<C::Instant>> {
         self.inner.observer.as_deref().filter(|_| self.inner.events)
     }
 
     /// Reports a call's end to the observer, if any.
-    fn end_call(&self, end: &observe::CallEnd<'_>) {
+    fn end_call(&self, end: &observe::CallEnd<'_, C::Instant>) {
         if let Some(o) = &self.inner.observer {
             o.on_call_end(end);
         }
@@ -419,7 +443,7 @@ impl<C: Clock> Scheduler<C> {
     /// (on cancel or deadline) must abandon the work, as dropping an HTTP request closes it.
     pub async fn call<T, E, F, Fut>(
         &self,
-        spec: CallSpec,
+        spec: CallSpec<C::Instant>,
         mut attempt: F,
     ) -> Result<T, CallError<E>>
     where

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::clock::Moment;
 use super::error::{GiveUp, Interrupt, Stage};
 
 /// Identifies one call of a scheduler; ids count up from 0 in the order calls start.
@@ -130,11 +131,12 @@ impl EventKind {
     }
 }
 
-/// One event of one call.
+/// One event of one call, at an instant of the scheduler's clock (`tokio::time::Instant`
+/// unless the scheduler runs on another [`Clock`](crate::Clock)).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Event {
+pub struct Event<I = Instant> {
     /// When (tokio time: virtual under a paused clock).
-    pub at: Instant,
+    pub at: I,
     /// Which call.
     pub call: CallId,
     /// What happened.
@@ -143,19 +145,19 @@ pub struct Event {
 
 /// How one call ended, with its latency already split into phases.
 #[derive(Debug, Clone, PartialEq)]
-pub struct CallEnd<'a> {
+pub struct CallEnd<'a, I = Instant> {
     /// Which call.
     pub call: CallId,
     /// When it was submitted.
-    pub queued_at: Instant,
+    pub queued_at: I,
     /// When it ended.
-    pub at: Instant,
+    pub at: I,
     /// The event that ended it (`Completed`, `Failed`, `Cancelled` or `NotRun`); `None` if the
     /// call's future was dropped before it ended (then `at` is the drop).
     pub end: Option<&'a EventKind>,
     /// Its time in each phase (a dropped call's phase in progress up to the drop), and the
     /// attempts it sent.
-    pub breakdown: Breakdown,
+    pub breakdown: Breakdown<I>,
     /// 429s it was answered.
     pub rate_limited: u32,
     /// Retries it scheduled.
@@ -171,9 +173,9 @@ pub struct CallEnd<'a> {
 
 /// An adaptive concurrency limit moved (its floor, the permits that exist).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LimitChange {
+pub struct LimitChange<I = Instant> {
     /// When.
-    pub at: Instant,
+    pub at: I,
     /// The limit before.
     pub from: usize,
     /// The limit after.
@@ -181,16 +183,17 @@ pub struct LimitChange {
 }
 
 /// Receives a scheduler's observations. Called synchronously on the call's task: keep it
-/// cheap.
-pub trait Observer: Send + Sync {
+/// cheap. `I` is the scheduler's clock's instant (`tokio::time::Instant` unless it runs on
+/// another [`Clock`](crate::Clock)).
+pub trait Observer<I = Instant>: Send + Sync {
     /// One event (only if [`Observer::wants_events`]).
-    fn on_event(&self, _event: &Event) {}
+    fn on_event(&self, _event: &Event<I>) {}
 
     /// A call ended (every call, once, after its last event).
-    fn on_call_end(&self, _end: &CallEnd<'_>) {}
+    fn on_call_end(&self, _end: &CallEnd<'_, I>) {}
 
     /// An adaptive concurrency limit moved (whatever [`Observer::wants_events`] says).
-    fn on_limit(&self, _change: &LimitChange) {}
+    fn on_limit(&self, _change: &LimitChange<I>) {}
 
     /// Whether to call [`Observer::on_event`] for every event (the default). An observer that
     /// needs only [`Observer::on_call_end`] returns false, and the scheduler builds no events.
@@ -205,8 +208,8 @@ pub trait Observer: Send + Sync {
     }
 }
 
-impl<F: Fn(&Event) + Send + Sync> Observer for F {
-    fn on_event(&self, event: &Event) {
+impl<I, F: Fn(&Event<I>) + Send + Sync> Observer<I> for F {
+    fn on_event(&self, event: &Event<I>) {
         self(event)
     }
 }
@@ -215,24 +218,34 @@ impl<F: Fn(&Event) + Send + Sync> Observer for F {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct NoopObserver;
 
-impl Observer for NoopObserver {
-    fn on_event(&self, _: &Event) {}
+impl<I> Observer<I> for NoopObserver {
+    fn on_event(&self, _: &Event<I>) {}
 }
 
 /// An observer that keeps every event in memory: for tests and debugging, not long runs.
-#[derive(Debug, Default)]
-pub struct EventLog {
-    events: Mutex<Vec<Event>>,
+#[derive(Debug)]
+pub struct EventLog<I = Instant> {
+    events: Mutex<Vec<Event<I>>>,
+}
+
+impl<I> Default for EventLog<I> {
+    fn default() -> Self {
+        EventLog {
+            events: Mutex::new(Vec::new()),
+        }
+    }
 }
 
 impl EventLog {
-    /// An empty log.
+    /// An empty log of events on tokio's clock (`EventLog::default()` for another clock's).
     pub fn new() -> Self {
         EventLog::default()
     }
+}
 
+impl<I: Clone> EventLog<I> {
     /// A copy of the events so far, in the order they happened.
-    pub fn events(&self) -> Vec<Event> {
+    pub fn events(&self) -> Vec<Event<I>> {
         self.events
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -240,7 +253,7 @@ impl EventLog {
     }
 
     /// The events of one call.
-    pub fn of_call(&self, call: CallId) -> Vec<Event> {
+    pub fn of_call(&self, call: CallId) -> Vec<Event<I>> {
         self.events()
             .into_iter()
             .filter(|e| e.call == call)
@@ -254,8 +267,8 @@ impl EventLog {
     }
 }
 
-impl Observer for EventLog {
-    fn on_event(&self, event: &Event) {
+impl<I: Clone + Send> Observer<I> for EventLog<I> {
+    fn on_event(&self, event: &Event<I>) {
         self.events
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -272,8 +285,8 @@ enum Phase {
 }
 
 /// One call's latency split into phases, folded from its events in order.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Breakdown {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Breakdown<I = Instant> {
     /// Waiting for a concurrency permit.
     pub queue: Duration,
     /// Waiting for the rate limiter (every attempt).
@@ -284,12 +297,25 @@ pub struct Breakdown {
     pub service: Duration,
     /// Attempts sent.
     pub attempts: u32,
-    last: Option<(Instant, Phase)>,
+    last: Option<(I, Phase)>,
 }
 
-impl Breakdown {
+impl<I> Default for Breakdown<I> {
+    fn default() -> Self {
+        Breakdown {
+            queue: Duration::ZERO,
+            limiter: Duration::ZERO,
+            backoff: Duration::ZERO,
+            service: Duration::ZERO,
+            attempts: 0,
+            last: None,
+        }
+    }
+}
+
+impl<I: Moment> Breakdown<I> {
     /// Folds a whole call's events.
-    pub fn of(events: &[Event]) -> Self {
+    pub fn of(events: &[Event<I>]) -> Self {
         let mut b = Breakdown::default();
         for e in events {
             b.apply(e);
@@ -303,13 +329,13 @@ impl Breakdown {
     }
 
     /// Adds one event (of this call, in order).
-    pub fn apply(&mut self, event: &Event) {
+    pub fn apply(&mut self, event: &Event<I>) {
         self.step(&event.kind, event.at);
     }
 
     /// Adds one event of kind `kind` at `at` (of this call, in order).
     #[inline]
-    pub(crate) fn step(&mut self, kind: &EventKind, at: Instant) {
+    pub(crate) fn step(&mut self, kind: &EventKind, at: I) {
         self.close(at);
         let next = match kind {
             EventKind::Queued { .. } => Some(Phase::Queue),
@@ -328,7 +354,7 @@ impl Breakdown {
 
     /// Ends the phase in progress at `at`, adding its time (a call dropped mid-phase).
     #[inline]
-    pub(crate) fn close(&mut self, at: Instant) {
+    pub(crate) fn close(&mut self, at: I) {
         if let Some((since, phase)) = self.last.take() {
             // Compared first: most phases of most calls take no time, and a comparison is
             // far cheaper than a subtraction of instants.

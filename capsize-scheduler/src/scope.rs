@@ -18,7 +18,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::budget::Budget;
-use super::clock::{Clock, TokioClock};
+use super::clock::{Clock, Moment, TokioClock};
 use super::error::Interrupt;
 
 /// Which work a scope is asked about: an exhausted budget stops work not yet sent, not work
@@ -40,12 +40,25 @@ impl Work {
 }
 
 /// Cancellation token, deadline and budget shared by a piece of work and everything it spawns.
-#[derive(Debug, Clone, Default)]
-pub struct Scope {
+/// Its instants are those of the clock the work runs on (`tokio::time::Instant` unless it is
+/// another [`Clock`]'s: `Scope::default()` makes an empty one for any clock).
+#[derive(Debug, Clone)]
+pub struct Scope<I = Instant> {
     cancel: Option<CancellationToken>,
-    stop_at: Option<Instant>,
-    deadline: Option<Instant>,
+    stop_at: Option<I>,
+    deadline: Option<I>,
     budget: Option<Budget>,
+}
+
+impl<I> Default for Scope<I> {
+    fn default() -> Self {
+        Scope {
+            cancel: None,
+            stop_at: None,
+            deadline: None,
+            budget: None,
+        }
+    }
 }
 
 impl Scope {
@@ -54,6 +67,20 @@ impl Scope {
         Scope::default()
     }
 
+    /// What has stopped `work` in this scope already, if anything (on tokio's clock).
+    pub fn interrupted(&self, work: Work) -> Option<Interrupt> {
+        self.interrupted_at(work, TokioClock.now())
+    }
+
+    /// Runs `fut`, work of kind `work`, until it finishes or the scope stops it (dropping it),
+    /// on tokio's clock. Work that finishes at the same instant the scope stops keeps its
+    /// result.
+    pub async fn run<F: Future>(&self, work: Work, fut: F) -> Result<F::Output, Interrupt> {
+        self.run_on(&TokioClock, work, fut).await
+    }
+}
+
+impl<I: Moment> Scope<I> {
     /// The same scope stopped by `token`.
     pub fn with_cancel(mut self, token: CancellationToken) -> Self {
         self.cancel = Some(token);
@@ -63,13 +90,13 @@ impl Scope {
     /// The same scope cancelled at `at` (or at its current stop time, if earlier): as if a token
     /// were cancelled then, but decided by the clock, so ties at that instant follow the rule
     /// above whatever the order tasks run in.
-    pub fn with_stop_at(mut self, at: Instant) -> Self {
+    pub fn with_stop_at(mut self, at: I) -> Self {
         self.stop_at = Some(self.stop_at.map_or(at, |s| s.min(at)));
         self
     }
 
     /// The same scope with a deadline at `at`, or its current deadline if that is earlier.
-    pub fn with_deadline(mut self, at: Instant) -> Self {
+    pub fn with_deadline(mut self, at: I) -> Self {
         self.deadline = Some(self.deadline.map_or(at, |d| d.min(at)));
         self
     }
@@ -81,7 +108,7 @@ impl Scope {
     }
 
     /// A child scope: a token of its own that the parent's cancels, the same deadline and budget.
-    pub fn child(&self) -> Scope {
+    pub fn child(&self) -> Scope<I> {
         Scope {
             cancel: Some(match &self.cancel {
                 Some(t) => t.child_token(),
@@ -106,7 +133,7 @@ impl Scope {
     }
 
     /// The deadline, if any.
-    pub fn deadline(&self) -> Option<Instant> {
+    pub fn deadline(&self) -> Option<I> {
         self.deadline
     }
 
@@ -115,13 +142,8 @@ impl Scope {
         self.budget.as_ref()
     }
 
-    /// What has stopped `work` in this scope already, if anything (on tokio's clock).
-    pub fn interrupted(&self, work: Work) -> Option<Interrupt> {
-        self.interrupted_at(work, TokioClock.now())
-    }
-
     /// What had stopped `work` in this scope at `now`, if anything.
-    pub fn interrupted_at(&self, work: Work, now: Instant) -> Option<Interrupt> {
+    pub fn interrupted_at(&self, work: Work, now: I) -> Option<Interrupt> {
         if self.cancel.as_ref().is_some_and(|t| t.is_cancelled())
             || self.stop_at.is_some_and(|s| now >= s)
         {
@@ -147,15 +169,8 @@ impl Scope {
             || (work.budget_counts() && self.budget.is_some())
     }
 
-    /// Runs `fut`, work of kind `work`, until it finishes or the scope stops it (dropping it),
-    /// on tokio's clock. Work that finishes at the same instant the scope stops keeps its
-    /// result.
-    pub async fn run<F: Future>(&self, work: Work, fut: F) -> Result<F::Output, Interrupt> {
-        self.run_on(&TokioClock, work, fut).await
-    }
-
     /// As [`Scope::run`], with deadlines and stop times kept on `clock`.
-    pub async fn run_on<C: Clock, F: Future>(
+    pub async fn run_on<C: Clock<Instant = I>, F: Future>(
         &self,
         clock: &C,
         work: Work,

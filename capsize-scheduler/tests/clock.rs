@@ -10,32 +10,30 @@ use std::time::Duration;
 use capsize_des::{Executor, Handle};
 use capsize_scheduler::fanout::Interruption;
 use capsize_scheduler::{
-    CallSpec, Clock, FanOut, Limit, LimiterConfig, ProviderError, Scheduler, SchedulerConfig,
-    Scope, TokioClock,
+    CallSpec, Clock, FanOut, Limit, LimiterConfig, Nanos, ProviderError, Scheduler,
+    SchedulerConfig, Scope, TokioClock,
 };
-use tokio::time::Instant;
 
 mod common;
 use common::paused_runtime;
 
-/// capsize-des's clock as a scheduler clock: instants are an origin plus the executor's time.
+/// capsize-des's clock as a scheduler clock: instants are the executor's own count of
+/// nanoseconds.
 #[derive(Clone)]
 struct DesClock {
     handle: Handle,
-    origin: Instant,
 }
 
 impl Clock for DesClock {
+    type Instant = Nanos;
     type Sleep = capsize_des::Sleep;
 
-    fn now(&self) -> Instant {
-        self.origin + self.handle.now()
+    fn now(&self) -> Nanos {
+        Nanos::from_nanos(self.handle.now_ns())
     }
 
-    fn sleep_until(&self, deadline: Instant) -> Self::Sleep {
-        let ns = deadline.saturating_duration_since(self.origin).as_nanos();
-        self.handle
-            .sleep_until_ns(u64::try_from(ns).unwrap_or(u64::MAX))
+    fn sleep_until(&self, deadline: Nanos) -> Self::Sleep {
+        self.handle.sleep_until_ns(deadline.as_nanos())
     }
 }
 
@@ -58,12 +56,12 @@ fn body<C: Clock>(scheduler: Scheduler<C>) -> Pin<Box<dyn Future<Output = (Vec<u
     Box::pin(async move {
         let clock = scheduler.clock().clone();
         let t0 = clock.now();
-        let results = FanOut::new(&Scope::new())
+        let results = FanOut::on(clock.clone(), &Scope::default())
             .gather((0..10).map(|i| {
                 let (scheduler, clock) = (&scheduler, &clock);
-                move |scope: Scope| async move {
+                move |scope: Scope<C::Instant>| async move {
                     scheduler
-                        .call(CallSpec::new(100).in_scope(&scope), |attempt| async move {
+                        .call(CallSpec::of(100).in_scope(&scope), |attempt| async move {
                             if i == 3 && attempt.number == 1 {
                                 return Err(ProviderError::rate_limited(Some(
                                     Duration::from_secs(1),
@@ -100,11 +98,9 @@ fn on_des() -> (Vec<u128>, u128) {
     let exec = Executor::new();
     let clock = DesClock {
         handle: exec.handle(),
-        origin: Instant::now(),
     };
-    let scheduler = Scheduler::builder(config())
+    let scheduler = Scheduler::builder_on(config(), clock)
         .seed(3)
-        .clock(clock)
         .build()
         .unwrap();
     exec.block_on(body(scheduler)).unwrap()
@@ -148,15 +144,14 @@ fn a_fan_out_on_a_virtual_clock_reads_that_clock_to_tell_a_stop_from_outside() {
     let exec = Executor::new();
     let clock = DesClock {
         handle: exec.handle(),
-        origin: Instant::now(),
     };
-    let parent = Scope::new().with_deadline(clock.now() + Duration::from_millis(300));
-    let fan = FanOut::new(&parent).with_clock(clock.clone());
+    let parent = Scope::default().with_deadline(clock.now() + Duration::from_millis(300));
+    let fan = FanOut::on(clock.clone(), &parent);
     let failures = exec
         .block_on(async move {
             let jobs = [100u64, 400].map(|ms| {
                 let clock = clock.clone();
-                move |_scope: Scope| async move {
+                move |_scope: Scope<Nanos>| async move {
                     let at = clock.now() + Duration::from_millis(ms);
                     clock.sleep_until(at).await;
                     Err::<(), _>(JobError {

@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use crate::engine::timescale::TimeScale;
 use crate::scheduler::observe::{CallEnd, EventKind, LimitChange, Observer};
-use crate::scheduler::Interrupt;
+use crate::scheduler::{Interrupt, Moment};
 
 mod series;
 
@@ -63,8 +63,8 @@ pub struct CallCounts {
 
 /// The fleet's adaptive limits as they move: their sum since `last`.
 #[derive(Debug, Clone, Copy)]
-struct LimitTrack {
-    origin: Instant,
+struct LimitTrack<I> {
+    origin: I,
     total: u64,
     /// Model µs since `origin` up to which the sum is in the series.
     last_us: u64,
@@ -207,7 +207,7 @@ fn record(h: &mut Histogram<u64>, zeros: &mut u64, micros: u64) {
     }
 }
 
-struct State {
+struct State<I> {
     scale: TimeScale,
     /// Everything recorded, but the zeros of its histograms.
     rec: Recording,
@@ -216,9 +216,9 @@ struct State {
     /// Each endpoint's busiest minute, when there are several.
     peaks: Vec<Peak60>,
     /// The adaptive limits, once the run has started with some.
-    limit: Option<LimitTrack>,
+    limit: Option<LimitTrack<I>>,
     /// When the run started (runtime), once it has: call ends are placed in the series from it.
-    origin: Option<Instant>,
+    origin: Option<I>,
     /// Live totals for a progress display.
     live: Live,
 }
@@ -236,9 +236,9 @@ pub struct Live {
     pub queries_ended: u64,
 }
 
-impl State {
+impl<I: Moment> State<I> {
     /// The limits' sum held up to `at` (runtime), in the series.
-    fn hold_limit(&mut self, at: Instant) -> Option<&mut LimitTrack> {
+    fn hold_limit(&mut self, at: I) -> Option<&mut LimitTrack<I>> {
         let track = self.limit.as_mut()?;
         let since = at.saturating_duration_since(track.origin);
         let to = micros(self.scale.to_model(since)).max(track.last_us);
@@ -259,9 +259,9 @@ impl State {
 }
 
 /// Collects a run's measurements. Shared by the scheduler (as its observer), the provider and
-/// the workload.
-pub struct Recorder {
-    state: Mutex<State>,
+/// the workload. `I` is the run's clock's instant.
+pub struct Recorder<I = Instant> {
+    state: Mutex<State<I>>,
     /// Whether the time series is kept (then each call's end reads its limiter's balance).
     timeseries: bool,
 }
@@ -270,7 +270,7 @@ fn micros(d: Duration) -> u64 {
     d.as_micros().min(u64::MAX as u128) as u64
 }
 
-impl Recorder {
+impl<I: Moment> Recorder<I> {
     /// A recorder for a run whose runtime clock relates to model time by `scale`, sending to
     /// `endpoints` providers (each gets counts of its own when there are several).
     pub fn new(scale: TimeScale, endpoints: usize) -> Self {
@@ -325,7 +325,7 @@ impl Recorder {
     }
 
     /// The run started at `origin` (runtime): call ends are placed in the series from it.
-    pub fn begin(&self, origin: Instant) {
+    pub fn begin(&self, origin: I) {
         self.lock().origin = Some(origin);
     }
 
@@ -338,7 +338,7 @@ impl Recorder {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State<I>> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -389,7 +389,7 @@ impl Recorder {
 
     /// The run started at `origin` with adaptive concurrency limits adding up to `total`:
     /// from now on their moves ([`Observer::on_limit`]) are kept in the series.
-    pub fn limits_from(&self, origin: Instant, total: usize) {
+    pub fn limits_from(&self, origin: I, total: usize) {
         self.lock().limit = Some(LimitTrack {
             origin,
             total: total as u64,
@@ -398,7 +398,7 @@ impl Recorder {
     }
 
     /// The run ended at `at`: the limits' last values are held up to it.
-    pub fn limits_until(&self, at: Instant) {
+    pub fn limits_until(&self, at: I) {
         self.lock().hold_limit(at);
     }
 
@@ -511,7 +511,7 @@ pub struct Arrival {
     pub endpoint: usize,
 }
 
-impl Observer for Recorder {
+impl<I: Moment> Observer<I> for Recorder<I> {
     fn wants_events(&self) -> bool {
         false
     }
@@ -520,14 +520,14 @@ impl Observer for Recorder {
         self.timeseries
     }
 
-    fn on_limit(&self, change: &LimitChange) {
+    fn on_limit(&self, change: &LimitChange<I>) {
         let mut s = self.lock();
         if let Some(track) = s.hold_limit(change.at) {
             track.total = (track.total + change.to as u64).saturating_sub(change.from as u64);
         }
     }
 
-    fn on_call_end(&self, end: &CallEnd<'_>) {
+    fn on_call_end(&self, end: &CallEnd<'_, I>) {
         let mut guard = self.lock();
         let s = &mut *guard;
         let c = &mut s.rec.calls;
@@ -568,15 +568,15 @@ impl Observer for Recorder {
     }
 }
 
-impl State {
+impl<I: Moment> State<I> {
     /// Folds a call that ended into the series' call bins: its wait for a permit, the time it
     /// held one, how it ended and (if it succeeded) its latency, in the bins they fall in.
-    fn call_in_series(&mut self, end: &CallEnd<'_>) {
+    fn call_in_series(&mut self, end: &CallEnd<'_, I>) {
         let Some(origin) = self.origin else {
             return;
         };
         let scale = self.scale;
-        let at = |i: Instant| micros(scale.to_model(i.saturating_duration_since(origin)));
+        let at = |i: I| micros(scale.to_model(i.saturating_duration_since(origin)));
         let (queued, ended) = (at(end.queued_at), at(end.at));
         // The permit is waited for first, from submission, and held until the call ends.
         let admitted = at(end.queued_at + end.breakdown.queue).clamp(queued, ended);

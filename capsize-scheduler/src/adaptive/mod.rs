@@ -21,11 +21,11 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use tokio::sync::{Semaphore, SemaphorePermit};
-use tokio::time::Instant;
 
 pub use self::aimd::Aimd;
 pub use self::gradient::Gradient;
 use self::gradient::Rtts;
+use crate::clock::Moment;
 use crate::observe::LimitChange;
 
 /// An adaptive limit on calls in flight: one of the policies.
@@ -108,7 +108,7 @@ pub struct LimitStats {
 }
 
 #[derive(Debug)]
-struct State {
+struct State<I> {
     limit: f64,
     /// Permits that exist once the owed ones are forgotten: `floor(limit)`.
     granted: usize,
@@ -121,21 +121,21 @@ struct State {
     stats: LimitStats,
     /// Permit-seconds up to `last`.
     area: f64,
-    since: Instant,
-    last: Instant,
+    since: I,
+    last: I,
 }
 
 /// An [`Adaptive`] limit over a semaphore of permits.
 #[derive(Debug)]
-pub(crate) struct AdaptiveLimit {
+pub(crate) struct AdaptiveLimit<I> {
     policy: Adaptive,
     permits: Semaphore,
-    state: Mutex<State>,
+    state: Mutex<State<I>>,
 }
 
-impl AdaptiveLimit {
+impl<I: Moment> AdaptiveLimit<I> {
     /// A limit at `policy`'s initial value from `now`.
-    pub(crate) fn new(policy: Adaptive, now: Instant) -> Self {
+    pub(crate) fn new(policy: Adaptive, now: I) -> Self {
         let initial = policy.bounds().initial;
         AdaptiveLimit {
             policy,
@@ -160,7 +160,7 @@ impl AdaptiveLimit {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
+    fn lock(&self) -> MutexGuard<'_, State<I>> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -184,10 +184,10 @@ impl AdaptiveLimit {
     /// permits when it was sent: the policy's step, up to `max`.
     pub(crate) fn on_success(
         &self,
-        now: Instant,
+        now: I,
         rtt: Duration,
         in_flight: usize,
-    ) -> Option<LimitChange> {
+    ) -> Option<LimitChange<I>> {
         let mut guard = self.lock();
         let s = &mut *guard;
         let next = match &self.policy {
@@ -200,7 +200,7 @@ impl AdaptiveLimit {
     /// A call whose permit belongs to window `epoch` was refused (429) or timed out at `now`:
     /// the limit is cut by `backoff`, down to `min`, unless the window has been answered
     /// already.
-    pub(crate) fn on_drop(&self, epoch: u64, now: Instant) -> Option<LimitChange> {
+    pub(crate) fn on_drop(&self, epoch: u64, now: I) -> Option<LimitChange<I>> {
         let mut guard = self.lock();
         let s = &mut *guard;
         if epoch < s.epoch {
@@ -216,7 +216,7 @@ impl AdaptiveLimit {
     }
 
     /// Moves the limit to `next` within the bounds; its floor's permits follow.
-    fn set(&self, s: &mut State, next: f64, now: Instant) -> Option<LimitChange> {
+    fn set(&self, s: &mut State<I>, next: f64, now: I) -> Option<LimitChange<I>> {
         let b = self.policy.bounds();
         s.limit = next.clamp(b.min as f64, b.max as f64);
         let target = s.limit.floor() as usize;
@@ -262,7 +262,7 @@ impl AdaptiveLimit {
     }
 
     /// The limit's statistics, its mean taken up to `now`.
-    pub(crate) fn stats(&self, now: Instant) -> LimitStats {
+    pub(crate) fn stats(&self, now: I) -> LimitStats {
         let s = self.lock();
         let mut stats = s.stats;
         let span = now.saturating_duration_since(s.since).as_secs_f64();
@@ -278,9 +278,11 @@ impl AdaptiveLimit {
 mod tests {
     #![allow(clippy::disallowed_methods)] // an instant to start from; time is passed in
 
+    use tokio::time::Instant;
+
     use super::*;
 
-    fn aimd(t0: Instant) -> AdaptiveLimit {
+    fn aimd(t0: Instant) -> AdaptiveLimit<Instant> {
         let policy = Aimd {
             initial: 4,
             min: 1,

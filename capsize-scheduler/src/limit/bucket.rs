@@ -33,7 +33,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use tokio::time::Instant;
+use crate::clock::Moment;
 
 /// Tolerance, in tokens, below which a remaining debt counts as paid (absorbs float rounding).
 const EPSILON_TOKENS: f64 = 1e-6;
@@ -81,7 +81,7 @@ struct Pending {
 
 /// A token bucket: `rate` tokens a second up to `capacity`, starting full.
 #[derive(Debug, Clone)]
-pub(crate) struct Bucket {
+pub(crate) struct Bucket<I> {
     rate: f64,
     capacity: f64,
     /// Tokens ever credited up to `last` (excess over the cap is discarded).
@@ -91,14 +91,14 @@ pub(crate) struct Bucket {
     /// Tokens of the reservations that are due (gone, or paid for everywhere).
     admitted: f64,
     /// Time up to which `credited` is brought. During a pause it lies in the future.
-    last: Instant,
+    last: I,
     /// The reservations still pending, in the order they are served.
     pending: BTreeMap<Ticket, Pending>,
 }
 
-impl Bucket {
+impl<I: Moment> Bucket<I> {
     /// A full bucket at time `now`.
-    pub(crate) fn new(rate_per_s: f64, capacity: f64, now: Instant) -> Self {
+    pub(crate) fn new(rate_per_s: f64, capacity: f64, now: I) -> Self {
         Bucket {
             rate: rate_per_s,
             capacity,
@@ -130,7 +130,7 @@ impl Bucket {
     /// with nothing changed: a read must not split the bucket's refills (and their rounding)
     /// differently from a run that does not read it. Reservations that fall due by `now` are
     /// not marked, which can only lower the cap of a full bucket.
-    pub(crate) fn balance_at(&self, now: Instant) -> f64 {
+    pub(crate) fn balance_at(&self, now: I) -> f64 {
         let mut credited = self.credited;
         if now > self.last {
             credited += (now - self.last).as_secs_f64() * self.rate;
@@ -159,7 +159,7 @@ impl Bucket {
 
     /// Brings the credit to `now` (no-op for a time before `last`). The limiter marks due what
     /// is due before it brings a bucket past that instant, so the cap is the one in force.
-    pub(crate) fn refill(&mut self, now: Instant) {
+    pub(crate) fn refill(&mut self, now: I) {
         if now > self.last {
             self.credited += (now - self.last).as_secs_f64() * self.rate;
             self.last = now;
@@ -180,7 +180,7 @@ impl Bucket {
 
     /// `last` plus the time the bucket takes to refill `debt` (at least a nanosecond, so a
     /// sleep until it always moves the clock: a zero-length wait would spin forever).
-    fn refilled(&self, debt: f64) -> Instant {
+    fn refilled(&self, debt: f64) -> I {
         let nanos = (debt / self.rate / NANO)
             .round()
             .clamp(1.0, u64::MAX as f64);
@@ -191,7 +191,7 @@ impl Bucket {
     /// must wait (the bucket has not refilled it yet, or is paused). The caller then either
     /// [`Bucket::admit_now`]s it (no bucket of the limiter needs a wait) or
     /// [`Bucket::enqueue`]s it under its ticket.
-    pub(crate) fn debit(&mut self, cost: f64, place: Place, now: Instant) -> Debit {
+    pub(crate) fn debit(&mut self, cost: f64, place: Place, now: I) -> Debit {
         let position = match place {
             Place::Back => self.debited + cost,
             Place::Front => {
@@ -245,7 +245,7 @@ impl Bucket {
     /// can tell now: exact for the first waiting reservation, a lower bound for those behind it
     /// (credit it cannot bank yet is not counted, nor reservations that may join ahead of it).
     /// `last` if it is paid for already.
-    pub(crate) fn paid_at(&self, ticket: Ticket) -> Option<Instant> {
+    pub(crate) fn paid_at(&self, ticket: Ticket) -> Option<I> {
         let p = self.pending.get(&ticket)?;
         let debt = p.position - self.credited;
         Some(if debt <= self.tolerance() {
@@ -261,7 +261,7 @@ impl Bucket {
     }
 
     /// The instant the bucket's pause ends, if it is paused at `now`.
-    pub(crate) fn paused_until(&self, now: Instant) -> Option<Instant> {
+    pub(crate) fn paused_until(&self, now: I) -> Option<I> {
         (self.last > now).then_some(self.last)
     }
 
@@ -284,7 +284,7 @@ impl Bucket {
 
     /// Gives the cost back for pending reservation `ticket`, which will not be sent; moves
     /// everyone behind it forward. Returns true if some reservation may now go earlier.
-    pub(crate) fn refund(&mut self, ticket: Ticket, now: Instant) -> bool {
+    pub(crate) fn refund(&mut self, ticket: Ticket, now: I) -> bool {
         let Some(gone) = self.pending.remove(&ticket) else {
             return false;
         };
@@ -307,7 +307,7 @@ impl Bucket {
 
     /// Pushes the bucket forward: no credit accrues before `until`, and whatever balance was
     /// left is forfeited (the provider has just said the real allowance is spent).
-    pub(crate) fn pause(&mut self, until: Instant) {
+    pub(crate) fn pause(&mut self, until: I) {
         self.credited = self.credited.min(self.debited);
         if until > self.last {
             self.last = until;
@@ -318,7 +318,7 @@ impl Bucket {
     /// while reservations are owed, behind once credit has built up); `None` if no instant
     /// names it.
     #[cfg(feature = "redis")]
-    pub(crate) fn horizon(&self) -> Option<Instant> {
+    pub(crate) fn horizon(&self) -> Option<I> {
         let secs = (self.debited - self.credited) / self.rate;
         let d = Duration::try_from_secs_f64(secs.abs()).ok()?;
         if secs >= 0.0 {
@@ -331,7 +331,7 @@ impl Bucket {
     /// Lowers the balance to that of a bucket that was empty at `horizon`, if that is less
     /// (reservations pending here are part of the debt: they are paid by then).
     #[cfg(feature = "redis")]
-    pub(crate) fn empty_at(&mut self, horizon: Instant) {
+    pub(crate) fn empty_at(&mut self, horizon: I) {
         let behind = if self.last >= horizon {
             (self.last - horizon).as_secs_f64()
         } else {

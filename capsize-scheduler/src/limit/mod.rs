@@ -17,12 +17,11 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use tokio::sync::Notify;
-use tokio::time::Instant;
 
 pub use self::bucket::Place;
 use self::bucket::{Bucket, Ticket};
 use self::queue::Queue;
-use crate::clock::{Clock, TokioClock};
+use crate::clock::{Clock, Moment, TokioClock};
 use crate::error::{ConfigError, InvalidHeadroom, InvalidLimit, LimitField, LimitKind};
 
 /// One provider limit and the bucket that enforces it on the client.
@@ -75,12 +74,12 @@ impl Default for LimiterConfig {
 }
 
 impl LimiterConfig {
-    fn bucket(
+    fn bucket<I: Moment>(
         &self,
         limit: Option<Limit>,
         kind: LimitKind,
-        now: Instant,
-    ) -> Result<Option<Bucket>, ConfigError> {
+        now: I,
+    ) -> Result<Option<Bucket<I>>, ConfigError> {
         let Some(limit) = limit else { return Ok(None) };
         if !(limit.per_minute.is_finite() && limit.per_minute > 0.0) {
             return Err(InvalidLimit {
@@ -111,14 +110,14 @@ impl LimiterConfig {
 /// on the clock `C` (tokio's unless a simulator gives another).
 #[derive(Debug)]
 pub struct RateLimiter<C: Clock = TokioClock> {
-    queue: Mutex<Queue>,
+    queue: Mutex<Queue<C::Instant>>,
     /// Woken when a refund lets waiters go earlier.
     changed: Notify,
     clock: C,
     /// Buckets shared with other replicas on Redis; `queue` is then the fallback used while
     /// Redis does not answer (see [`shared`]).
     #[cfg(feature = "redis")]
-    remote: Option<shared::RedisBuckets>,
+    remote: Option<shared::Shared<C::Instant>>,
 }
 
 impl RateLimiter {
@@ -147,7 +146,7 @@ impl<C: Clock> RateLimiter<C> {
         })
     }
 
-    fn lock(&self) -> MutexGuard<'_, Queue> {
+    fn lock(&self) -> MutexGuard<'_, Queue<C::Instant>> {
         // The state is plain numbers, consistent after every statement: a panic elsewhere while
         // the lock was held leaves nothing half-done, so a poisoned lock is safe to reuse.
         self.queue
@@ -163,7 +162,7 @@ impl<C: Clock> RateLimiter<C> {
 
     /// As [`RateLimiter::reserve`], joining the line at `place`, with a reading of the clock the
     /// caller already has.
-    pub fn reserve_at(&self, tokens: u64, place: Place, now: Instant) -> Reservation<'_, C> {
+    pub fn reserve_at(&self, tokens: u64, place: Place, now: C::Instant) -> Reservation<'_, C> {
         #[cfg(feature = "redis")]
         if self.remote.is_some() {
             return Reservation {
@@ -185,10 +184,13 @@ impl<C: Clock> RateLimiter<C> {
 
     /// Holds every caller, waiting or new, until `until`, and forfeits the buckets' balance: the
     /// provider has said the real allowance is spent. Credit starts again at `until`.
-    pub fn pause_until(&self, until: Instant) {
+    pub fn pause_until(&self, until: C::Instant) {
         #[cfg(feature = "redis")]
         if let Some(remote) = &self.remote {
-            shared::pause(remote, until.saturating_duration_since(self.clock.now()));
+            shared::pause(
+                &remote.buckets,
+                until.saturating_duration_since(self.clock.now()),
+            );
         }
         self.lock().pause(self.clock.now(), until);
         // No wake-up needed: a pause only delays, and every waiter re-reads the queue when its
@@ -233,7 +235,7 @@ impl<C: Clock> RateLimiter<C> {
     }
 
     /// When reservation `ticket` may go, or `None` if it may go now.
-    fn ready_at(&self, ticket: Ticket) -> Option<Instant> {
+    fn ready_at(&self, ticket: Ticket) -> Option<C::Instant> {
         self.lock().ready_at(ticket, self.clock.now())
     }
 
@@ -261,7 +263,7 @@ pub struct Reservation<'a, C: Clock = TokioClock> {
     admitted: bool,
     /// A shared limiter's reservation, until it is made on Redis or falls back.
     #[cfg(feature = "redis")]
-    remote: Option<shared::Pending>,
+    remote: Option<shared::Pending<C::Instant>>,
 }
 
 impl<C: Clock> Reservation<'_, C> {
@@ -343,7 +345,7 @@ impl<C: Clock> Drop for Reservation<'_, C> {
         }
         #[cfg(feature = "redis")]
         if let (Some(remote), Some(pending)) = (&self.limiter.remote, &self.remote) {
-            pending.refund(remote);
+            pending.refund(&remote.buckets);
         }
     }
 }

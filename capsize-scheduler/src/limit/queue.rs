@@ -10,21 +10,20 @@
 //! task holding a due reservation may run later (a timer fires on its tick, a runtime is busy):
 //! that costs no credit, because the buckets counted it as gone when it was due.
 
-use tokio::time::Instant;
-
 use super::bucket::{Bucket, Place, Ticket};
+use crate::clock::Moment;
 
 /// The request and token buckets and the reservations waiting in them.
 #[derive(Debug)]
-pub(crate) struct Queue {
-    requests: Option<Bucket>,
-    tokens: Option<Bucket>,
+pub(crate) struct Queue<I> {
+    requests: Option<Bucket<I>>,
+    tokens: Option<Bucket<I>>,
     next_seq: u64,
 }
 
-impl Queue {
+impl<I: Moment> Queue<I> {
     /// A queue over the given buckets (either may be absent).
-    pub(crate) fn new(requests: Option<Bucket>, tokens: Option<Bucket>) -> Self {
+    pub(crate) fn new(requests: Option<Bucket<I>>, tokens: Option<Bucket<I>>) -> Self {
         Queue {
             requests,
             tokens,
@@ -32,17 +31,17 @@ impl Queue {
         }
     }
 
-    fn buckets(&mut self) -> impl Iterator<Item = &mut Bucket> {
+    fn buckets(&mut self) -> impl Iterator<Item = &mut Bucket<I>> {
         self.requests.iter_mut().chain(self.tokens.iter_mut())
     }
 
     /// A bucket to ask about the queue: every bucket holds the same pending reservations.
-    fn any(&self) -> Option<&Bucket> {
+    fn any(&self) -> Option<&Bucket<I>> {
         self.requests.as_ref().or(self.tokens.as_ref())
     }
 
     /// The request and token buckets.
-    pub(crate) fn parts(&self) -> (Option<&Bucket>, Option<&Bucket>) {
+    pub(crate) fn parts(&self) -> (Option<&Bucket<I>>, Option<&Bucket<I>>) {
         (self.requests.as_ref(), self.tokens.as_ref())
     }
 
@@ -50,7 +49,7 @@ impl Queue {
     /// `now`, each at the instant the last of them paid it, then brings the buckets to `now`.
     /// Every operation starts here, so no bucket is brought past a reservation's due instant
     /// before it is marked due (which would cap credit under the old ceiling).
-    fn advance(&mut self, now: Instant) {
+    fn advance(&mut self, now: I) {
         while let Some(ticket) = self.any().and_then(Bucket::first_waiting) {
             let Some(at) = self.buckets().filter_map(|b| b.paid_at(ticket)).max() else {
                 break;
@@ -70,7 +69,7 @@ impl Queue {
 
     /// Reserves one request and `tokens` tokens at `now`, joining the line at `place`: its
     /// ticket, and whether it waits (`false`: it has gone already).
-    pub(crate) fn reserve(&mut self, tokens: u64, place: Place, now: Instant) -> (Ticket, bool) {
+    pub(crate) fn reserve(&mut self, tokens: u64, place: Place, now: I) -> (Ticket, bool) {
         self.advance(now);
         let ticket = Ticket::new(place, self.next_seq);
         self.next_seq += 1;
@@ -94,7 +93,7 @@ impl Queue {
     /// When reservation `ticket` may go, or `None` if it may go at `now`. For a reservation
     /// behind others it is a lower bound (credit not yet bankable is not counted, and others may
     /// join ahead of it at the front): ask again then. Always later than `now` when not `None`.
-    pub(crate) fn ready_at(&mut self, ticket: Ticket, now: Instant) -> Option<Instant> {
+    pub(crate) fn ready_at(&mut self, ticket: Ticket, now: I) -> Option<I> {
         self.advance(now);
         if self.any()?.is_due(ticket) {
             // Paid for, but held while a pause lasts.
@@ -104,7 +103,7 @@ impl Queue {
     }
 
     /// Reservation `ticket` goes at `now`: it leaves the queue and can no longer be refunded.
-    pub(crate) fn admit(&mut self, ticket: Ticket, now: Instant) {
+    pub(crate) fn admit(&mut self, ticket: Ticket, now: I) {
         self.advance(now);
         for b in self.buckets() {
             b.admit(ticket);
@@ -113,7 +112,7 @@ impl Queue {
 
     /// Reservation `ticket` will not be sent: its cost is given back and everyone behind it
     /// moves forward. Returns true if some reservation may now go earlier.
-    pub(crate) fn refund(&mut self, ticket: Ticket, now: Instant) -> bool {
+    pub(crate) fn refund(&mut self, ticket: Ticket, now: I) -> bool {
         self.advance(now);
         let mut moved = false;
         for b in self.buckets() {
@@ -126,7 +125,7 @@ impl Queue {
 
     /// Until when a pause holds everyone, if one does at `now`.
     #[cfg(feature = "redis")]
-    pub(crate) fn paused_until(&mut self, now: Instant) -> Option<Instant> {
+    pub(crate) fn paused_until(&mut self, now: I) -> Option<I> {
         self.buckets().filter_map(|b| b.paused_until(now)).max()
     }
 
@@ -134,7 +133,7 @@ impl Queue {
     /// at its instant in `horizons` (none: unchanged), at `now`: a shared limiter's fallback
     /// share starting where the fleet's debt ends.
     #[cfg(feature = "redis")]
-    pub(crate) fn empty_at(&mut self, horizons: [Option<Instant>; 2], now: Instant) {
+    pub(crate) fn empty_at(&mut self, horizons: [Option<I>; 2], now: I) {
         self.advance(now);
         let buckets = [self.requests.as_mut(), self.tokens.as_mut()];
         for (bucket, horizon) in buckets.into_iter().zip(horizons) {
@@ -146,14 +145,14 @@ impl Queue {
 
     /// Each bucket's horizon at `now` (requests, tokens; see [`Bucket::horizon`]).
     #[cfg(feature = "redis")]
-    pub(crate) fn horizons(&mut self, now: Instant) -> [Option<Instant>; 2] {
+    pub(crate) fn horizons(&mut self, now: I) -> [Option<I>; 2] {
         self.advance(now);
         let (r, t) = self.parts();
         [r.and_then(Bucket::horizon), t.and_then(Bucket::horizon)]
     }
 
     /// Holds everyone until `until` and forfeits the balances (a provider's Retry-After).
-    pub(crate) fn pause(&mut self, now: Instant, until: Instant) {
+    pub(crate) fn pause(&mut self, now: I, until: I) {
         self.advance(now);
         for b in self.buckets() {
             b.pause(until);
@@ -162,13 +161,13 @@ impl Queue {
 
     /// The balances at `now`, read without bringing the buckets there
     /// ([`Bucket::balance_at`]): (requests, tokens).
-    pub(crate) fn peek_balances(&self, now: Instant) -> (Option<f64>, Option<f64>) {
+    pub(crate) fn peek_balances(&self, now: I) -> (Option<f64>, Option<f64>) {
         let (r, t) = self.parts();
         (r.map(|b| b.balance_at(now)), t.map(|b| b.balance_at(now)))
     }
 
     /// The balances at `now`: (requests, tokens).
-    pub(crate) fn balances(&mut self, now: Instant) -> (Option<f64>, Option<f64>) {
+    pub(crate) fn balances(&mut self, now: I) -> (Option<f64>, Option<f64>) {
         self.advance(now);
         let (r, t) = self.parts();
         (r.map(Bucket::balance), t.map(Bucket::balance))
@@ -180,6 +179,8 @@ impl Queue {
 mod tests {
     use std::time::Duration;
 
+    use tokio::time::Instant;
+
     use super::*;
 
     fn secs(s: f64) -> Duration {
@@ -187,7 +188,7 @@ mod tests {
     }
 
     /// A queue with only a token bucket of `rate` tokens/s and `capacity`.
-    fn tokens(rate: f64, capacity: f64, t0: Instant) -> Queue {
+    fn tokens(rate: f64, capacity: f64, t0: Instant) -> Queue<Instant> {
         Queue::new(None, Some(Bucket::new(rate, capacity, t0)))
     }
 

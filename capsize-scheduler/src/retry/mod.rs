@@ -17,10 +17,10 @@ use std::time::Duration;
 
 use rand::{Rng, RngExt};
 use thiserror::Error;
-use tokio::time::Instant;
 
 pub use self::after::{parse_http_date, retry_after_from_headers, HeaderError};
 pub use self::preset::{RetryPreset, UnknownPreset};
+use super::clock::Moment;
 use super::error::{ConfigError, GiveUp, InvalidBackoff};
 use super::limit::Place;
 
@@ -334,13 +334,13 @@ impl RetryPolicy {
     }
 
     /// Decides what follows a failure of `kind` after `retries_done` retries, at `now`, for a
-    /// caller whose deadline is `deadline`.
-    pub fn decide(
+    /// caller whose deadline is `deadline` (instants of any [`Clock`](crate::Clock)).
+    pub fn decide<I: Moment>(
         &self,
         kind: &FailureKind,
         retries_done: u32,
-        now: Instant,
-        deadline: Option<Instant>,
+        now: I,
+        deadline: Option<I>,
         rng: &mut (impl Rng + ?Sized),
     ) -> Decision {
         if !self.retryable(kind) {

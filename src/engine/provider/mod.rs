@@ -13,7 +13,7 @@ use std::cell::Cell;
 use std::future::Future;
 
 use crate::engine::recorder::Recorder;
-use crate::scheduler::ProviderError;
+use crate::scheduler::{Moment, ProviderError};
 
 /// Where attempts go. `abandoned` turns true when the caller has given up on the query: an
 /// answer that arrives after that is orphaned quota.
@@ -31,14 +31,14 @@ pub trait Provider {
 
 /// Counts a charged request as orphaned if it is dropped unanswered, or answered after its
 /// query was abandoned.
-struct OrphanWatch<'a> {
+struct OrphanWatch<'a, I: Moment> {
     charged: bool,
     answered: bool,
     abandoned: &'a Cell<bool>,
-    recorder: &'a Recorder,
+    recorder: &'a Recorder<I>,
 }
 
-impl Drop for OrphanWatch<'_> {
+impl<I: Moment> Drop for OrphanWatch<'_, I> {
     fn drop(&mut self) {
         if self.charged && (!self.answered || self.abandoned.get()) {
             self.recorder.orphaned();

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use capsize_mock::{Counters, Decision, Latency, Outcome, ProviderModel, Service};
-use tokio::time::Instant;
 
 use super::{OrphanWatch, Provider};
 use crate::engine::recorder::{Arrival, Recorder};
@@ -29,12 +28,12 @@ struct Way {
 }
 
 /// The provider models in-process, on `clock` at `scale`.
-pub struct VirtualProvider<C> {
+pub struct VirtualProvider<C: Clock> {
     models: RefCell<Vec<ProviderModel>>,
     ways: Vec<Way>,
-    recorder: Arc<Recorder>,
+    recorder: Arc<Recorder<C::Instant>>,
     clock: C,
-    t0: Instant,
+    t0: C::Instant,
     scale: TimeScale,
     /// The client's timeout per attempt, on the runtime's clock.
     timeout: Duration,
@@ -45,7 +44,7 @@ impl<C: Clock> VirtualProvider<C> {
     /// `clock`; the client gives up on an attempt after `timeout` (model time).
     pub fn new(
         routes: &Routes,
-        recorder: Arc<Recorder>,
+        recorder: Arc<Recorder<C::Instant>>,
         clock: C,
         scale: TimeScale,
         timeout: Duration,

@@ -19,7 +19,6 @@ use std::time::Duration;
 use futures_util::future::Either;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::sync::Notify;
-use tokio::time::Instant;
 
 use super::runtime::Runtime;
 
@@ -39,21 +38,21 @@ struct Ctx<P, R: Runtime> {
     rt: R,
     provider: Rc<P>,
     scale: TimeScale,
-    recorder: Arc<Recorder>,
+    recorder: Arc<Recorder<R::Instant>>,
     planner: RefCell<Planner>,
     turn: TurnPolicy,
     model_turn: Option<ModelTurn>,
     subagents: Option<Subagents>,
-    t0: Instant,
+    t0: R::Instant,
     stop: Stop,
     parent_timeout: Option<Duration>,
     transport_cancel: bool,
     /// The most queries one session runs.
     per_session: Option<u64>,
     /// Cancelled at the user's stop time.
-    root: Scope,
+    root: Scope<R::Instant>,
     started: Cell<u64>,
-    last_end: Cell<Instant>,
+    last_end: Cell<R::Instant>,
     detached: Cell<usize>,
     detached_done: Notify,
 }
@@ -94,7 +93,7 @@ impl<P: Provider, R: Runtime> Ctx<P, R> {
     }
 
     /// Whether `scope` has stopped `work` by now, on the run's clock.
-    fn stopped(&self, scope: &Scope, work: Work) -> bool {
+    fn stopped(&self, scope: &Scope<R::Instant>, work: Work) -> bool {
         scope.watches(work) && scope.interrupted_at(work, self.rt.now()).is_some()
     }
 }
@@ -106,10 +105,10 @@ impl<P: Provider, R: Runtime> Replica<P, R> {
         &'a self,
         tokens: u64,
         route: u16,
-        scope: &Scope,
+        scope: &Scope<R::Instant>,
         abandoned: &'a Cell<bool>,
     ) -> impl Future<Output = Result<(), CallError<ProviderError>>> + 'a {
-        let spec = CallSpec::new(tokens)
+        let spec = CallSpec::of(tokens)
             .in_scope(scope)
             .via(self.vias[usize::from(route)]);
         self.scheduler.call(spec, move |_| {
@@ -123,7 +122,7 @@ impl<P: Provider, R: Runtime> Replica<P, R> {
 async fn run_agent<P: Provider, R: Runtime>(
     ctx: &Replica<P, R>,
     rounds: &[Vec<PlannedCall>],
-    scope: Scope,
+    scope: Scope<R::Instant>,
     abandoned: &Cell<bool>,
 ) -> bool {
     let scope = &scope;
@@ -172,7 +171,7 @@ async fn run_agent<P: Provider, R: Runtime>(
 fn run_query<'a, P: Provider, R: Runtime>(
     ctx: &'a Replica<P, R>,
     plan: &'a QueryPlan,
-    scope: Scope,
+    scope: Scope<R::Instant>,
     abandoned: &'a Cell<bool>,
 ) -> impl Future<Output = bool> + 'a {
     match ctx.subagents {
@@ -189,14 +188,14 @@ async fn run_orchestrator<P: Provider, R: Runtime>(
     ctx: &Replica<P, R>,
     plan: &QueryPlan,
     sub: Subagents,
-    scope: Scope,
+    scope: Scope<R::Instant>,
     abandoned: &Cell<bool>,
 ) -> bool {
     let budget = Budget::new("query", sub.orchestrator_budget, None);
-    let fan = FanOut::new(&scope);
+    let fan = FanOut::on(ctx.rt.clone(), &scope);
     let jobs = plan.agents.iter().enumerate().map(|(i, rounds)| {
         let budget = &budget;
-        move |s: Scope| async move {
+        move |s: Scope<R::Instant>| async move {
             let child = budget.child(
                 format!("subagent {i}"),
                 sub.budget_tokens,
@@ -229,7 +228,7 @@ async fn run_orchestrator<P: Provider, R: Runtime>(
 /// caller reuses), and records how it ended.
 async fn one_query<P: Provider + 'static, R: Runtime>(
     ctx: &Rc<Replica<P, R>>,
-    intended: Instant,
+    intended: R::Instant,
     plan: &mut QueryPlan,
 ) {
     let now = ctx.rt.now();
@@ -251,7 +250,7 @@ async fn one_query<P: Provider + 'static, R: Runtime>(
         run_query(ctx, plan, scope.clone(), &Cell::new(false)).await
     } else if !scope.watches(Work::Sent) {
         // Nothing stops the work, and nothing stops the caller's wait for it.
-        run_query(ctx, plan, Scope::new(), &Cell::new(false)).await
+        run_query(ctx, plan, Scope::default(), &Cell::new(false)).await
     } else {
         detachable_query(ctx, std::mem::take(plan), &scope).await
     };
@@ -272,12 +271,12 @@ async fn one_query<P: Provider + 'static, R: Runtime>(
 async fn detachable_query<P: Provider + 'static, R: Runtime>(
     ctx: &Rc<Replica<P, R>>,
     plan: QueryPlan,
-    scope: &Scope,
+    scope: &Scope<R::Instant>,
 ) -> bool {
     let abandoned = Rc::new(Cell::new(false));
     let mut work = Box::pin({
         let (ctx, abandoned) = (ctx.clone(), abandoned.clone());
-        async move { run_query(&ctx, &plan, Scope::new(), &abandoned).await }
+        async move { run_query(&ctx, &plan, Scope::default(), &abandoned).await }
     });
     match scope.run_on(&ctx.rt, Work::Sent, work.as_mut()).await {
         Ok(failed) => failed,
@@ -350,7 +349,7 @@ async fn open_arrivals<P: Provider + 'static, R: Runtime>(
 
 /// Runs `work` until it finishes, or returns `None` once virtual time reaches `deadline`. The
 /// deadline's timer waits in a task of its own, so the work's many wakes never poll it.
-async fn within<R: Runtime, F: Future>(rt: &R, deadline: Instant, work: F) -> Option<F::Output> {
+async fn within<R: Runtime, F: Future>(rt: &R, deadline: R::Instant, work: F) -> Option<F::Output> {
     let fired = Rc::new(Cell::new(false));
     let waker = Rc::new(RefCell::new(None::<Waker>));
     let dog = rt.spawn({
@@ -385,7 +384,7 @@ async fn within<R: Runtime, F: Future>(rt: &R, deadline: Instant, work: F) -> Op
 
 /// Waits for a planned instant (a query's arrival, the end of a think time) on the runtime's
 /// clock: exact on the virtual clock, within tens of µs on the real one.
-async fn until<R: Runtime>(rt: &R, at: Instant) {
+async fn until<R: Runtime>(rt: &R, at: R::Instant) {
     // Already there (a closed-loop session with no think time): no timer to build.
     if rt.now() < at {
         rt.sleep_until(at).await;
@@ -430,7 +429,7 @@ pub(super) async fn drive<P: Provider + 'static, R: Runtime>(
     s: &Scenario,
     schedulers: Vec<Scheduler<R>>,
     provider: Rc<P>,
-    recorder: Arc<Recorder>,
+    recorder: Arc<Recorder<R::Instant>>,
     scale: TimeScale,
     horizon: Duration,
 ) -> Option<Driven> {
@@ -461,8 +460,8 @@ pub(super) async fn drive<P: Provider + 'static, R: Runtime>(
         // The user's stop is known in advance: a stop time on the root scope, decided by the
         // clock (nothing starts at or after it; work ending at it keeps its result).
         root: match s.workload.stop_at {
-            Some(at) => Scope::new().with_stop_at(t0 + scale.to_runtime(at)),
-            None => Scope::new(),
+            Some(at) => Scope::default().with_stop_at(t0 + scale.to_runtime(at)),
+            None => Scope::default(),
         },
         started: Cell::new(0),
         last_end: Cell::new(t0),

@@ -37,7 +37,7 @@ use crate::engine::scenario::{FleetLimiter, Scenario, Stop};
 use crate::engine::timescale::TimeScale;
 use crate::engine::workload::{stream_seed, streams};
 use crate::scheduler::{
-    Builder, Clock, ConfigError, Limit, LimitStats, LimiterConfig, RetryPolicy, Scheduler,
+    Builder, Clock, ConfigError, Limit, LimitStats, LimiterConfig, Nanos, RetryPolicy, Scheduler,
     SchedulerConfig,
 };
 
@@ -197,11 +197,10 @@ fn replica<C: Clock>(
     s: &Scenario,
     config: &SchedulerConfig,
     i: usize,
-    recorder: &Arc<Recorder>,
+    recorder: &Arc<Recorder<C::Instant>>,
     clock: C,
 ) -> Builder<C> {
-    let builder = Scheduler::builder(config.clone())
-        .clock(clock)
+    let builder = Scheduler::builder_on(config.clone(), clock)
         .rng(jitter(s, i))
         .observer(recorder.clone());
     match s.scheduler.adaptive {
@@ -215,7 +214,7 @@ fn replica<C: Clock>(
 fn schedulers<C: Clock>(
     s: &Scenario,
     scale: TimeScale,
-    recorder: &Arc<Recorder>,
+    recorder: &Arc<Recorder<C::Instant>>,
     clock: C,
 ) -> Result<Vec<Scheduler<C>>, SimError> {
     let config = scheduler_config(s, scale);
@@ -240,10 +239,14 @@ pub struct RunExtras {
     pub live: bool,
 }
 
-async fn simulate(s: &Scenario, rt: DesRuntime, extras: RunExtras) -> Result<SimOutcome, SimError> {
+async fn simulate(
+    s: &Scenario,
+    rt: DesRuntime<Nanos>,
+    extras: RunExtras,
+) -> Result<SimOutcome, SimError> {
     let scale = TimeScale::VIRTUAL;
     let routes = Routes::of(s);
-    let recorder =
+    let recorder: Arc<Recorder<Nanos>> =
         Arc::new(Recorder::new(scale, routes.endpoints.len()).with_timeseries(extras.timeseries));
     let schedulers = schedulers(s, scale, &recorder, rt.clone())?;
     let provider = Rc::new(VirtualProvider::new(

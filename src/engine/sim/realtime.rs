@@ -156,7 +156,7 @@ async fn realtime(
         }
         None => None,
     };
-    let recorder =
+    let recorder: Arc<Recorder> =
         Arc::new(Recorder::new(scale, routes.endpoints.len()).with_timeseries(extras.timeseries));
     let schedulers = match &opts.fleet_redis {
         Some(url) if super::fleet::on_redis_needed(s) => {

@@ -15,7 +15,7 @@ use std::time::Duration;
 use capsize_des::{Executor, Handle, Stalled};
 use tokio::time::Instant;
 
-use crate::scheduler::Clock;
+use crate::scheduler::{Clock, Moment, Nanos};
 
 /// A clock that can also run tasks.
 pub(crate) trait Runtime: Clock {
@@ -71,6 +71,7 @@ pub(crate) struct RealClock;
 
 #[allow(clippy::disallowed_methods)] // the real-time clock is the monotonic clock by design
 impl Clock for RealClock {
+    type Instant = Instant;
     type Sleep = capsize_timer::Sleep;
 
     #[inline]
@@ -105,22 +106,74 @@ impl Runtime for RealClock {
     }
 }
 
-/// Virtual time on capsize-des. Instants are an origin plus the executor's clock; deadlines
-/// are rounded up to a whole `tick` after the origin.
+/// An instant a virtual runtime reads its executor's clock as: [`Nanos`] (the executor's own
+/// count, what a run uses), or tokio's `Instant` (an origin plus that count, for code written
+/// against tokio's instants, such as `capsize demo`).
+pub(crate) trait VirtualInstant: Moment {
+    /// The instant the executor's clock starts at.
+    fn start() -> Self;
+
+    /// `ns` nanoseconds after `start`.
+    fn after(start: Self, ns: u64) -> Self;
+
+    /// Nanoseconds from `start` to this instant: 0 if it is earlier, `u64::MAX` if further
+    /// than that.
+    fn since(self, start: Self) -> u64;
+}
+
+impl VirtualInstant for Nanos {
+    #[inline]
+    fn start() -> Nanos {
+        Nanos::ZERO
+    }
+
+    #[inline]
+    fn after(_: Nanos, ns: u64) -> Nanos {
+        Nanos::from_nanos(ns)
+    }
+
+    #[inline]
+    fn since(self, _: Nanos) -> u64 {
+        self.as_nanos()
+    }
+}
+
+impl VirtualInstant for Instant {
+    fn start() -> Instant {
+        // Any instant: a run only ever measures time from it.
+        #[allow(clippy::disallowed_methods)]
+        Instant::now()
+    }
+
+    #[inline]
+    fn after(start: Instant, ns: u64) -> Instant {
+        start + Duration::from_nanos(ns)
+    }
+
+    #[inline]
+    fn since(self, start: Instant) -> u64 {
+        let ns = self.saturating_duration_since(start).as_nanos();
+        u64::try_from(ns).unwrap_or(u64::MAX)
+    }
+}
+
+/// Virtual time on capsize-des, its instants `I`: [`Nanos`] since the executor's start (integer
+/// arithmetic, where tokio's instants are timespecs), or tokio's from an origin. Deadlines are
+/// rounded up to a whole `tick` after the start.
 #[derive(Clone, Debug)]
-pub(crate) struct DesRuntime {
+pub(crate) struct DesRuntime<I = Instant> {
     handle: Handle,
-    origin: Instant,
+    start: I,
     tick_ns: u64,
 }
 
-impl DesRuntime {
-    /// A runtime on `handle`'s executor whose clock reads `origin` at the executor's start and
-    /// whose timers fire on multiples of `tick` after it.
-    fn new(handle: Handle, origin: Instant, tick: Duration) -> Self {
+impl<I: VirtualInstant> DesRuntime<I> {
+    /// A runtime on `handle`'s executor, its clock at `I`'s start, whose timers fire on
+    /// multiples of `tick`.
+    fn new(handle: Handle, tick: Duration) -> Self {
         DesRuntime {
             handle,
-            origin,
+            start: I::start(),
             tick_ns: u64::try_from(tick.as_nanos()).unwrap_or(u64::MAX).max(1),
         }
     }
@@ -128,39 +181,36 @@ impl DesRuntime {
 
 /// Runs the future `start` makes on a fresh discrete-event executor whose timers fire on
 /// multiples of `tick` (a nanosecond: exact), to its end.
-pub(crate) fn run_virtual<F, Fut>(tick: Duration, start: F) -> Result<Fut::Output, Stalled>
+pub(crate) fn run_virtual<I, F, Fut>(tick: Duration, start: F) -> Result<Fut::Output, Stalled>
 where
-    F: FnOnce(DesRuntime) -> Fut,
+    I: VirtualInstant,
+    F: FnOnce(DesRuntime<I>) -> Fut,
     Fut: Future + 'static,
     Fut::Output: 'static,
 {
     let exec = Executor::new();
-    // The origin is any instant: a run only ever measures time from it.
-    #[allow(clippy::disallowed_methods)]
-    let origin = Instant::now();
-    let rt = DesRuntime::new(exec.handle(), origin, tick);
+    let rt = DesRuntime::new(exec.handle(), tick);
     exec.block_on(start(rt))
 }
 
-impl Clock for DesRuntime {
+impl<I: VirtualInstant> Clock for DesRuntime<I> {
+    type Instant = I;
     type Sleep = capsize_des::Sleep;
 
     #[inline]
-    fn now(&self) -> Instant {
-        self.origin + self.handle.now()
+    fn now(&self) -> I {
+        I::after(self.start, self.handle.now_ns())
     }
 
     #[inline]
-    fn sleep_until(&self, deadline: Instant) -> capsize_des::Sleep {
-        let ns = deadline.saturating_duration_since(self.origin).as_nanos();
-        let ns = u64::try_from(ns).unwrap_or(u64::MAX);
-        let ticks = ns.div_ceil(self.tick_ns);
+    fn sleep_until(&self, deadline: I) -> capsize_des::Sleep {
+        let ticks = deadline.since(self.start).div_ceil(self.tick_ns);
         self.handle
             .sleep_until_ns(ticks.saturating_mul(self.tick_ns))
     }
 }
 
-impl Runtime for DesRuntime {
+impl<I: VirtualInstant> Runtime for DesRuntime<I> {
     type Task<T: 'static> = capsize_des::Task<T>;
 
     fn spawn<F>(&self, future: F) -> capsize_des::Task<F::Output>

@@ -8,6 +8,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::script::{Context, Reply};
+use crate::clock::Moment;
 
 /// A replica's memory of the fleet's buckets.
 #[derive(Debug, Default)]
@@ -114,7 +115,7 @@ impl Memory {
     /// ran, the instant the fleet's debt as last heard would be paid from now (now if it had
     /// none), per bucket: that debt is taken to be queued still, which it is while the fleet is
     /// busy (its horizon then moves with the clock); later ones get none.
-    pub(super) fn fall_back(&mut self, now: Instant) -> Option<[Option<Instant>; 2]> {
+    pub(super) fn fall_back<I: Moment>(&mut self, now: I) -> Option<[Option<I>; 2]> {
         if !std::mem::take(&mut self.on_redis) {
             return None;
         }

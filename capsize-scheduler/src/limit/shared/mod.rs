@@ -131,7 +131,7 @@ use self::link::{Link, Op};
 use self::memory::Memory;
 pub use self::redact::redact_url;
 use super::{Limit, LimiterConfig, Place, RateLimiter, Reservation};
-use crate::clock::Clock;
+use crate::clock::{Clock, Moment};
 use crate::error::ConfigError;
 
 /// Why the shared buckets could not answer.
@@ -286,7 +286,7 @@ impl RedisBuckets {
 
     /// A reservation falls back to the local share at `now`: for the first since Redis last
     /// answered, when the fleet's debt as last heard is paid (see the module comment).
-    fn fall_back(&self, now: Instant) -> Option<[Option<Instant>; 2]> {
+    fn fall_back<I: Moment>(&self, now: I) -> Option<[Option<I>; 2]> {
         self.link
             .as_ref()
             .and_then(|link| link.memory().fall_back(now))
@@ -325,7 +325,16 @@ async fn within<T>(
         .map_err(SharedLimitError::from)
 }
 
-impl<C: Clock> RateLimiter<C> {
+/// A limiter's buckets on Redis, and how its local share's floor reaches them: a step made
+/// on instants of tokio's clock (the real one, which Redis keeps), the only kind
+/// [`RateLimiter::shared`] takes, named here so the limiter's other code can be generic.
+#[derive(Debug)]
+pub(crate) struct Shared<I> {
+    pub(crate) buckets: RedisBuckets,
+    floor: fn(&RedisBuckets, [Option<I>; 2]),
+}
+
+impl<C: Clock<Instant = Instant>> RateLimiter<C> {
     /// A limiter whose buckets are `buckets` on Redis, shared by `replicas` replicas that name
     /// the same limit, on `clock` (a real one: Redis keeps real time). `config` is the whole
     /// limit; while Redis does not answer, this replica keeps to 1/`replicas` of it in process.
@@ -352,9 +361,12 @@ impl<C: Clock> RateLimiter<C> {
             headroom: config.headroom,
         };
         let mut limiter = RateLimiter::with_clock(&fallback, clock)?;
-        limiter.remote = Some(RedisBuckets {
-            replicas: replicas.max(1),
-            ..buckets
+        limiter.remote = Some(Shared {
+            buckets: RedisBuckets {
+                replicas: replicas.max(1),
+                ..buckets
+            },
+            floor: RedisBuckets::floor,
         });
         Ok(limiter)
     }
@@ -363,13 +375,13 @@ impl<C: Clock> RateLimiter<C> {
 /// A shared limiter's reservation: what it asks for, and, once Redis has answered, when it
 /// may go.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Pending {
+pub(crate) struct Pending<I> {
     tokens: u64,
     place: Place,
-    due: Option<Instant>,
+    due: Option<I>,
 }
 
-impl Pending {
+impl<I: Moment> Pending<I> {
     pub(crate) fn new(tokens: u64, place: Place) -> Self {
         Pending {
             tokens,
@@ -379,7 +391,7 @@ impl Pending {
     }
 
     /// When it may go, once reserved on Redis.
-    pub(crate) fn due(&self) -> Option<Instant> {
+    pub(crate) fn due(&self) -> Option<I> {
         self.due
     }
 
@@ -396,7 +408,7 @@ impl Pending {
 }
 
 /// The local buckets' rates (requests, tokens).
-fn limiter_rates(queue: &super::queue::Queue) -> [Option<f64>; 2] {
+fn limiter_rates<I: Moment>(queue: &super::queue::Queue<I>) -> [Option<f64>; 2] {
     let (r, t) = queue.parts();
     [r.map(|b| b.rate()), t.map(|b| b.rate())]
 }
@@ -430,9 +442,10 @@ impl<C: Clock> Reservation<'_, C> {
     /// (false: the caller waits for that one as usual, unless it went at once).
     pub(super) async fn ready_remote(&mut self) -> bool {
         let limiter = self.limiter;
-        let (Some(buckets), Some(pending)) = (&limiter.remote, self.remote) else {
+        let (Some(remote), Some(pending)) = (&limiter.remote, self.remote) else {
             return false;
         };
+        let buckets = &remote.buckets;
         let at = match pending.due {
             Some(at) => at,
             None => match buckets.reserve(pending.tokens).await {
@@ -464,10 +477,13 @@ impl<C: Clock> Reservation<'_, C> {
                     let k = buckets.replicas as f64;
                     let (rates, costs) = (limiter_rates(&queue), [1.0, pending.tokens as f64]);
                     let floor = queue.horizons(now);
-                    buckets.floor(std::array::from_fn(|i| {
-                        let ahead = (k - 1.0) / k * costs[i] / rates[i]?;
-                        floor[i]?.checked_add(Duration::try_from_secs_f64(ahead).ok()?)
-                    }));
+                    (remote.floor)(
+                        buckets,
+                        std::array::from_fn(|i| {
+                            let ahead = (k - 1.0) / k * costs[i] / rates[i]?;
+                            floor[i]?.checked_add(Duration::try_from_secs_f64(ahead).ok()?)
+                        }),
+                    );
                     drop(queue);
                     self.remote = None;
                     self.ticket = Some(ticket);
