@@ -332,8 +332,11 @@ impl ProviderModel {
     /// instead of the provider's own where it gives them (a model turn, say, slower than a
     /// tool call). The draws are the same either way, so a seed gives the same stream.
     pub fn on_request_with(&mut self, now: Duration, tokens: u64, asked: Service<'_>) -> Decision {
-        // Answers completed by now settle their output tokens first.
-        self.split.settle_until(now);
+        // Answers completed by now settle their output tokens first (none to settle without
+        // split limits).
+        if !self.split.is_unlimited() {
+            self.split.settle_until(now);
+        }
         if self.config.phases.is_empty() {
             return self.decide(now, tokens, asked, None);
         }
@@ -390,9 +393,14 @@ impl ProviderModel {
             input: tokens.saturating_sub(asked.max_tokens.unwrap_or(0)),
             output: asked.max_tokens.unwrap_or(0).min(tokens),
         };
-        if let Err(limit) = self.window.admits(tokens).and(self.split.admits(cost)) {
-            // No wait can help: a 429 without Retry-After, before capacity and quota.
-            return self.refuse(now, Outcome::TooLarge(limit), None);
+        // Without limits (in force now) there is no quota to ask, charge or report: every
+        // step below on it would be a no-op.
+        let limited = !(self.window.is_unlimited() && self.split.is_unlimited());
+        if limited {
+            if let Err(limit) = self.window.admits(tokens).and(self.split.admits(cost)) {
+                // No wait can help: a 429 without Retry-After, before capacity and quota.
+                return self.refuse(now, Outcome::TooLarge(limit), None);
+            }
         }
         // When the earliest server is free, if every one has been used (else one is free now).
         let busy_until = match &self.servers {
@@ -410,21 +418,27 @@ impl ProviderModel {
                 }
             }
         }
-        // Every limit is asked before any is charged; the one that refuses longest answers.
-        let refused = match (self.window.fit(now, tokens), self.split.fit(now, cost)) {
-            (Ok(()), Ok(())) => None,
-            // Only float noise reaches this past `admits`; it is still never going to fit.
-            (Err(None), _) => return self.refuse(now, Outcome::TooLarge(Limit::Tokens), None),
-            (_, Err((l, None))) => return self.refuse(now, Outcome::TooLarge(l), None),
-            (Err(Some(w)), Err((l, Some(v)))) if v > w => Some((Some(l), v)),
-            (Err(Some(w)), _) => Some((None, w)),
-            (Ok(()), Err((l, Some(v)))) => Some((Some(l), v)),
+        let ticket = if limited {
+            // Every limit is asked before any is charged; the one that refuses longest answers.
+            let refused = match (self.window.fit(now, tokens), self.split.fit(now, cost)) {
+                (Ok(()), Ok(())) => None,
+                // Only float noise reaches this past `admits`; it is still never going to fit.
+                (Err(None), _) => return self.refuse(now, Outcome::TooLarge(Limit::Tokens), None),
+                (_, Err((l, None))) => return self.refuse(now, Outcome::TooLarge(l), None),
+                (Err(Some(w)), Err((l, Some(v)))) if v > w => Some((Some(l), v)),
+                (Err(Some(w)), _) => Some((None, w)),
+                (Ok(()), Err((l, Some(v)))) => Some((Some(l), v)),
+            };
+            if let Some((limit, fits_in)) = refused {
+                return self.limited(now, limit, fits_in, retry_after);
+            }
+            self.window.commit(now, tokens);
+            let ticket = self.split.commit(now, cost);
+            // Output tokens to settle only where they are limited.
+            (!self.split.is_unlimited()).then_some(ticket)
+        } else {
+            None
         };
-        if let Some((limit, fits_in)) = refused {
-            return self.limited(now, limit, fits_in, retry_after);
-        }
-        self.window.commit(now, tokens);
-        let ticket = self.split.commit(now, cost);
         self.counters.tokens_charged = self.counters.tokens_charged.saturating_add(tokens);
         // Always two draws, in this order, so a seed gives the same stream whatever the outcome.
         let fate: f64 = self.rng.random();
@@ -486,13 +500,16 @@ impl ProviderModel {
             Outcome::Timeout => self.counters.timed_out += 1,
             _ => self.counters.errored += 1,
         }
-        if let (Outcome::Served, Some((n, _))) = (outcome, made) {
+        if let (Outcome::Served, Some((n, _)), Some(ticket)) = (outcome, made, ticket) {
             // The output is charged as max_tokens until the last token, then as what it was.
             self.split
                 .settle_at(now.saturating_add(latency), ticket, cost.output, n);
         }
-        let (requests, tokens) = self.window.usage(now);
-        let (input_tokens, output_tokens) = self.split.usage(now);
+        let ((requests, tokens), (input_tokens, output_tokens)) = if limited {
+            (self.window.usage(now), self.split.usage(now))
+        } else {
+            ((None, None), (None, None))
+        };
         Decision {
             outcome,
             latency: (outcome != Outcome::Timeout).then_some(latency),

@@ -53,6 +53,12 @@ impl SplitLimits {
         self.output.set_limits(now, None, otpm);
     }
 
+    /// Whether neither limit is set (nothing to count or settle).
+    #[inline]
+    pub fn is_unlimited(&self) -> bool {
+        self.input.is_unlimited() && self.output.is_unlimited()
+    }
+
     /// Applies every settlement due by `now`, in the order they fall due.
     pub fn settle_until(&mut self, now: Duration) {
         while let Some(entry) = self.pending.first_entry() {

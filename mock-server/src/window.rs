@@ -225,6 +225,12 @@ impl Window {
         }
     }
 
+    /// Whether the window has no limit (nothing to count, every request fits).
+    #[inline]
+    pub fn is_unlimited(&self) -> bool {
+        matches!(self.state, State::Unlimited)
+    }
+
     /// Whether a request of `cost` tokens can ever fit, in an empty window: `Err` names the limit
     /// it exceeds whatever the wait. The same for every [`WindowKind`]: an empty sliding or fixed
     /// window, and a full bucket, hold one minute's worth of each limit.
