@@ -128,6 +128,7 @@ impl<C: Clock> Builder<C> {
                 retry: self.config.retry,
                 rng: Mutex::new(self.rng),
                 events: self.observer.as_ref().is_some_and(|o| o.wants_events()),
+                balances: self.observer.as_ref().is_some_and(|o| o.wants_balances()),
                 observer: self.observer,
                 next_id: AtomicU64::new(0),
             }),

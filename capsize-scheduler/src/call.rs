@@ -78,34 +78,43 @@ impl<'a, C: Clock> Call<'a, C> {
     }
 
     /// Notes an event at the last clock reading.
-    #[inline]
+    #[inline(always)]
     fn emit(&mut self, kind: EventKind) {
         self.emit_at(kind, self.now);
     }
 
     /// Notes an event at `at`: folds it into the breakdown and passes it to an observer that
-    /// wants events. Inlined, so each kind's bookkeeping is decided where it is emitted.
-    #[inline]
+    /// wants events. Always inlined, so each kind's bookkeeping is decided where it is emitted
+    /// (a call site's kind is known there: what it counts, whether it ends the call), and no
+    /// event is built for an observer that wants none unless it ends the call.
+    #[inline(always)]
     fn emit_at(&mut self, kind: EventKind, at: C::Instant) {
-        if self.scheduler.inner.observer.is_none() {
+        let inner = &self.scheduler.inner;
+        let Some(observer) = &inner.observer else {
             return;
-        }
+        };
         self.breakdown.step(&kind, at);
         match kind {
             EventKind::RateLimited { .. } => self.rate_limited += 1,
             EventKind::RetryScheduled { .. } => self.retries += 1,
             _ => {}
         }
-        let event = Event {
-            at,
-            call: self.id,
-            kind,
-        };
-        if let Some(o) = self.scheduler.event_observer() {
-            o.on_event(&event);
-        }
-        if event.kind.is_terminal() {
-            self.end = Some(event);
+        if inner.events {
+            let event = Event {
+                at,
+                call: self.id,
+                kind,
+            };
+            observer.on_event(&event);
+            if event.kind.is_terminal() {
+                self.end = Some(event);
+            }
+        } else if kind.is_terminal() {
+            self.end = Some(Event {
+                at,
+                call: self.id,
+                kind,
+            });
         }
     }
 
@@ -381,8 +390,7 @@ impl<C: Clock> Drop for Call<'_, C> {
             rate_limited: self.rate_limited,
             retries: self.retries,
             timed_out: self.timed_out,
-            limiter_balance: observer
-                .wants_balances()
+            limiter_balance: (self.scheduler.inner.balances)
                 .then(|| self.scheduler.limiter_for(self.spec.via))
                 .flatten()
                 .and_then(|l| l.peek_balances().0),

@@ -334,6 +334,8 @@ struct Inner<C: Clock> {
     observer: Option<Arc<dyn Observer<C::Instant>>>,
     /// Whether the observer wants every event (else only call ends).
     events: bool,
+    /// Whether the observer wants each call end's limiter balance (asked once, when built).
+    balances: bool,
     next_id: AtomicU64,
 }
 
@@ -441,32 +443,38 @@ impl<C: Clock> Scheduler<C> {
     /// Makes one call: permit, budget, limiter, then `attempt` until it succeeds, fails for
     /// good, or the scope stops it. `attempt` is called once per attempt; dropping its future
     /// (on cancel or deadline) must abandon the work, as dropping an HTTP request closes it.
-    pub async fn call<T, E, F, Fut>(
-        &self,
+    // An async block rather than an `async fn`: an async fn's future keeps its arguments twice
+    // (as captured, then moved into the body's bindings), a larger future to move per call.
+    #[allow(clippy::manual_async_fn)]
+    pub fn call<'s, T, E, F, Fut>(
+        &'s self,
         spec: CallSpec<C::Instant>,
         mut attempt: F,
-    ) -> Result<T, CallError<E>>
+    ) -> impl Future<Output = Result<T, CallError<E>>> + use<'s, C, T, E, F, Fut>
     where
         F: FnMut(Attempt) -> Fut,
         Fut: Future<Output = Result<T, E>>,
         E: Classify,
     {
-        let mut call = Call::open(self, &spec);
-        let _permit = call.acquire_permit().await?;
-        call.charge_budget()?;
-        let mut number = 1;
-        loop {
-            // The limiter's wait is awaited only when there is one: most reservations go at
-            // once, and a future built and dropped for nothing costs more than the reserving.
-            if let Some(reservation) = call.reserve(number)? {
-                call.wait_for_limiter(reservation).await?;
+        async move {
+            let mut call = Call::open(self, &spec);
+            let _permit = call.acquire_permit().await?;
+            call.charge_budget()?;
+            let mut number = 1;
+            loop {
+                // The limiter's wait is awaited only when there is one: most reservations go
+                // at once, and a future built and dropped for nothing costs more than the
+                // reserving.
+                if let Some(reservation) = call.reserve(number)? {
+                    call.wait_for_limiter(reservation).await?;
+                }
+                let error = match call.send(number, &mut attempt).await? {
+                    Ok(value) => return Ok(value),
+                    Err(error) => error,
+                };
+                call.after_failure(error, number).await?;
+                number += 1;
             }
-            let error = match call.send(number, &mut attempt).await? {
-                Ok(value) => return Ok(value),
-                Err(error) => error,
-            };
-            call.after_failure(error, number).await?;
-            number += 1;
         }
     }
 }

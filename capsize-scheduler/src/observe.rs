@@ -197,12 +197,13 @@ pub trait Observer<I = Instant>: Send + Sync {
 
     /// Whether to call [`Observer::on_event`] for every event (the default). An observer that
     /// needs only [`Observer::on_call_end`] returns false, and the scheduler builds no events.
+    /// Asked once, when the scheduler is built.
     fn wants_events(&self) -> bool {
         true
     }
 
     /// Whether [`CallEnd::limiter_balance`] should be read at each call's end (a lock of the
-    /// limiter per call; off by default).
+    /// limiter per call; off by default). Asked once, when the scheduler is built.
     fn wants_balances(&self) -> bool {
         false
     }
@@ -334,7 +335,7 @@ impl<I: Moment> Breakdown<I> {
     }
 
     /// Adds one event of kind `kind` at `at` (of this call, in order).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn step(&mut self, kind: &EventKind, at: I) {
         self.close(at);
         let next = match kind {
@@ -353,7 +354,7 @@ impl<I: Moment> Breakdown<I> {
     }
 
     /// Ends the phase in progress at `at`, adding its time (a call dropped mid-phase).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn close(&mut self, at: I) {
         if let Some((since, phase)) = self.last.take() {
             // Compared first: most phases of most calls take no time, and a comparison is

@@ -119,14 +119,23 @@ impl<C: Clock> VirtualProvider<C> {
     }
 }
 
-impl<C: Clock> Provider for VirtualProvider<C> {
-    async fn request(
-        &self,
-        tokens: u64,
-        route: u16,
-        abandoned: &Cell<bool>,
-    ) -> Result<(), ProviderError> {
-        let arrived = self.clock.now();
+/// What a request's wait ends in, decided when it arrives: all the answer keeps across the wait
+/// (not the whole [`Decision`], which would make every call's future larger to move).
+struct Answer {
+    /// Whether the provider charged it.
+    charged: bool,
+    /// From arrival to the answer (or to the client's timeout), on the runtime's clock.
+    wait: Duration,
+    result: Result<(), ProviderError>,
+    /// A generated answer's first token as the client sees it (streamed only), and its output
+    /// tokens.
+    generated: Option<(Option<Duration>, u64)>,
+}
+
+impl<C: Clock> VirtualProvider<C> {
+    /// Asks route `route`'s model about a request of `tokens` arriving at `arrived`, and records
+    /// the arrival.
+    fn answer(&self, arrived: C::Instant, tokens: u64, route: u16) -> Answer {
         let now = self.scale.to_model(arrived - self.t0);
         let way = &self.ways[usize::from(route)];
         let service = Service {
@@ -147,12 +156,6 @@ impl<C: Clock> Provider for VirtualProvider<C> {
             queued: Some(decision.queued),
             endpoint: way.endpoint,
         });
-        let mut watch = OrphanWatch {
-            charged: decision.charged,
-            answered: false,
-            abandoned,
-            recorder: &self.recorder,
-        };
         let answer_in = decision.latency.map(|l| self.scale.to_runtime(l));
         let (wait, result) = match answer_in {
             Some(w) if w <= self.timeout => {
@@ -165,12 +168,43 @@ impl<C: Clock> Provider for VirtualProvider<C> {
             }
             _ => (self.timeout, Err(ProviderError::timeout())),
         };
+        Answer {
+            charged: decision.charged,
+            wait,
+            result,
+            // Only a streamed answer shows its first token; otherwise it all comes at the end.
+            generated: decision.generated.map(|g| {
+                let first = way.stream.then(|| self.scale.to_runtime(g.first_token));
+                (first, g.output_tokens)
+            }),
+        }
+    }
+}
+
+impl<C: Clock> Provider for VirtualProvider<C> {
+    async fn request(
+        &self,
+        tokens: u64,
+        route: u16,
+        abandoned: &Cell<bool>,
+    ) -> Result<(), ProviderError> {
+        let arrived = self.clock.now();
+        let Answer {
+            charged,
+            wait,
+            result,
+            generated,
+        } = self.answer(arrived, tokens, route);
+        let mut watch = OrphanWatch {
+            charged,
+            answered: false,
+            abandoned,
+            recorder: &self.recorder,
+        };
         self.clock.sleep_until(arrived + wait).await;
         watch.answered = true;
-        if let (Ok(()), Some(g)) = (&result, decision.generated) {
-            // Only a streamed answer shows its first token; otherwise it all comes at the end.
-            let first = way.stream.then(|| self.scale.to_runtime(g.first_token));
-            self.recorder.generated(wait, first, g.output_tokens);
+        if let (Ok(()), Some((first, output_tokens))) = (&result, generated) {
+            self.recorder.generated(wait, first, output_tokens);
         }
         result
     }
