@@ -446,6 +446,7 @@ impl<C: Clock> Scheduler<C> {
     // An async block rather than an `async fn`: an async fn's future keeps its arguments twice
     // (as captured, then moved into the body's bindings), a larger future to move per call.
     #[allow(clippy::manual_async_fn)]
+    #[inline]
     pub fn call<'s, T, E, F, Fut>(
         &'s self,
         spec: CallSpec<C::Instant>,
@@ -464,8 +465,10 @@ impl<C: Clock> Scheduler<C> {
             loop {
                 // The limiter's wait is awaited only when there is one: most reservations go
                 // at once, and a future built and dropped for nothing costs more than the
-                // reserving.
-                if let Some(reservation) = call.reserve(number)? {
+                // reserving. (Bound first: the temporaries of an `if let`'s `?` would be kept
+                // across the wait, in every call's future.)
+                let reservation = call.reserve(number)?;
+                if let Some(reservation) = reservation {
                     call.wait_for_limiter(reservation).await?;
                 }
                 let error = match call.send(number, &mut attempt).await? {

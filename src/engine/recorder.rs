@@ -249,7 +249,7 @@ impl<I: Moment> State<I> {
 
     /// A query started `late` (runtime) after its intended start.
     fn started(&mut self, late: Duration) {
-        let v = micros(self.scale.to_model(late));
+        let v = model_micros(self.scale, late);
         record(
             &mut self.rec.start_lateness,
             &mut self.zeros.start_lateness,
@@ -268,6 +268,16 @@ pub struct Recorder<I = Instant> {
 
 fn micros(d: Duration) -> u64 {
     d.as_micros().min(u64::MAX as u128) as u64
+}
+
+/// Runtime duration `d` in model µs; a zero (most waits) costs one comparison.
+#[inline]
+fn model_micros(scale: TimeScale, d: Duration) -> u64 {
+    if d.is_zero() {
+        0
+    } else {
+        micros(scale.to_model(d))
+    }
 }
 
 impl<I: Moment> Recorder<I> {
@@ -352,7 +362,7 @@ impl<I: Moment> Recorder<I> {
         if failed {
             s.rec.queries_failed += 1;
         } else {
-            let v = micros(s.scale.to_model(latency));
+            let v = model_micros(s.scale, latency);
             record(&mut s.rec.query, &mut s.zeros.query, v);
         }
         s.rec.queries_completed += 1;
@@ -554,7 +564,7 @@ impl<I: Moment> Observer<I> for Recorder<I> {
         c.retries += u64::from(end.retries);
         if let Some(EventKind::Completed { .. }) = end.end {
             let scale = s.scale;
-            let model = |d: Duration| micros(scale.to_model(d));
+            let model = |d: Duration| model_micros(scale, d);
             let (r, z) = (&mut s.rec, &mut s.zeros);
             record(&mut r.call, &mut z.call, model(end.at - end.queued_at));
             record(&mut r.queue, &mut z.queue, model(b.queue));

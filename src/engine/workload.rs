@@ -116,7 +116,9 @@ impl Planner {
         for calls in rounds {
             calls.clear();
             let n = w.calls_per_query.sample(rng);
-            calls.extend((0..n).map(|_| {
+            // A loop of pushes: a reused vector has the room, and extending from an iterator
+            // costs more than the call or two most rounds have.
+            for _ in 0..n {
                 // A workload with tool classes draws one first (by weight), then its tokens.
                 let (route, tokens) = match weights.last() {
                     None => (routes::TOOL, &w.tokens_per_call),
@@ -131,12 +133,12 @@ impl Planner {
                 let tokens = tokens.sample(rng);
                 let write = w.write_fraction > 0.0 && rng.random::<f64>() < w.write_fraction;
                 let access = if write { Access::Write } else { Access::Read };
-                PlannedCall {
+                calls.push(PlannedCall {
                     tokens,
                     access,
                     route,
-                }
-            }));
+                });
+            }
         }
     }
 

@@ -100,7 +100,9 @@ impl<P: Provider, R: Runtime> Ctx<P, R> {
 
 impl<P: Provider, R: Runtime> Replica<P, R> {
     /// One call of `tokens` along `route` through the scheduler to the provider. (The
-    /// scheduler's future itself, not awaited inside another: one layer less to poll.)
+    /// scheduler's future itself, not awaited inside another: one layer less to poll; built
+    /// inline where it is awaited, so it is not copied on its way there.)
+    #[inline(always)]
     fn call<'a>(
         &'a self,
         tokens: u64,
