@@ -55,7 +55,9 @@ impl<I: Moment> Drop for Held<'_, I> {
 }
 
 impl<'a, C: Clock> Call<'a, C> {
-    /// Opens the call: takes its id and reports it queued.
+    /// Opens the call: takes its id and reports it queued. (Always inlined: the call is then
+    /// built where the caller's future keeps it, not built here and copied there.)
+    #[inline(always)]
     pub(crate) fn open(scheduler: &'a Scheduler<C>, spec: &'a CallSpec<C::Instant>) -> Self {
         let now = scheduler.clock().now();
         let mut call = Call {
@@ -207,6 +209,7 @@ impl<'a, C: Clock> Call<'a, C> {
     /// the call's tokens in the limiter (unless the policy sends retries around it). Returns the
     /// reservation if it must be waited for ([`Call::wait_for_limiter`]); a reservation the
     /// buckets hold already goes at once.
+    #[inline]
     pub(crate) fn reserve<E>(
         &mut self,
         number: u32,

@@ -177,12 +177,14 @@ fn run_query<'a, P: Provider, R: Runtime>(
     abandoned: &'a Cell<bool>,
 ) -> impl Future<Output = bool> + 'a {
     match ctx.subagents {
-        None => {
-            let rounds = plan.agents.first().map_or(&[][..], Vec::as_slice);
-            Either::Left(run_agent(ctx, rounds, scope, abandoned))
-        }
+        None => Either::Left(run_agent(ctx, single_agent(plan), scope, abandoned)),
         Some(sub) => Either::Right(run_orchestrator(ctx, plan, sub, scope, abandoned)),
     }
+}
+
+/// The rounds of a query without subagents: its one agent's.
+fn single_agent(plan: &QueryPlan) -> &[Vec<PlannedCall>] {
+    plan.agents.first().map_or(&[][..], Vec::as_slice)
 }
 
 /// An orchestrator's query: budgeted subagents in parallel, then a synthesis turn.
@@ -247,12 +249,21 @@ async fn one_query<P: Provider + 'static, R: Runtime>(
     if let Some(t) = ctx.parent_timeout {
         scope = scope.with_deadline(intended + t);
     }
-    let failed = if ctx.transport_cancel {
-        // The scope stops the work itself: queued calls are never sent, in-flight ones dropped.
-        run_query(ctx, plan, scope.clone(), &Cell::new(false)).await
-    } else if !scope.watches(Work::Sent) {
-        // Nothing stops the work, and nothing stops the caller's wait for it.
-        run_query(ctx, plan, Scope::default(), &Cell::new(false)).await
+    let failed = if ctx.transport_cancel || !scope.watches(Work::Sent) {
+        // With transport cancellation the scope stops the work itself: queued calls are never
+        // sent, in-flight ones dropped. Otherwise nothing stops the work, and nothing stops
+        // the caller's wait for it.
+        let work = if ctx.transport_cancel {
+            scope.clone()
+        } else {
+            Scope::default()
+        };
+        let abandoned = Cell::new(false);
+        // Awaited here rather than through `run_query`'s Either: one layer less to poll.
+        match ctx.subagents {
+            None => run_agent(ctx, single_agent(plan), work, &abandoned).await,
+            Some(sub) => run_orchestrator(ctx, plan, sub, work, &abandoned).await,
+        }
     } else {
         detachable_query(ctx, std::mem::take(plan), &scope).await
     };
