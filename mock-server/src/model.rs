@@ -219,6 +219,8 @@ pub struct ProviderModel {
     phase: Option<usize>,
     /// What each phase saw.
     phase_counters: Vec<Counters>,
+    /// Whether decisions carry the limits' usage (see [`ProviderModel::without_usage`]).
+    usage: bool,
 }
 
 /// The provider in force: `phase`'s, or `config`'s own.
@@ -253,7 +255,17 @@ impl ProviderModel {
             phase: None,
             phase_counters: vec![Counters::default(); config.phases.len()],
             config,
+            usage: true,
         }
+    }
+
+    /// The same model, its decisions carrying no usage of the limits (`requests`, `tokens`,
+    /// `input_tokens` and `output_tokens` are `None`): for a caller that sends no rate-limit
+    /// headers, such as capsize's in-process provider, which then pays nothing for them.
+    /// Everything else decided is the same.
+    pub fn without_usage(mut self) -> Self {
+        self.usage = false;
+        self
     }
 
     /// The configuration.
@@ -272,8 +284,13 @@ impl ProviderModel {
         outcome: Outcome,
         retry_after: Option<Duration>,
     ) -> Decision {
-        let (requests, tokens) = self.window.usage(now);
-        let (input_tokens, output_tokens) = self.split.usage(now);
+        // Read even when not reported: reading brings the windows to `now`, and a token
+        // bucket brought there in two steps rounds otherwise than in one.
+        let (mut requests, mut tokens) = self.window.usage(now);
+        let (mut input_tokens, mut output_tokens) = self.split.usage(now);
+        if !self.usage {
+            (requests, tokens, input_tokens, output_tokens) = (None, None, None, None);
+        }
         match outcome {
             Outcome::RateLimited | Outcome::TooLarge(_) => self.counters.rate_limited += 1,
             Outcome::Timeout => self.counters.timed_out += 1,
@@ -394,10 +411,15 @@ impl ProviderModel {
             output: asked.max_tokens.unwrap_or(0).min(tokens),
         };
         // Without limits (in force now) there is no quota to ask, charge or report: every
-        // step below on it would be a no-op.
-        let limited = !(self.window.is_unlimited() && self.split.is_unlimited());
+        // step below on it would be a no-op. The same for the split limits alone.
+        let split_limited = !self.split.is_unlimited();
+        let limited = split_limited || !self.window.is_unlimited();
         if limited {
-            if let Err(limit) = self.window.admits(tokens).and(self.split.admits(cost)) {
+            let admits = match split_limited {
+                true => self.window.admits(tokens).and(self.split.admits(cost)),
+                false => self.window.admits(tokens),
+            };
+            if let Err(limit) = admits {
                 // No wait can help: a 429 without Retry-After, before capacity and quota.
                 return self.refuse(now, Outcome::TooLarge(limit), None);
             }
@@ -420,7 +442,11 @@ impl ProviderModel {
         }
         let ticket = if limited {
             // Every limit is asked before any is charged; the one that refuses longest answers.
-            let refused = match (self.window.fit(now, tokens), self.split.fit(now, cost)) {
+            let split = match split_limited {
+                true => self.split.fit(now, cost),
+                false => Ok(()),
+            };
+            let refused = match (self.window.fit(now, tokens), split) {
                 (Ok(()), Ok(())) => None,
                 // Only float noise reaches this past `admits`; it is still never going to fit.
                 (Err(None), _) => return self.refuse(now, Outcome::TooLarge(Limit::Tokens), None),
@@ -433,9 +459,8 @@ impl ProviderModel {
                 return self.limited(now, limit, fits_in, retry_after);
             }
             self.window.commit(now, tokens);
-            let ticket = self.split.commit(now, cost);
             // Output tokens to settle only where they are limited.
-            (!self.split.is_unlimited()).then_some(ticket)
+            split_limited.then(|| self.split.commit(now, cost))
         } else {
             None
         };
@@ -505,10 +530,11 @@ impl ProviderModel {
             self.split
                 .settle_at(now.saturating_add(latency), ticket, cost.output, n);
         }
-        let ((requests, tokens), (input_tokens, output_tokens)) = if limited {
-            (self.window.usage(now), self.split.usage(now))
-        } else {
-            ((None, None), (None, None))
+        // The windows are at `now` already (asked and charged at it): reading them is only
+        // for the caller, and skipped when it wants no usage.
+        let ((requests, tokens), (input_tokens, output_tokens)) = match (limited, self.usage) {
+            (true, true) => (self.window.usage(now), self.split.usage(now)),
+            _ => ((None, None), (None, None)),
         };
         Decision {
             outcome,

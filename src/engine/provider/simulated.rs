@@ -52,7 +52,8 @@ impl<C: Clock> VirtualProvider<C> {
         let models = routes
             .endpoints
             .iter()
-            .map(|e| ProviderModel::new(e.config.clone(), e.seed))
+            // No rate-limit headers here: the model need not report its usage.
+            .map(|e| ProviderModel::new(e.config.clone(), e.seed).without_usage())
             .collect();
         let ways = routes
             .routes
