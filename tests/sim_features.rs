@@ -167,6 +167,34 @@ fn the_turn_cap_and_model_turns_shape_a_query() {
 }
 
 #[test]
+fn model_turns_around_rounds_are_the_agent_loop() {
+    let base = r#"
+        name = "around"
+        [provider]
+        latency = { dist = "constant", ms = 350 }
+        [workload]
+        queries = 10
+        calls_per_query = 2
+        tokens_per_call = 10
+        rounds = 3
+        model_turn = { tokens = 100, latency = { dist = "constant", ms = 1000 } }
+        "#;
+    let between = summary(&scenario(base, &[]));
+    // 3 rounds of 350 ms, a model turn between each two: 2 turns of 1 s.
+    assert_close(between.latency_ms.query.max, 3.0 * 350.0 + 2.0 * 1000.0);
+    assert_eq!(between.provider.counters.received, 10 * (3 * 2 + 2));
+    let around = summary(&scenario(base, &["workload.model_turn.at=around"]));
+    // A turn before each round and one to answer: 4 turns of 1 s.
+    assert_close(around.latency_ms.query.max, 3.0 * 350.0 + 4.0 * 1000.0);
+    assert_eq!(around.provider.counters.received, 10 * (3 * 2 + 4));
+    assert_eq!(around.provider.counters.tokens_charged, 10 * (3 * 2 * 10 + 4 * 100));
+    // One round: no turn between rounds, two around it.
+    let one = summary(&scenario(base, &["workload.rounds=1", "workload.model_turn.at=around"]));
+    assert_close(one.latency_ms.query.max, 350.0 + 2.0 * 1000.0);
+    assert_eq!(one.provider.counters.received, 10 * (2 + 2));
+}
+
+#[test]
 fn think_time_spaces_a_sessions_queries() {
     let s = scenario(
         r#"

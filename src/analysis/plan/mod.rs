@@ -112,8 +112,9 @@ impl PlanInput {
         let rounds = f64::from(w.rounds);
         let (mut requests, mut tokens) = (calls * rounds * agents, calls * k * rounds * agents);
         if let Some(m) = &w.model_turn {
-            requests += agents * (rounds - 1.0);
-            tokens += agents * (rounds - 1.0) * m.tokens as f64;
+            let turns = f64::from(m.turns(w.rounds));
+            requests += agents * turns;
+            tokens += agents * turns * m.tokens as f64;
         }
         if let Some(sub) = w.subagents.filter(|s| s.synthesis_tokens > 0) {
             requests += 1.0;

@@ -109,7 +109,20 @@ pub enum Stop {
     Duration(Duration),
 }
 
-/// A model turn between rounds of tool calls.
+/// Where a query's model turns go among its rounds of tool calls.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnPlacement {
+    /// Between each two rounds: `rounds - 1` turns (a turn that reads the tools' answers and
+    /// asks for the next round).
+    #[default]
+    Between,
+    /// Before each round and once after the last: `rounds + 1` turns, the loop an agent is
+    /// built as (the model asks for tools, reads their answers, and finally answers).
+    Around,
+}
+
+/// A model turn among rounds of tool calls.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelTurn {
     /// Tokens of the LLM call: its prompt, and `max_tokens` on top (what the provider and the
@@ -121,6 +134,23 @@ pub struct ModelTurn {
     pub stream: bool,
     /// Its latency; `None`: the provider's.
     pub latency: Option<Latency>,
+    /// Where the turns go among the rounds.
+    pub at: TurnPlacement,
+}
+
+impl ModelTurn {
+    /// The model turns one agent takes over `rounds` rounds.
+    pub fn turns(&self, rounds: u32) -> u32 {
+        match self.at {
+            TurnPlacement::Between => rounds.saturating_sub(1),
+            TurnPlacement::Around => rounds + 1,
+        }
+    }
+
+    /// Whether a turn goes before round `round` (0-based).
+    pub fn before(&self, round: usize) -> bool {
+        round > 0 || self.at == TurnPlacement::Around
+    }
 }
 
 /// One provider of a scenario: its name and its model.

@@ -6,6 +6,8 @@ use std::collections::BTreeMap;
 use capsize_mock::{RawLatency, RawProvider};
 use serde::Deserialize;
 
+use super::TurnPlacement;
+
 /// The whole file.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -97,6 +99,10 @@ pub struct RawModelTurn {
     pub latency: Option<RawLatency>,
     /// The provider it goes to (absent: `workload.provider`'s).
     pub provider: Option<String>,
+    /// Where the turns go: `"between"` rounds (the default: `rounds - 1` turns) or
+    /// `"around"` them (before each round and a final answer: `rounds + 1`).
+    #[serde(default)]
+    pub at: TurnPlacement,
 }
 
 /// One kind of tool call in `workload.tools`: drawn by weight for each call of a round.

@@ -4,8 +4,8 @@
 //! - A client timeout per attempt below the fastest answers a provider gives (its latency's
 //!   5th percentile): nearly every call times out.
 //! - A think time longer on average than the whole run: most sessions send one query.
-//! - A model turn with `rounds = 1`: turns go between rounds, so it is never taken (its
-//!   provider gets no request from it).
+//! - A model turn between rounds with `rounds = 1`: it is never taken (its provider gets no
+//!   request from it).
 
 use rand::rngs::Xoshiro256PlusPlus;
 use rand::SeedableRng;
@@ -52,11 +52,13 @@ pub fn warnings(s: &Scenario) -> Vec<String> {
             ));
         }
     }
-    if s.workload.model_turn.is_some() && s.workload.rounds == 1 {
-        out.push(
-            "workload.model_turn is never taken: model turns go between rounds and workload.rounds = 1; set rounds = 2 or more for a turn between them"
-                .to_string(),
-        );
+    if let Some(turn) = &s.workload.model_turn {
+        if turn.turns(s.workload.rounds) == 0 {
+            out.push(
+                "workload.model_turn is never taken: model turns go between rounds and workload.rounds = 1; set model_turn.at = \"around\" for a turn before the round and one to answer (rounds + 1), or rounds = 2 or more"
+                    .to_string(),
+            );
+        }
     }
     out
 }
@@ -79,9 +81,11 @@ mod tests {
         let w = warnings(&scenario("", turn));
         assert_eq!(
             w,
-            ["workload.model_turn is never taken: model turns go between rounds and workload.rounds = 1; set rounds = 2 or more for a turn between them"]
+            ["workload.model_turn is never taken: model turns go between rounds and workload.rounds = 1; set model_turn.at = \"around\" for a turn before the round and one to answer (rounds + 1), or rounds = 2 or more"]
         );
         assert!(warnings(&scenario("", &format!("{turn}\nrounds = 2"))).is_empty());
+        let around = "queries = 10\nmodel_turn = { tokens = 100, at = \"around\" }";
+        assert!(warnings(&scenario("", around)).is_empty());
     }
 
     #[test]

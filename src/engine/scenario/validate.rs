@@ -79,7 +79,7 @@ fn workload(
         .transpose()?;
     let subagents = w.subagents.as_ref().map(subagents).transpose()?;
     let calls_per_query = calls_per_query(&w.calls_per_query, rounds, subagents)?;
-    makes_requests(calls_per_query, rounds, model_turn.is_some(), subagents)?;
+    makes_requests(calls_per_query, rounds, model_turn.as_ref(), subagents)?;
     open_loop_queries(stop, arrivals)?;
     let (tool_target, model_target, tools) = super::providers::targets(w, providers, base)?;
     if let (Some(turn), Target::Provider(i)) = (&model_turn, model_target) {
@@ -217,6 +217,7 @@ fn model_turn(t: &RawModelTurn, base: &Path) -> Result<ModelTurn, Invalid> {
         max_tokens,
         stream: t.stream,
         latency: latency("workload.model_turn.latency", t.latency.as_ref(), base)?,
+        at: t.at,
     })
 }
 
@@ -269,31 +270,31 @@ fn within_output(turn: &ModelTurn, to: &NamedProvider) -> Result<(), Invalid> {
     }
 }
 
-/// Refuses a workload whose queries never send a request: no tool call, no model turn
-/// between rounds, no synthesis turn. Such a query takes no time, so a run of them measures
+/// Refuses a workload whose queries never send a request: no tool call, no model turn, no
+/// synthesis turn. Such a query takes no time, so a run of them measures
 /// nothing and, with a duration, starts queries without end.
 fn makes_requests(
     calls: Count,
     rounds: u64,
-    model_turn: bool,
+    model_turn: Option<&ModelTurn>,
     subagents: Option<Subagents>,
 ) -> Result<(), Invalid> {
     let most_calls = match calls {
         Count::Fixed(n) => n,
         Count::Uniform(_, hi) => hi,
     };
-    let turns = rounds > 1 && model_turn;
+    let turns = model_turn.is_some_and(|t| t.turns(rounds as u32) > 0);
     let synthesis = subagents.is_some_and(|s| s.synthesis_tokens > 0);
     if most_calls == 0 && !turns && !synthesis {
-        let why = if model_turn {
-            "rounds = 1, so its model turn is never taken"
+        let why = if model_turn.is_some() {
+            "rounds = 1, so its model turn between rounds is never taken"
         } else {
-            "no [workload.model_turn] between rounds"
+            "no [workload.model_turn]"
         };
         return Err(bad(
             "workload.calls_per_query",
             format!(
-                "is 0 and a query sends no other request ({why}, no synthesis turn): its queries would measure nothing and never take time; give a query a call, or rounds > 1 with a model turn"
+                "is 0 and a query sends no other request ({why}, no synthesis turn): its queries would measure nothing and never take time; give a query a call, or a model turn (model_turn.at = \"around\" takes rounds + 1)"
             ),
         ));
     }

@@ -25,7 +25,7 @@ use super::runtime::Runtime;
 use crate::engine::provider::Provider;
 use crate::engine::recorder::Recorder;
 use crate::engine::routes::{self, Routes};
-use crate::engine::scenario::{Arrivals, ModelTurn, Scenario, Stop, Subagents};
+use crate::engine::scenario::{Arrivals, ModelTurn, Scenario, Stop, Subagents, TurnPlacement};
 use crate::engine::timescale::TimeScale;
 use crate::engine::workload::{PlannedCall, Planner, QueryPlan};
 use crate::scheduler::{
@@ -119,7 +119,7 @@ impl<P: Provider, R: Runtime> Replica<P, R> {
     }
 }
 
-/// Runs one agent's rounds in `scope`; returns true if any call failed or was stopped. A budget
+/// Runs one agent's rounds, with its model turns among them, in `scope`; returns true if any call failed or was stopped. A budget
 /// in the scope counts one iteration per round and stops the agent when it is spent.
 async fn run_agent<P: Provider, R: Runtime>(
     ctx: &Replica<P, R>,
@@ -135,13 +135,11 @@ async fn run_agent<P: Provider, R: Runtime>(
                 return true;
             }
         }
-        if round > 0 {
-            if let Some(turn) = &ctx.model_turn {
-                failed |= ctx
-                    .call(turn.tokens, routes::MODEL, scope, abandoned)
-                    .await
-                    .is_err();
-            }
+        if let Some(turn) = ctx.model_turn.as_ref().filter(|t| t.before(round)) {
+            failed |= ctx
+                .call(turn.tokens, routes::MODEL, scope, abandoned)
+                .await
+                .is_err();
         }
         failed |= match calls.as_slice() {
             // One call is never over a turn's cap: dispatching it would only wrap it in a Vec.
@@ -163,6 +161,13 @@ async fn run_agent<P: Provider, R: Runtime>(
         if ctx.stopped(scope, Work::Unsent) {
             return true;
         }
+    }
+    // The loop an agent is built as ends with the model's answer.
+    if let Some(turn) = ctx.model_turn.as_ref().filter(|t| t.at == TurnPlacement::Around) {
+        failed |= ctx
+            .call(turn.tokens, routes::MODEL, scope, abandoned)
+            .await
+            .is_err();
     }
     failed
 }
