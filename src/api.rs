@@ -27,7 +27,10 @@ pub mod summary {
 /// The closed-form rate-limit arithmetic (`capsize plan`) and the number formatter every
 /// table uses.
 pub mod plan {
-    pub use crate::analysis::plan::{expected_max_ms, plan, render, PlanInput, Row};
+    pub use crate::analysis::plan::{
+        expected_max_ms, plan, plan_scenario, render, Advice, Ceiling, Demand, LimitKind,
+        PlanInput, Row,
+    };
     pub use crate::fmt::fmt_num;
 }
 

@@ -187,9 +187,15 @@ fn model_turns_around_rounds_are_the_agent_loop() {
     // A turn before each round and one to answer: 4 turns of 1 s.
     assert_close(around.latency_ms.query.max, 3.0 * 350.0 + 4.0 * 1000.0);
     assert_eq!(around.provider.counters.received, 10 * (3 * 2 + 4));
-    assert_eq!(around.provider.counters.tokens_charged, 10 * (3 * 2 * 10 + 4 * 100));
+    assert_eq!(
+        around.provider.counters.tokens_charged,
+        10 * (3 * 2 * 10 + 4 * 100)
+    );
     // One round: no turn between rounds, two around it.
-    let one = summary(&scenario(base, &["workload.rounds=1", "workload.model_turn.at=around"]));
+    let one = summary(&scenario(
+        base,
+        &["workload.rounds=1", "workload.model_turn.at=around"],
+    ));
     assert_close(one.latency_ms.query.max, 350.0 + 2.0 * 1000.0);
     assert_eq!(one.provider.counters.received, 10 * (2 + 2));
 }

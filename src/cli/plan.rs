@@ -56,13 +56,16 @@ fn flag<T>(
 
 /// `capsize plan`.
 pub fn plan(args: PlanArgs) -> ExitCode {
-    let mut input = match &args.scenario {
+    let scenario = match &args.scenario {
         Some(path) => match crate::engine::scenario::load(path, &[]) {
-            Ok(s) => PlanInput::from_scenario(&s),
+            Ok(s) => Some(s),
             Err(e) => return Failure::bad_input(e).exit(),
         },
-        None => PlanInput::default(),
+        None => None,
     };
+    let mut input = scenario
+        .as_ref()
+        .map_or_else(PlanInput::default, PlanInput::from_scenario);
     let checked = (|| -> Result<(), String> {
         let count = |max: u64| move |k: &str, v: f64| bounds::positive(k, v, max as f64);
         if let Some(v) = flag("rpm", args.rpm, bounds::per_minute)? {
@@ -104,7 +107,10 @@ pub fn plan(args: PlanArgs) -> ExitCode {
     if let Err(e) = checked {
         return Failure::bad_input(e).exit();
     }
-    let rows = plan::plan(&input);
+    let rows = match &scenario {
+        Some(s) if input == PlanInput::from_scenario(s) => plan::plan_scenario(s),
+        _ => plan::plan(&input),
+    };
     if args.json {
         match serde_json::to_string_pretty(&rows) {
             Ok(j) => out(&format!("{j}\n")),

@@ -7,17 +7,20 @@
 //! or whose value would not be finite (an unlimited provider, a Pareto tail with no mean, …), is
 //! left out rather than shown as garbage.
 
+mod demand;
 mod maxima;
+mod named;
 mod numeric;
 
 use capsize_mock::Latency;
 use serde::Serialize;
 
-use crate::engine::scenario::{Arrivals, Count, Scenario};
+use crate::engine::scenario::{Arrivals, Scenario};
 use crate::fmt::fmt_num;
-use crate::scheduler::CapPolicy;
+pub use demand::{Advice, Ceiling, Demand, LimitKind, UNGATED_SPARE};
 pub use maxima::expected_max_ms;
 use maxima::{expected_max, strict_waves};
+pub use named::{multi_step, plan_scenario};
 
 /// Inputs of the arithmetic, all in model units.
 #[derive(Debug, Clone, PartialEq)]
@@ -76,23 +79,6 @@ impl Default for PlanInput {
     }
 }
 
-/// The mean of `count`, capped at `cap` per draw (a turn truncated to `cap` calls).
-fn capped_mean(count: Count, cap: Option<u64>) -> f64 {
-    let Some(cap) = cap else {
-        return count.mean();
-    };
-    match count {
-        Count::Fixed(n) => n.min(cap) as f64,
-        Count::Uniform(lo, hi) if cap >= hi => (lo as f64 + hi as f64) / 2.0,
-        Count::Uniform(lo, _) if cap <= lo => cap as f64,
-        Count::Uniform(lo, hi) => {
-            let (lo, hi, cap) = (lo as f64, hi as f64, cap as f64);
-            let below = (lo + cap) * (cap - lo + 1.0) / 2.0;
-            (below + (hi - cap) * cap) / (hi - lo + 1.0)
-        }
-    }
-}
-
 impl PlanInput {
     /// The inputs a validated scenario implies.
     ///
@@ -103,10 +89,7 @@ impl PlanInput {
     /// (arrival rate × calls per round × rounds × agents); a closed one has none.
     pub fn from_scenario(s: &Scenario) -> PlanInput {
         let w = &s.workload;
-        let turn = &s.scheduler.turn;
-        let cap = (turn.max_parallel > 0 && turn.over_cap == CapPolicy::Truncate)
-            .then_some(turn.max_parallel as u64);
-        let calls = capped_mean(w.calls_per_query, cap);
+        let calls = demand::calls_per_round(s);
         let agents = w.subagents.map_or(1, |a| a.count) as f64;
         let k = w.tokens_per_call.mean();
         let rounds = f64::from(w.rounds);
@@ -190,6 +173,18 @@ pub enum Key {
     TpmExhaustionS,
     /// `tpm_blocked_s`.
     TpmBlockedS,
+    /// `requests_per_query`: what a query asks of one provider.
+    RequestsPerQuery,
+    /// `tokens_per_query`: the tokens a query charges one provider.
+    TokensPerQuery,
+    /// `limit_queries_per_min`: the queries one limit of one provider lets through.
+    LimitQueriesPerMin,
+    /// `limit_queries_per_min_at_headroom`: the same at the client's headroom.
+    LimitQueriesPerMinAtHeadroom,
+    /// `query_floor_ms`: a query's least time, with no wait.
+    QueryFloorMs,
+    /// `requests_in_flight_at_ceiling`: Little's law at the query ceiling.
+    RequestsInFlightAtCeiling,
 }
 
 impl Key {
@@ -214,6 +209,12 @@ impl Key {
             Key::SequentialMs => "sequential_ms",
             Key::TpmExhaustionS => "tpm_exhaustion_s",
             Key::TpmBlockedS => "tpm_blocked_s",
+            Key::RequestsPerQuery => "requests_per_query",
+            Key::TokensPerQuery => "tokens_per_query",
+            Key::LimitQueriesPerMin => "limit_queries_per_min",
+            Key::LimitQueriesPerMinAtHeadroom => "limit_queries_per_min_at_headroom",
+            Key::QueryFloorMs => "query_floor_ms",
+            Key::RequestsInFlightAtCeiling => "requests_in_flight_at_ceiling",
         }
     }
 }
@@ -231,6 +232,12 @@ pub struct Row {
     pub unit: &'static str,
     /// How it is computed, with the numbers filled in.
     pub formula: String,
+    /// The provider it is about, in a scenario that names its providers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+    /// The limit it is about, where it is one limit's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<LimitKind>,
 }
 
 /// Pushes a row if its value is finite. Reads as a table line:
@@ -245,6 +252,8 @@ macro_rules! row {
                 value,
                 unit: $unit,
                 formula: format!($($formula),+),
+                provider: None,
+                limit: None,
             });
         }
     }};

@@ -163,7 +163,11 @@ async fn run_agent<P: Provider, R: Runtime>(
         }
     }
     // The loop an agent is built as ends with the model's answer.
-    if let Some(turn) = ctx.model_turn.as_ref().filter(|t| t.at == TurnPlacement::Around) {
+    if let Some(turn) = ctx
+        .model_turn
+        .as_ref()
+        .filter(|t| t.at == TurnPlacement::Around)
+    {
         failed |= ctx
             .call(turn.tokens, routes::MODEL, scope, abandoned)
             .await

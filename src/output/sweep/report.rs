@@ -5,10 +5,10 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use super::charts::{layout, short, POINT_CHARTS, SWEEP_CHARTS};
-use crate::analysis::plan::{self, Key, PlanInput};
+use crate::analysis::plan::{self, Demand, Key, PlanInput, Row};
 use crate::analysis::sweep::{failures, Failure, PointResult, Recommendation};
 use crate::engine::summary::metrics::{self, Metric};
-use crate::engine::summary::slo::Threshold;
+use crate::engine::summary::slo::{number, Threshold};
 use crate::fmt::fmt_num;
 use crate::output::files::OutputSet;
 use crate::output::report::charts::{self, Chart};
@@ -96,20 +96,109 @@ fn knee(points: &[PointResult], rec: &PointResult) -> Option<(String, f64)> {
     at.is_finite().then(|| (short(&x).to_string(), at))
 }
 
-/// What the plan's closed forms are compared with: (plan key, metric, factor).
-const MEASURED: &[(Key, Metric, f64)] = &[
-    (Key::CallCeilingPerS, metrics::CALLS_PER_S, 1.0),
-    (Key::QueriesPerMinAtHeadroom, metrics::QUERIES_PER_S, 60.0),
-    (Key::QueriesPerMinCeiling, metrics::QUERIES_PER_S, 60.0),
+/// What a closed form is set beside.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Beside {
+    /// A ceiling: the simulated rate it caps, and the share of it used.
+    Ceiling(Metric, f64),
+    /// An estimate of a simulated value: the value, and the difference.
+    Estimate(Metric),
+}
+
+/// What the plan's closed forms are compared with: (plan key, what, factor to the row's unit).
+const MEASURED: &[(Key, Beside)] = &[
+    (
+        Key::CallCeilingPerS,
+        Beside::Ceiling(metrics::CALLS_PER_S, 1.0),
+    ),
+    (
+        Key::QueriesPerMinAtHeadroom,
+        Beside::Ceiling(metrics::QUERIES_PER_S, 60.0),
+    ),
+    (
+        Key::QueriesPerMinCeiling,
+        Beside::Ceiling(metrics::QUERIES_PER_S, 60.0),
+    ),
+    (
+        Key::LimitQueriesPerMin,
+        Beside::Ceiling(metrics::QUERIES_PER_S, 60.0),
+    ),
+    (
+        Key::LimitQueriesPerMinAtHeadroom,
+        Beside::Ceiling(metrics::QUERIES_PER_S, 60.0),
+    ),
     (
         Key::HeadroomSlotsPerMin,
-        metrics::PEAK_REQUESTS_PER_60S,
-        1.0,
+        Beside::Ceiling(metrics::PEAK_REQUESTS_PER_60S, 1.0),
     ),
-    (Key::LittlesLawThroughput, metrics::CALLS_PER_S, 1.0),
-    (Key::FanoutExpectedMaxMs, metrics::QUERY_MEAN, 1.0),
-    (Key::StrictWavesMs, metrics::QUERY_MEAN, 1.0),
+    (
+        Key::LittlesLawThroughput,
+        Beside::Ceiling(metrics::CALLS_PER_S, 1.0),
+    ),
+    (
+        Key::FanoutExpectedMaxMs,
+        Beside::Estimate(metrics::QUERY_MEAN),
+    ),
+    (Key::StrictWavesMs, Beside::Estimate(metrics::QUERY_MEAN)),
+    (Key::QueryFloorMs, Beside::Estimate(metrics::QUERY_MEAN)),
 ];
+
+/// The simulated value beside `row` and how they compare, or why there is none.
+fn beside(row: &Row, p: &PointResult, parallel: bool, multi_step: bool) -> (String, String) {
+    if let (Key::RequestsPerQuery | Key::TokensPerQuery, Some(name)) = (row.key, &row.provider) {
+        // What the provider counted over the queries started (retries and 429s included).
+        let field = match row.key {
+            Key::RequestsPerQuery => "received",
+            _ => "tokens_charged",
+        };
+        let counted = number(&p.mean, &format!("providers.{name}.{field}"));
+        return match (counted, mean_at(p, metrics::QUERIES_STARTED)) {
+            (Some(c), Some(q)) if q > 0.0 && row.value != 0.0 => {
+                let m = c / q;
+                (
+                    fmt_num(m),
+                    format!(
+                        "{:+.1} % (retries included)",
+                        (m - row.value) / row.value * 100.0
+                    ),
+                )
+            }
+            _ => (String::new(), String::new()),
+        };
+    }
+    let Some((_, what)) = MEASURED.iter().find(|(k, _)| *k == row.key) else {
+        return (String::new(), "no simulated counterpart".into());
+    };
+    let whole_query = matches!(row.key, Key::FanoutExpectedMaxMs | Key::StrictWavesMs);
+    if whole_query && multi_step {
+        return (
+            String::new(),
+            "a round's, not a query's: see the least query time".into(),
+        );
+    }
+    if row.key == Key::FanoutExpectedMaxMs && !parallel {
+        return (
+            String::new(),
+            "the concurrency splits the round: see strict waves".into(),
+        );
+    }
+    match *what {
+        Beside::Ceiling(metric, f) => match mean_at(p, metric).map(|v| v * f) {
+            Some(m) if row.value > 0.0 => (
+                fmt_num(m),
+                format!("{} % of the ceiling", fmt_num(m / row.value * 100.0)),
+            ),
+            _ => (String::new(), String::new()),
+        },
+        Beside::Estimate(metric) => match mean_at(p, metric) {
+            Some(m) if row.value != 0.0 => (
+                fmt_num(m),
+                format!("{:+.1} %", (m - row.value) / row.value * 100.0),
+            ),
+            _ => (String::new(), String::new()),
+        },
+    }
+}
 
 /// The report's text: `(markdown, html)`, one section after another. `chart_svgs` are inlined
 /// in the HTML.
@@ -197,6 +286,30 @@ fn recommendation<'a>(
 /// not limit itself or the provider has no RPM).
 fn burst(p: &PointResult) -> Option<String> {
     let s = &p.scenario.scheduler;
+    if p.scenario.named_providers {
+        let each: Vec<String> = p
+            .scenario
+            .providers
+            .iter()
+            .filter_map(|n| {
+                let rpm = n.config.rpm.filter(|_| s.rate_limit)?;
+                Some(format!(
+                    "{} up to {} requests at once at {} RPM × {}",
+                    markdown(&n.name),
+                    fmt_num(s.bucket_capacity(rpm)),
+                    fmt_num(rpm),
+                    s.headroom
+                ))
+            })
+            .collect();
+        return (!each.is_empty()).then(|| {
+            format!(
+                "The client's buckets in force: `scheduler.burst_s` = {} s of refill; {}.",
+                fmt_num(s.burst_s),
+                each.join("; ")
+            )
+        });
+    }
     let rpm = p.scenario.provider().rpm.filter(|_| s.rate_limit)?;
     Some(format!(
         "The client's bucket in force: `scheduler.burst_s` = {} s of refill, up to {} requests at once at {} RPM × {}.",
@@ -217,7 +330,7 @@ pub(super) fn values(p: &PointResult) -> Vec<String> {
 }
 
 /// The recommended point in one line: its values, queries per minute, p95, 429s and the RPM
-/// its busiest minute leaves.
+/// its busiest minute leaves (with several providers: the limit that binds, and its use).
 fn headline(p: &PointResult) -> String {
     let rpm = p.scenario.provider().rpm;
     let qpm = always(p, metrics::QUERIES_PER_S) * 60.0;
@@ -235,6 +348,20 @@ fn headline(p: &PointResult) -> String {
             format!("{} 429s", fmt_num(limited))
         }
     );
+    if p.scenario.named_providers {
+        // Several providers: the limit that binds, and how much of what it allows is used.
+        let d = Demand::of(&p.scenario);
+        if let Some(b) = d.binding() {
+            let _ = write!(
+                line,
+                "; {} binds at {} queries/min ({} % used)",
+                b.name(),
+                fmt_num(b.at_headroom),
+                fmt_num(qpm / b.at_headroom * 100.0)
+            );
+        }
+        return line;
+    }
     if let (Some(rpm), Some(peak)) = (rpm, mean_at(p, metrics::PEAK_REQUESTS_PER_60S)) {
         let _ = write!(
             line,
@@ -250,25 +377,15 @@ fn arithmetic(md: &mut String, p: &PointResult) {
     let _ = writeln!(md, "\n## Arithmetic beside the simulation\n");
     let _ = writeln!(
         md,
-        "| closed form | formula | value | simulated | difference |\n|---|---|---:|---:|---:|"
+        "| closed form | formula | value | simulated | beside it |\n|---|---|---:|---:|---|"
     );
     let input = PlanInput::from_scenario(&p.scenario);
     // E[max of n] describes a fully parallel fan-out only.
     let mc = p.scenario.scheduler.max_concurrency as f64;
     let parallel = mc == 0.0 || mc >= input.calls_per_query;
-    for row in plan::plan(&input) {
-        let measured = MEASURED
-            .iter()
-            .find(|(k, _, _)| *k == row.key)
-            .filter(|(k, _, _)| *k != Key::FanoutExpectedMaxMs || parallel)
-            .and_then(|(_, metric, f)| mean_at(p, *metric).map(|v| v * f));
-        let (sim, diff) = match measured {
-            Some(m) if row.value != 0.0 => (
-                fmt_num(m),
-                format!("{:+.1} %", (m - row.value) / row.value * 100.0),
-            ),
-            _ => ("".into(), "".into()),
-        };
+    let multi_step = plan::multi_step(&p.scenario);
+    for row in plan::plan_scenario(&p.scenario) {
+        let (sim, diff) = beside(&row, p, parallel, multi_step);
         let _ = writeln!(
             md,
             "| {} | {} | {} {} | {sim} | {diff} |",

@@ -2,12 +2,13 @@
 //!
 //! Three readings, each a Markdown paragraph, in the order a person would fix them:
 //!
-//! 1. **Capacity.** The queries per minute the provider's limits allow at the sweep's highest
-//!    headroom (the closed form of `capsize plan`) against what the workload asks for: an
-//!    open workload's arrival rate, or a closed one's sessions each sending a query per think
-//!    time plus the least time a query can take (its rounds at the mean latency). When the ask
-//!    is larger, no concurrency fixes it: the report says by how much the limit, or the
-//!    requests per query, would have to change.
+//! 1. **Capacity.** The limit that binds at the sweep's highest headroom (each provider's RPM,
+//!    TPM, ITPM and OTPM against what a query asks of that provider, and the concurrency: the
+//!    closed forms of `capsize plan`) against what the workload asks for: an open workload's
+//!    arrival rate, or a closed one's sessions each sending a query per think time plus the
+//!    least time a query can take. When the ask is larger, the report names the limit and its
+//!    provider, the value that lifts it (as a `--set` flag) and the limit that binds next, or
+//!    what a query would have to ask instead.
 //! 2. **Objectives.** Each `[slo]` objective no point meets, with the best value the sweep saw
 //!    and where, and how far it is from the objective.
 //! 3. **Headroom.** Points that meet every objective but whose busiest minute goes over the
@@ -15,57 +16,30 @@
 
 use std::fmt::Write as _;
 
-use crate::analysis::plan::{self, Key, PlanInput};
+use crate::analysis::plan::{Advice, Demand, LimitKind, UNGATED_SPARE};
 use crate::analysis::sweep::{failures, Failure, PointResult};
 use crate::engine::scenario::{Arrivals, Scenario};
 use crate::engine::summary::slo::{Op, Threshold};
 use crate::fmt::fmt_num;
 
-/// What a workload asks for, in queries per minute, and how that was worked out (Markdown).
-fn demand(s: &Scenario) -> Option<(f64, String)> {
+/// How a workload's ask was worked out, for a sentence ending "~N queries/min".
+fn how(s: &Scenario, d: &Demand) -> String {
     let w = &s.workload;
     match w.arrivals {
-        Arrivals::Open { rate, .. } => Some((
-            rate * 60.0,
-            format!("queries arrive at {} per second", fmt_num(rate)),
-        )),
-        Arrivals::Closed { sessions } => {
-            let think_s = w.think_time.as_ref().map_or(0.0, |t| t.mean() / 1000.0);
-            let floor_s = f64::from(w.rounds) * s.provider().latency.mean() / 1000.0;
-            let cycle = think_s + floor_s;
-            (cycle > 0.0).then(|| {
-                (
-                    sessions as f64 * 60.0 / cycle,
-                    format!(
-                        "{sessions} sessions, each a query per {} s of thinking plus at least {} s for its {} round{} of calls, ask for up to",
-                        fmt_num(think_s),
-                        fmt_num(floor_s),
-                        w.rounds,
-                        if w.rounds == 1 { "" } else { "s" }
-                    ),
-                )
-            })
+        Arrivals::Open { rate, .. } => {
+            format!("queries arrive at {} per second", fmt_num(rate))
         }
+        Arrivals::Closed { sessions } => format!(
+            "{sessions} sessions, each a query per {} s of thinking plus at least {} s for the query itself, ask for up to",
+            fmt_num(w.think_time.as_ref().map_or(0.0, |t| t.mean() / 1000.0)),
+            fmt_num(d.floor_ms / 1000.0),
+        ),
     }
 }
 
-/// The queries per minute the limits allow at `s`'s headroom, the requests each query sends,
-/// and the label of the plan's row (which says whether the TPM binds).
-fn capacity(s: &Scenario) -> Option<(f64, f64, String)> {
-    let input = PlanInput::from_scenario(s);
-    let rows = plan::plan(&input);
-    let find = |key: Key| rows.iter().find(|r| r.key == key);
-    let requests = input
-        .per_query
-        .map_or(input.calls_per_query, |q| q.requests);
-    match find(Key::QueriesPerMinAtHeadroom) {
-        Some(r) => Some((r.value, requests, r.label.clone())),
-        None => find(Key::QueriesPerMinCeiling)
-            .map(|r| (r.value * s.scheduler.headroom, requests, r.label.clone())),
-    }
-}
-
-/// The capacity paragraph, when the workload asks for more than the limits allow.
+/// The capacity paragraph, when the workload asks for more than the binding limit allows: the
+/// limit and its provider, what it allows, and the change that lifts it (with the next limit
+/// that would bind, when it binds before the workload is served).
 fn over_capacity(points: &[PointResult]) -> Option<String> {
     let best = points.iter().max_by(|a, b| {
         a.scenario
@@ -74,39 +48,91 @@ fn over_capacity(points: &[PointResult]) -> Option<String> {
             .total_cmp(&b.scenario.scheduler.headroom)
     })?;
     let s = &best.scenario;
-    let (asked, how) = demand(s)?;
-    let (allowed, requests, label) = capacity(s)?;
-    if allowed <= 0.0 || asked <= allowed * 1.05 {
-        return None;
-    }
-    let factor = asked / allowed;
-    let tpm_binds = label.contains("TPM") || s.provider().rpm.is_none();
-    let mut line = format!(
-        "**The provider's limits bind.** At headroom {} its {} allows {} queries/min of {} requests each; {how} ~{} queries/min. No concurrency fixes this: ",
-        s.scheduler.headroom,
-        if tpm_binds { "TPM" } else { "RPM" },
-        fmt_num(allowed),
-        fmt_num(requests),
-        fmt_num(asked),
-    );
-    let limit = match (s.provider().rpm, tpm_binds) {
-        (_, true) => s
-            .provider()
-            .tpm
-            .map(|t| format!("{} TPM", fmt_num((t * factor).ceil()))),
-        (Some(r), false) => Some(format!("{} RPM", fmt_num((r * factor).ceil()))),
-        (None, false) => None,
+    let d = Demand::of(s);
+    let asked = d.asked_per_min(s)?;
+    let advice = d.advise(asked)?;
+    // Within 5 %: the limit is met, not missed.
+    (asked > advice.binding.at_headroom * 1.05).then(|| advise(s, &advice, asked, &how(s, &d)))
+}
+
+/// The paragraph for `advice`, whose limit allows less than the `asked` queries/min.
+fn advise(s: &Scenario, advice: &Advice, asked: f64, how: &str) -> String {
+    let f = fmt_num;
+    let b = &advice.binding;
+    let allowed = b.at_headroom;
+    let at = if b.gated {
+        format!("At headroom {}, ", s.scheduler.headroom)
+    } else {
+        String::new()
     };
-    if let Some(limit) = limit {
-        let _ = write!(line, "it needs {} the limit ({limit}), or ", times(factor));
-    }
+    let mut line = match b.kind {
+        LimitKind::Concurrency => format!(
+            "**`scheduler.max_concurrency` binds.** {at}{} slots, each held {} s per query (the service time of its requests), serve {} queries/min; {how} ~{} queries/min. ",
+            f(b.limit),
+            f(b.per_query),
+            f(allowed),
+            f(asked),
+        ),
+        kind => format!(
+            "**{} binds.** {at}{} allows {} queries/min of {} {} each; {how} ~{} queries/min. No concurrency fixes this: ",
+            b.name(),
+            if b.provider.is_empty() {
+                format!("the provider's {}", kind.name())
+            } else {
+                format!("{}'s {}", b.provider, kind.name())
+            },
+            f(allowed),
+            f(b.per_query),
+            kind.unit(),
+            f(asked),
+        ),
+    };
     let _ = write!(
         line,
-        "at most {} requests per query instead of {}, or fewer queries.",
-        fmt_num((requests / factor * 10.0).floor() / 10.0),
-        fmt_num(requests)
+        "{} {} to {} (`--set {}={}`, {})",
+        if advice.next.is_some() {
+            "raising"
+        } else {
+            "it needs"
+        },
+        b.name(),
+        f(advice.value),
+        advice.key,
+        advice.value,
+        times(advice.factor)
     );
-    Some(line)
+    match &advice.next {
+        Some(n) => {
+            let _ = write!(
+                line,
+                " lifts the ceiling to {} queries/min, where {} binds",
+                f(n.at_headroom),
+                n.name()
+            );
+        }
+        None => line.push_str(" serves it"),
+    }
+    if matches!(b.kind, LimitKind::Itpm | LimitKind::Otpm) {
+        let _ = write!(
+            line,
+            " (no client bucket holds the client under the {}: past it the provider's 429s decide, so this leaves {} % spare)",
+            b.kind.name(),
+            fmt_num((1.0 - UNGATED_SPARE) * 100.0)
+        );
+    }
+    if b.kind == LimitKind::Concurrency {
+        line.push('.');
+    } else {
+        let factor = asked / allowed;
+        let _ = write!(
+            line,
+            "; or at most {} {} per query instead of {}, or fewer queries.",
+            f((b.per_query / factor * 10.0).floor() / 10.0),
+            b.kind.unit(),
+            f(b.per_query)
+        );
+    }
+    line
 }
 
 /// `3.2×`: a factor for a sentence, one decimal under 10, whole (rounded up) above.

@@ -1,0 +1,227 @@
+//! The arithmetic of a whole scenario: [`plan`](super::plan)'s rows for one provider, and for
+//! an agent whose model and tools sit behind several, the same questions asked of each
+//! provider against what a query asks of it, then the query ceiling over all of them (which
+//! limit of which provider binds) and the requests in flight it takes to reach it.
+
+use super::demand::{calls_per_round, Demand};
+use super::maxima::expected_max;
+use super::{plan, Key, LimitKind, PlanInput, Row};
+use crate::engine::scenario::Scenario;
+use crate::fmt::fmt_num;
+
+/// A row, if its value is finite.
+fn push(
+    rows: &mut Vec<Row>,
+    key: Key,
+    value: f64,
+    unit: &'static str,
+    label: String,
+    formula: String,
+) {
+    if value.is_finite() {
+        rows.push(Row {
+            key,
+            label,
+            value,
+            unit,
+            formula,
+            provider: None,
+            limit: None,
+        });
+    }
+}
+
+/// Every row of `s`'s arithmetic: the one-provider rows of [`plan`], with the split limits'
+/// ceilings and a query's least time when it is more than one round; for named providers, the
+/// rows of each provider and the query ceiling over all of them.
+pub fn plan_scenario(s: &Scenario) -> Vec<Row> {
+    let demand = Demand::of(s);
+    let mut rows = if s.named_providers {
+        per_provider(s, &demand)
+    } else {
+        let mut rows = plan(&PlanInput::from_scenario(s));
+        for c in demand
+            .ceilings
+            .iter()
+            .filter(|c| matches!(c.kind, LimitKind::Itpm | LimitKind::Otpm))
+        {
+            ceiling_row(&mut rows, c, s.scheduler.headroom);
+        }
+        rows
+    };
+    floor(s, &demand, &mut rows);
+    rows
+}
+
+/// Whether a query is more than one round of tool calls: then E[max of n] is a round's time,
+/// not a query's.
+pub fn multi_step(s: &Scenario) -> bool {
+    let w = &s.workload;
+    w.rounds > 1
+        || w.model_turn.as_ref().is_some_and(|t| t.turns(w.rounds) > 0)
+        || w.subagents.is_some()
+}
+
+/// A query's least time, when it is more than one round.
+fn floor(s: &Scenario, demand: &Demand, rows: &mut Vec<Row>) {
+    if !multi_step(s) || demand.floor_ms <= 0.0 {
+        return;
+    }
+    let w = &s.workload;
+    let turns = w.model_turn.as_ref().map_or(0, |t| t.turns(w.rounds));
+    let mut parts = vec![format!(
+        "{} round{} × E[max of {}]",
+        w.rounds,
+        if w.rounds == 1 { "" } else { "s" },
+        fmt_num(calls_per_round(s))
+    )];
+    if turns > 0 {
+        parts.push(format!(
+            "{turns} model turn{}",
+            if turns == 1 { "" } else { "s" }
+        ));
+    }
+    if w.subagents.is_some_and(|a| a.synthesis_tokens > 0) {
+        parts.push("a synthesis".into());
+    }
+    push(
+        rows,
+        Key::QueryFloorMs,
+        demand.floor_ms,
+        "ms",
+        "Least query time (no waiting)".into(),
+        parts.join(" + "),
+    );
+}
+
+/// The rows of one ceiling: the queries per minute its limit lets through, and at headroom.
+fn ceiling_row(rows: &mut Vec<Row>, c: &super::Ceiling, headroom: f64) {
+    let f = fmt_num;
+    let provider = (!c.provider.is_empty()).then(|| c.provider.clone());
+    let n = rows.len();
+    match c.kind {
+        LimitKind::Concurrency => push(
+            rows,
+            Key::LimitQueriesPerMin,
+            c.queries_per_min,
+            "queries/min",
+            format!(
+                "{} slots at {} s of service per query",
+                f(c.limit),
+                f(c.per_query)
+            ),
+            format!("{} / {} × 60", f(c.limit), f(c.per_query)),
+        ),
+        k => push(
+            rows,
+            Key::LimitQueriesPerMin,
+            c.queries_per_min,
+            "queries/min",
+            format!(
+                "{}: queries at {} {}/query",
+                c.name(),
+                f(c.per_query),
+                k.unit()
+            ),
+            format!("{} / {}", f(c.limit), f(c.per_query)),
+        ),
+    }
+    if c.gated && headroom < 1.0 {
+        push(
+            rows,
+            Key::LimitQueriesPerMinAtHeadroom,
+            c.at_headroom,
+            "queries/min",
+            format!("{}: at {} % headroom", c.name(), f(headroom * 100.0)),
+            format!("{} × {}", f(headroom), f(c.queries_per_min)),
+        );
+    }
+    for row in &mut rows[n..] {
+        row.provider.clone_from(&provider);
+        row.limit = Some(c.kind);
+    }
+}
+
+/// Named providers: what a query asks of each, each limit's ceiling (lowest first), the query
+/// ceiling, and the requests in flight it takes; then a round's fan-out.
+fn per_provider(s: &Scenario, demand: &Demand) -> Vec<Row> {
+    let f = fmt_num;
+    let mut rows = Vec::new();
+    for l in &demand.loads {
+        let n = rows.len();
+        let tools = l.requests - l.model_turns;
+        let formula = match (tools > 0.0, l.model_turns > 0.0) {
+            (true, true) => format!("{} tool calls + {} model turns", f(tools), f(l.model_turns)),
+            (false, true) => format!("{} model turns", f(l.model_turns)),
+            _ => format!("{} tool calls", f(tools)),
+        };
+        push(
+            &mut rows,
+            Key::RequestsPerQuery,
+            l.requests,
+            "requests",
+            format!("{}: requests per query", l.name),
+            formula,
+        );
+        if l.tokens > 0.0 {
+            push(
+                &mut rows,
+                Key::TokensPerQuery,
+                l.tokens,
+                "tokens",
+                format!("{}: tokens per query", l.name),
+                format!(
+                    "{} requests × {} tokens",
+                    f(l.requests),
+                    f(l.tokens / l.requests)
+                ),
+            );
+        }
+        for row in &mut rows[n..] {
+            row.provider = Some(l.name.clone());
+        }
+    }
+    for c in &demand.ceilings {
+        ceiling_row(&mut rows, c, s.scheduler.headroom);
+    }
+    if let Some(b) = demand.binding() {
+        let all: Vec<String> = demand.ceilings.iter().map(|c| f(c.at_headroom)).collect();
+        let at = if s.scheduler.headroom < 1.0 {
+            format!(" at {} % headroom", f(s.scheduler.headroom * 100.0))
+        } else {
+            String::new()
+        };
+        push(
+            &mut rows,
+            Key::QueriesPerMinAtHeadroom,
+            b.at_headroom,
+            "queries/min",
+            format!("Query ceiling{at} ({} binds)", b.name()),
+            format!("min({})", all.join(", ")),
+        );
+        let busy = demand.busy_s();
+        push(
+            &mut rows,
+            Key::RequestsInFlightAtCeiling,
+            b.at_headroom / 60.0 * busy,
+            "requests",
+            "Requests in flight at the query ceiling (L = λ·W)".into(),
+            format!("{} / 60 × {} s", f(b.at_headroom), f(busy)),
+        );
+    }
+    let n = calls_per_round(s);
+    let latency = &s.provider().latency;
+    if s.workload.tools.is_empty() && n >= 1.0 {
+        if let Some((v, formula)) = expected_max(latency, n) {
+            push(
+                &mut rows,
+                Key::FanoutExpectedMaxMs,
+                v,
+                "ms",
+                format!("A round's {} calls in parallel: E[max of {}]", f(n), f(n)),
+                formula,
+            );
+        }
+    }
+    rows
+}
