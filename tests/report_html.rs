@@ -186,10 +186,11 @@ fn a_sweep_where_nothing_passes_says_which_limit_binds_and_by_how_much() {
         out.to_str().unwrap(),
     ]);
     assert_eq!(o.status.code(), Some(0), "{}", common::stderr(&o));
-    // 0.9 × 50 RPM / 15 requests = 3 queries/min; 20 sessions / (30 s + 3 × 1.5 s) = 34.8/min:
-    // 11.6× the limit, so 580 RPM, or 15 / 11.6 = 1.29 requests per query.
+    // 0.9 × 50 RPM / 15 requests = 3 queries/min; a query's least time is 3 rounds of E[max of
+    // 5] of U[1, 2] s = 3 × 1.833 = 5.5 s, so 20 sessions / (30 s + 5.5 s) = 33.8/min. Raising
+    // the RPM helps only to 4.8 queries/min, where the TPM binds: 0.9 × 40,000 / 7,500 tokens.
     let stdout = String::from_utf8_lossy(&o.stdout);
-    let binds = "The provider's limits bind. At headroom 0.9 its RPM allows 3 queries/min of 15 requests each; 20 sessions, each a query per 30 s of thinking plus at least 4.5 s for its 3 rounds of calls, ask for up to ~34.8 queries/min. No concurrency fixes this: it needs 12× the limit (580 RPM), or at most 1.2 requests per query instead of 15, or fewer queries.";
+    let binds = "The provider's RPM binds. At headroom 0.9, the provider's RPM allows 3 queries/min of 15 requests each; 20 sessions, each a query per 30 s of thinking plus at least 5.5 s for the query itself, ask for up to ~33.8 queries/min. No concurrency fixes this: raising the provider's RPM to 80 (--set provider.rpm=80, 1.6×) lifts the ceiling to 4.8 queries/min, where the provider's TPM binds; or at most 1.3 requests per query instead of 15, or fewer queries.";
     assert!(stdout.contains(binds), "{stdout}");
     assert!(
         stdout.contains(
@@ -200,7 +201,10 @@ fn a_sweep_where_nothing_passes_says_which_limit_binds_and_by_how_much() {
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(md.contains("## Why nothing passes"), "{md}");
     assert!(
-        md.contains(&format!("**{}", binds.replacen(". ", ".** ", 1))),
+        md.contains(&format!("**{}", binds.replacen(". ", ".** ", 1)).replace(
+            "--set provider.rpm=80",
+            "`--set provider.rpm=80`"
+        )),
         "{md}"
     );
     // Each point's reason, in the passes column.

@@ -137,11 +137,11 @@ pub struct Ceiling {
 }
 
 impl Ceiling {
-    /// `llm TPM`, or `max_concurrency`.
+    /// `llm TPM`, `the provider's RPM` (one provider), or `max_concurrency`.
     pub fn name(&self) -> String {
         match self.kind {
             LimitKind::Concurrency => "max_concurrency".to_string(),
-            k if self.provider.is_empty() => k.name().to_string(),
+            k if self.provider.is_empty() => format!("the provider's {}", k.name()),
             k => format!("{} {}", self.provider, k.name()),
         }
     }

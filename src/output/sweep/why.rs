@@ -75,7 +75,7 @@ fn advise(s: &Scenario, advice: &Advice, asked: f64, how: &str) -> String {
         ),
         kind => format!(
             "**{} binds.** {at}{} allows {} queries/min of {} {} each; {how} ~{} queries/min. No concurrency fixes this: ",
-            b.name(),
+            capitalized(&b.name()),
             if b.provider.is_empty() {
                 format!("the provider's {}", kind.name())
             } else {
@@ -133,6 +133,13 @@ fn advise(s: &Scenario, advice: &Advice, asked: f64, how: &str) -> String {
         );
     }
     line
+}
+
+/// `s` with its first letter in capitals.
+fn capitalized(s: &str) -> String {
+    let mut c = s.chars();
+    c.next()
+        .map_or(String::new(), |f| f.to_uppercase().chain(c).collect())
 }
 
 /// `3.2×`: a factor for a sentence, one decimal under 10, whole (rounded up) above.
