@@ -201,10 +201,10 @@ fn a_sweep_where_nothing_passes_says_which_limit_binds_and_by_how_much() {
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(md.contains("## Why nothing passes"), "{md}");
     assert!(
-        md.contains(&format!("**{}", binds.replacen(". ", ".** ", 1)).replace(
-            "--set provider.rpm=80",
-            "`--set provider.rpm=80`"
-        )),
+        md.contains(
+            &format!("**{}", binds.replacen(". ", ".** ", 1))
+                .replace("--set provider.rpm=80", "`--set provider.rpm=80`")
+        ),
         "{md}"
     );
     // Each point's reason, in the passes column.
