@@ -63,6 +63,9 @@ pub fn plan(args: PlanArgs) -> ExitCode {
         },
         None => None,
     };
+    if let Some(s) = &scenario {
+        super::warn(s);
+    }
     let mut input = scenario
         .as_ref()
         .map_or_else(PlanInput::default, PlanInput::from_scenario);

@@ -167,8 +167,11 @@ pub struct Demand {
     pub ceilings: Vec<Ceiling>,
     /// Whether the scenario names its providers.
     pub named: bool,
-    /// A query's least time in ms: its rounds' E[max] and its model turns, with no wait.
+    /// A query's least time in ms: its rounds' E\[max\] and its model turns, with no wait.
     pub floor_ms: f64,
+    /// One round's E\[max\] in ms: its tool calls in parallel, each at its own latency (0
+    /// without tool calls).
+    pub round_ms: f64,
 }
 
 impl Demand {
@@ -338,11 +341,13 @@ impl Demand {
         }
         // A stable sort keeps the fixed order among equal ceilings.
         ceilings.sort_by(|a, b| a.at_headroom.total_cmp(&b.at_headroom));
+        let (floor_ms, round_ms) = floor_ms(s, &routes, &per_route);
         Demand {
             loads,
             ceilings,
             named,
-            floor_ms: floor_ms(s, &routes, &per_route),
+            floor_ms,
+            round_ms,
         }
     }
 }
@@ -354,7 +359,7 @@ pub struct Advice {
     pub binding: Ceiling,
     /// The scenario key to change (`providers.llm.tpm`).
     pub key: String,
-    /// Its new value: the limit × `factor` (over [`UNGATED_SPARE`] for a split limit),
+    /// Its new value: the limit × `factor` (over `UNGATED_SPARE` for a split limit),
     /// rounded up.
     pub value: f64,
     /// How much the limit is raised.
@@ -444,9 +449,10 @@ fn capped_mean(tokens: &Tokens, cap: u64) -> f64 {
     sum / DRAWS as f64
 }
 
-/// A query's least time: each agent's rounds (E[max] of a round's calls) and model turns, with
-/// no wait, and the synthesis after the agents (the agents taken as one: a lower bound).
-fn floor_ms(s: &Scenario, routes: &Routes, asks: &[Ask]) -> f64 {
+/// A query's least time: each agent's rounds (E\[max\] of a round's calls) and model turns, with
+/// no wait, and the synthesis after the agents (the agents taken as one: a lower bound); and
+/// one round's E\[max\].
+fn floor_ms(s: &Scenario, routes: &Routes, asks: &[Ask]) -> (f64, f64) {
     let w = &s.workload;
     let latency_of = |id: usize| {
         let r = &routes.routes[id];
@@ -485,9 +491,10 @@ fn floor_ms(s: &Scenario, routes: &Routes, asks: &[Ask]) -> f64 {
     let model_ms = latency_of(usize::from(routes::MODEL)).mean();
     let turns = w.model_turn.as_ref().map_or(0, |t| t.turns(w.rounds));
     let synthesis = w.subagents.is_some_and(|a| a.synthesis_tokens > 0);
-    f64::from(w.rounds) * round_ms
+    let floor = f64::from(w.rounds) * round_ms
         + f64::from(turns) * model_ms
-        + if synthesis { model_ms } else { 0.0 }
+        + if synthesis { model_ms } else { 0.0 };
+    (floor, round_ms)
 }
 
 /// E[max of `n`] calls each drawn from one of `classes` by weight, from fixed-seed draws

@@ -4,7 +4,6 @@
 //! limit of which provider binds) and the requests in flight it takes to reach it.
 
 use super::demand::{calls_per_round, Demand};
-use super::maxima::expected_max;
 use super::{plan, Key, LimitKind, PlanInput, Row};
 use crate::engine::scenario::Scenario;
 use crate::fmt::fmt_num;
@@ -210,18 +209,20 @@ fn per_provider(s: &Scenario, demand: &Demand) -> Vec<Row> {
         );
     }
     let n = calls_per_round(s);
-    let latency = &s.provider().latency;
-    if s.workload.tools.is_empty() && n >= 1.0 {
-        if let Some((v, formula)) = expected_max(latency, n) {
-            push(
-                &mut rows,
-                Key::FanoutExpectedMaxMs,
-                v,
-                "ms",
-                format!("A round's {} calls in parallel: E[max of {}]", f(n), f(n)),
-                formula,
-            );
-        }
+    if n >= 1.0 && demand.round_ms > 0.0 {
+        let mixed = s.workload.tools.len() > 1;
+        push(
+            &mut rows,
+            Key::FanoutExpectedMaxMs,
+            demand.round_ms,
+            "ms",
+            format!("A round's {} calls in parallel: E[max of {}]", f(n), f(n)),
+            if mixed {
+                "≈ over the tools' latencies by weight (fixed-seed draws)".into()
+            } else {
+                "each at its tool's latency".into()
+            },
+        );
     }
     rows
 }
