@@ -330,7 +330,7 @@ fn queries_that_send_nothing_are_refused_before_the_run() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     let e = stderr(&o);
     assert!(
-        e.contains("workload.calls_per_query: is 0 and a query sends no other request (no [workload.model_turn] between rounds, no synthesis turn)"),
+        e.contains("workload.calls_per_query: is 0 and a query sends no other request (no [workload.model_turn], no synthesis turn)"),
         "{e}"
     );
     assert_eq!(e.lines().count(), 1, "{e}");
@@ -344,7 +344,7 @@ fn queries_that_send_nothing_are_refused_before_the_run() {
     let o = capsize(&["run", s.to_str().unwrap(), "--out", out.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(
-        stderr(&o).contains("(rounds = 1, so its model turn is never taken,"),
+        stderr(&o).contains("(rounds = 1, so its model turn between rounds is never taken,"),
         "{}",
         stderr(&o)
     );
@@ -361,6 +361,19 @@ fn queries_that_send_nothing_are_refused_before_the_run() {
     let summary = json(&o);
     assert_eq!(summary["queries"], 3);
     assert_eq!(summary["calls"], 3);
+    // Around one round: a turn before it and one to answer (3 queries, 6 turns).
+    let o = capsize(&[
+        "run",
+        s.to_str().unwrap(),
+        "--set",
+        "workload.model_turn.at=around",
+        "--json",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let summary = json(&o);
+    assert_eq!(summary["queries"], 3);
+    assert_eq!(summary["calls"], 6);
 }
 
 #[test]
