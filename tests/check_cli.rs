@@ -611,3 +611,60 @@ fn junit_testcase_names_do_not_change_with_the_baseline() {
         "{xml}"
     );
 }
+
+/// A workload the provider's limits do not bind: its tools' latency decides.
+const TOOLS: &str = r#"
+name = "tools"
+seed = 3
+[provider]
+rpm = 3000
+tpm = 1000000
+latency = { dist = "lognormal", mean_ms = 1500, p95_ms = 4000 }
+[workload]
+sessions = 8
+STOP
+calls_per_query = 4
+tokens_per_call = 500
+think_time = { dist = "exponential", mean_ms = 5000 }
+[scheduler]
+max_concurrency = 8
+rate_limit = true
+"#;
+
+#[test]
+fn faster_tools_pass_the_gate_and_slower_tools_fail_it_whatever_ends_the_run() {
+    // In 600 s, faster tools (mean 1.5 s -> 1 s) finish more queries and so send more requests
+    // and tokens: counts that rise with work, compared per query started, not as they are.
+    for (stop, per_query) in [("duration_s = 600", true), ("queries = 400", false)] {
+        let t = Temp::new("check_cli", "tools");
+        let scenario = file(&t, "tools.toml", &TOOLS.replace("STOP", stop));
+        let base = t.path("tools.json");
+        let wrote = capsize(&["baseline", &scenario, "--out", s(&base)]);
+        assert_eq!(wrote.status.code(), Some(0), "{}", stderr(&wrote));
+        let tools = |mean: &str, p95: &str| {
+            against(
+                &scenario,
+                &base,
+                &t.path("out"),
+                &[
+                    "--set",
+                    &format!("provider.latency.mean_ms={mean}"),
+                    "--set",
+                    &format!("provider.latency.p95_ms={p95}"),
+                ],
+            )
+        };
+        let faster = tools("1000", "2700");
+        assert_eq!(faster.status.code(), Some(0), "{stop}: {}", stdout(&faster));
+        let received = row(&stdout(&faster), "baseline", "provider.received").expect("a row");
+        assert_eq!(received.contains("per query"), per_query, "{received}");
+        let slower = tools("2200", "6000");
+        assert_eq!(slower.status.code(), Some(1), "{stop}: {}", stdout(&slower));
+        assert!(
+            row(&stdout(&slower), "baseline", "latency_ms.query.p95")
+                .is_some_and(|r| r.contains("FAIL")),
+            "{stop}: {}",
+            stdout(&slower)
+        );
+    }
+}

@@ -9,7 +9,7 @@ use super::{
     default_out, load, load_and_run, out, realtime_options, run_in, Failure, ScenarioArgs,
 };
 use crate::analysis::check::{self, Selection, Tolerances};
-use crate::engine::scenario::Scenario;
+use crate::engine::scenario::{Scenario, Stop};
 use crate::engine::sim::RealtimeOptions;
 use crate::engine::summary::metrics;
 use crate::engine::summary::slo::Tolerance;
@@ -215,7 +215,17 @@ impl Gate<'_> {
                 default: tolerance,
                 per_metric: &scenario.slo_tolerance,
             };
-            checks.extend(check::against_baseline(b, run, tolerances, &self.selection));
+            let bound = match scenario.workload.stop {
+                Stop::Duration(_) => check::Bound::Duration,
+                Stop::Queries(_) => check::Bound::Queries,
+            };
+            checks.extend(check::against_baseline(
+                b,
+                run,
+                tolerances,
+                &self.selection,
+                bound,
+            ));
         }
         checks
     }

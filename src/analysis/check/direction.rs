@@ -69,6 +69,43 @@ const DIRECTIONS: &[(Metric, Direction)] = {
     ]
 };
 
+/// Counts that grow with the work a run does as well as with waste: in a run bound by a
+/// duration, where a better client does more work in the same time, they are gated per query
+/// started ([`is_count`]).
+const COUNTS: &[Metric] = {
+    use metrics::*;
+    &[
+        QUERIES_FAILED,
+        QUERIES_ABANDONED,
+        PROVIDER_RECEIVED,
+        PROVIDER_RATE_LIMITED,
+        PROVIDER_ERRORED,
+        PROVIDER_TIMED_OUT,
+        PROVIDER_TOKENS_CHARGED,
+        ATTEMPTS,
+        ATTEMPTS_TIMED_OUT,
+        RETRIES,
+        ERRORS,
+        CANCELLED,
+        NOT_RUN,
+        BUDGET_EXHAUSTED,
+        ORPHANED_REQUESTS,
+        SYNTHESIS_REFUSED,
+        CONCURRENCY_LIMIT_CUTS,
+    ]
+};
+
+/// Whether the metric at dotted `path` is a count where more is worse that also grows with the
+/// work done (requests, tokens, 429s, retries, failures; a provider's of several too).
+pub fn is_count(path: &str) -> bool {
+    if let Some(rest) = path.strip_prefix("providers.") {
+        return rest
+            .split_once('.')
+            .is_some_and(|(_, field)| is_count(&format!("provider.{field}")));
+    }
+    COUNTS.iter().any(|m| m.path() == path)
+}
+
 /// The direction of the metric at dotted `path`, or `None` for a path summary.json does not
 /// have.
 pub fn direction(path: &str) -> Option<Direction> {
@@ -127,5 +164,18 @@ mod tests {
         assert_eq!(direction("seed"), Some(Direction::NotGated));
         assert_eq!(direction("latency_ms.query.p42"), None);
         assert_eq!(direction("provider.nonsense"), None);
+    }
+
+    #[test]
+    fn counts_that_grow_with_work_are_known() {
+        assert!(is_count("provider.received"));
+        assert!(is_count("providers.llm.rate_limited"));
+        assert!(is_count("retries"));
+        assert!(!is_count("latency_ms.query.p95"));
+        assert!(!is_count("queries"));
+        assert!(!is_count("virtual_seconds"));
+        for m in COUNTS {
+            assert_eq!(direction(m.path()), Some(Direction::HigherIsWorse), "{m}");
+        }
     }
 }

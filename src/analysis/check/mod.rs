@@ -272,34 +272,60 @@ impl Tolerances<'_> {
     }
 }
 
+/// What ends the runs compared: how their counts are held against each other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bound {
+    /// A number of queries: both runs do the same work, so counts compare as they are.
+    Queries,
+    /// A duration: a better client does more work in the same time, so a count that grows
+    /// with work ([`direction::is_count`]) is compared per query started.
+    Duration,
+}
+
 /// The run against the baseline, for every metric `selection` gates that the baseline holds a
 /// number for (in the baseline's order), each allowed to get worse by its tolerance of its
 /// baseline value or by its absolute slack ([`slack`]), whichever is more. A metric the
-/// baseline has and the run lacks fails.
+/// baseline has and the run lacks fails. With [`Bound::Duration`], counts are compared per
+/// query started.
 pub fn against_baseline(
     baseline: &Value,
     run: &Value,
     tolerances: Tolerances<'_>,
     selection: &Selection,
+    bound: Bound,
 ) -> Vec<Check> {
     let f = crate::fmt::fmt_num;
+    let started = |v: &Value| metrics::QUERIES_STARTED.read(v).filter(|q| *q > 0.0);
+    let per_query = match (bound, started(baseline), started(run)) {
+        (Bound::Duration, Some(b), Some(r)) => Some((b, r)),
+        _ => None,
+    };
     let mut checks = Vec::new();
     for metric in slo::metric_paths(baseline) {
         if !selection.gates(&metric) {
             continue;
         }
-        let (Some(dir), Some(base)) = (direction(&metric), slo::number(baseline, &metric)) else {
+        let (Some(dir), Some(mut base)) = (direction(&metric), slo::number(baseline, &metric))
+        else {
             continue;
         };
-        let tolerance = tolerances.of(&metric);
+        let mut value = slo::number(run, &metric);
         let unit = slack::unit(&metric);
+        let mut unit_slack = unit.slack();
+        let mut each = "";
+        if let (Some((b, r)), true) = (per_query, direction::is_count(&metric)) {
+            base /= b;
+            value = value.map(|v| v / r);
+            unit_slack /= b;
+            each = " per query";
+        }
+        let tolerance = tolerances.of(&metric);
         let relative = base.abs() * tolerance.fraction();
-        let slack = relative.max(unit.slack());
+        let slack = relative.max(unit_slack);
         let (limit, op) = match dir {
             Direction::HigherIsWorse => (base + slack, "<="),
             _ => (base - slack, ">="),
         };
-        let value = slo::number(run, &metric);
         let pass = value.is_some_and(|v| match dir {
             Direction::HigherIsWorse => v <= limit,
             _ => v >= limit,
@@ -310,14 +336,18 @@ pub fn against_baseline(
             Some(v) if base == 0.0 => format!("FAIL: {} where the baseline had 0", f(v)),
             Some(v) => format!("FAIL: {:.1} % worse", ((v - base) / base).abs() * 100.0),
         };
-        let allowance = if unit.slack() > relative {
-            format!("{}{} slack", f(unit.slack()), unit.suffix())
+        let allowance = if unit_slack > relative {
+            format!("{}{} slack", f(unit_slack), unit.suffix())
         } else {
             tolerance.to_string()
         };
         checks.push(Check {
             kind: Kind::Baseline,
-            expected: format!("{op} {} (baseline {}, {allowance})", f(limit), f(base)),
+            expected: format!(
+                "{op} {}{each} (baseline {}{each}, {allowance})",
+                f(limit),
+                f(base)
+            ),
             metric,
             value,
             pass,
@@ -356,7 +386,7 @@ mod tests {
                          "throughput": {"queries_per_s": 1.8}, "provider": {"rate_limited": 1},
                          "seed": 2, "rpm_utilization": 0.5});
         let all = Selection::Default;
-        let checks = against_baseline(&base, &run, flat(5.0), &all);
+        let checks = against_baseline(&base, &run, flat(5.0), &all, Bound::Queries);
         // 6 % slower than 1000 at 5 %: fails; 10 % less throughput: fails; 0 → 1: fails.
         assert!(!by(&checks, "latency_ms.query.p95").pass);
         assert_eq!(
@@ -380,18 +410,22 @@ mod tests {
             default: pct(5.0),
             per_metric: &tol,
         };
-        let checks = against_baseline(&base, &run, per_metric, &all);
+        let checks = against_baseline(&base, &run, per_metric, &all, Bound::Queries);
         assert!(by(&checks, "latency_ms.query.p95").pass);
         let better = json!({"latency_ms": {"query": {"p95": 500.0, "count": 200}},
                             "throughput": {"queries_per_s": 4.0}, "provider": {"rate_limited": 0}});
-        assert!(against_baseline(&base, &better, flat(0.0), &all)
-            .iter()
-            .all(|c| c.pass));
+        assert!(
+            against_baseline(&base, &better, flat(0.0), &all, Bound::Queries)
+                .iter()
+                .all(|c| c.pass)
+        );
         // A metric the run lacks fails.
         let missing = json!({"throughput": {"queries_per_s": 2.0}});
-        assert!(against_baseline(&base, &missing, flat(5.0), &all)
-            .iter()
-            .any(|c| !c.pass && c.verdict == "no value in this run"));
+        assert!(
+            against_baseline(&base, &missing, flat(5.0), &all, Bound::Queries)
+                .iter()
+                .any(|c| !c.pass && c.verdict == "no value in this run")
+        );
     }
 
     #[test]
@@ -404,12 +438,12 @@ mod tests {
         };
         let all = Selection::Default;
         // 3 ms of queue where there was none: within 5 ms; 0.004 s within 0.005 s.
-        let checks = against_baseline(&base, &run(3.0, 0), flat(5.0), &all);
+        let checks = against_baseline(&base, &run(3.0, 0), flat(5.0), &all, Bound::Queries);
         assert!(checks.iter().all(|c| c.pass), "{checks:?}");
         let q = by(&checks, "latency_ms.call_queue.p95");
         assert_eq!(q.expected, "<= 5 (baseline 0, 5 ms slack)");
         // 6 ms is beyond the slack; a count has none: one 429 fails.
-        let checks = against_baseline(&base, &run(6.0, 1), flat(5.0), &all);
+        let checks = against_baseline(&base, &run(6.0, 1), flat(5.0), &all, Bound::Queries);
         let q = by(&checks, "latency_ms.call_queue.p95");
         assert!(!q.pass);
         assert_eq!(q.verdict, "FAIL: 6 where the baseline had 0");
@@ -417,7 +451,35 @@ mod tests {
         // The slack is a floor: 5 % of 40 ms is 2 ms, but 44 ms is within 5 ms of 40.
         let base = json!({"latency_ms": {"call_queue": {"p95": 40.0}}});
         let run = json!({"latency_ms": {"call_queue": {"p95": 44.0}}});
-        assert!(against_baseline(&base, &run, flat(5.0), &all)[0].pass);
+        assert!(against_baseline(&base, &run, flat(5.0), &all, Bound::Queries)[0].pass);
+    }
+
+    #[test]
+    fn a_duration_bound_run_holds_counts_per_query() {
+        // Faster tools in the same 600 s: 20 % more queries, 15 % more requests and tokens,
+        // fewer retries per query. As counts the requests "got worse"; per query they did not.
+        let base = json!({"queries_started": 100, "provider": {"received": 1000, "retries": 10},
+                          "throughput": {"queries_per_s": 0.166}});
+        let faster = json!({"queries_started": 120, "provider": {"received": 1150, "retries": 11},
+                            "throughput": {"queries_per_s": 0.2}});
+        let all = Selection::Default;
+        let counts = against_baseline(&base, &faster, flat(5.0), &all, Bound::Queries);
+        assert!(!by(&counts, "provider.received").pass);
+        let per_query = against_baseline(&base, &faster, flat(5.0), &all, Bound::Duration);
+        assert!(per_query.iter().all(|c| c.pass), "{per_query:?}");
+        let received = by(&per_query, "provider.received");
+        assert_eq!(
+            received.expected,
+            "<= 10.5 per query (baseline 10 per query, 5 %)"
+        );
+        assert_eq!(received.value, Some(1150.0 / 120.0));
+        // Slower tools: fewer queries and more requests each fail per query too.
+        let slower = json!({"queries_started": 80, "provider": {"received": 900, "retries": 10},
+                            "throughput": {"queries_per_s": 0.133}});
+        let checks = against_baseline(&base, &slower, flat(5.0), &all, Bound::Duration);
+        assert!(!by(&checks, "provider.received").pass);
+        assert!(!by(&checks, "throughput.queries_per_s").pass);
+        assert!(!by(&checks, "queries_started").pass);
     }
 
     #[test]
@@ -426,16 +488,16 @@ mod tests {
                           "provider": {"rate_limited": 0}});
         let run = json!({"latency_ms": {"query": {"p95": 1000.0, "max": 3000.0}},
                          "provider": {"rate_limited": 5}});
-        let checks = against_baseline(&base, &run, flat(5.0), &Selection::Default);
+        let checks = against_baseline(&base, &run, flat(5.0), &Selection::Default, Bound::Queries);
         assert!(checks.iter().all(|c| c.metric != "latency_ms.query.max"));
         assert_eq!(compared(&base, &Selection::Default), 2);
         let max = Selection::Only(vec!["latency_ms.query.max".into()]);
-        let checks = against_baseline(&base, &run, flat(5.0), &max);
+        let checks = against_baseline(&base, &run, flat(5.0), &max, Bound::Queries);
         assert_eq!(checks.len(), 1);
         assert!(!checks[0].pass, "{checks:?}");
         // A list compares only what it names: the 429s are not looked at.
         let query = Selection::Only(vec!["latency_ms.query".into()]);
-        let checks = against_baseline(&base, &run, flat(5.0), &query);
+        let checks = against_baseline(&base, &run, flat(5.0), &query, Bound::Queries);
         let names: Vec<&str> = checks.iter().map(|c| c.metric.as_str()).collect();
         assert_eq!(names, ["latency_ms.query.p95"]);
         assert_eq!(compared(&base, &Selection::Only(vec!["errors".into()])), 0);
