@@ -143,6 +143,14 @@ pub fn sweep(args: SweepArgs) -> ExitCode {
             .find(|l| l.starts_with("**") || l.starts_with("No point"))
             .unwrap_or(""),
     );
+    // How sure the answer is, when the report says (marginal, or no interval at all).
+    for line in md
+        .lines()
+        .filter(|l| l.starts_with("**Marginal**") || l.starts_with("One run per point"))
+    {
+        headline.push_str("\n  ");
+        headline.push_str(&plain(line));
+    }
     for why in written::why::diagnose(points, slo) {
         headline.push_str("\n  ");
         headline.push_str(&plain(&why));

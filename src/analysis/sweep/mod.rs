@@ -24,7 +24,7 @@ use crate::engine::sim::{self, RealtimeOptions, SimError};
 use crate::engine::summary::Summary;
 pub use answer::answer;
 pub use grid::{Grid, GridError, Point};
-pub use recommend::{failures, passes, recommend, Failure, Recommendation};
+pub use recommend::{failures, marginal, passes, recommend, Failure, Recommendation};
 pub use stats::{mean_ci, mean_json};
 
 /// How a sweep runs.

@@ -8,7 +8,7 @@ use super::{mean_ci, PointResult};
 use crate::engine::scenario::sweep_slo::Prefer;
 use crate::engine::scenario::Scenario;
 use crate::engine::summary::metrics;
-use crate::engine::summary::slo::Threshold;
+use crate::engine::summary::slo::{number, Op, Threshold};
 use crate::fmt::fmt_num;
 
 /// Why a point does not pass: an objective it misses, or a busiest minute over the provider's
@@ -24,6 +24,8 @@ pub enum Failure {
     },
     /// The busiest 60 s sent more requests than RPM × headroom.
     OverHeadroom {
+        /// The provider of several whose minute it is (`None`: the one provider).
+        provider: Option<String>,
         /// Requests in the busiest 60 s.
         peak: f64,
         /// RPM × headroom.
@@ -53,12 +55,16 @@ impl std::fmt::Display for Failure {
                 threshold.condition()
             ),
             Failure::OverHeadroom {
+                provider,
                 peak,
                 allowed,
                 rpm,
                 headroom,
                 burst,
             } => {
+                if let Some(name) = provider {
+                    write!(f, "{name}: ")?;
+                }
                 write!(
                     f,
                     "busiest minute {} requests, over {} ({} RPM × {headroom})",
@@ -97,18 +103,37 @@ pub fn failures_in(scenario: &Scenario, summary: &Value, slo: &[Threshold]) -> V
         })
         .collect();
     let headroom = scenario.scheduler.headroom;
-    let over = metrics::PEAK_RPM_UTILIZATION
-        .read(summary)
-        .filter(|v| *v > headroom + 1e-9);
-    if let (Some(util), Some(rpm)) = (over, scenario.provider().rpm) {
-        let sc = &scenario.scheduler;
-        out.push(Failure::OverHeadroom {
-            peak: util * rpm,
-            allowed: rpm * headroom,
-            rpm,
-            headroom,
-            burst: sc.rate_limit.then(|| sc.bucket_capacity(rpm)),
-        });
+    let sc = &scenario.scheduler;
+    // Each provider's busiest minute against its own RPM × headroom (the one provider's
+    // figures are the run's own).
+    let each: Vec<(Option<String>, Option<f64>, Option<f64>)> = if scenario.named_providers {
+        scenario
+            .providers
+            .iter()
+            .map(|p| {
+                let path = format!("providers.{}.peak_rpm_utilization", p.name);
+                (Some(p.name.clone()), number(summary, &path), p.config.rpm)
+            })
+            .collect()
+    } else {
+        vec![(
+            None,
+            metrics::PEAK_RPM_UTILIZATION.read(summary),
+            scenario.provider().rpm,
+        )]
+    };
+    for (provider, util, rpm) in each {
+        let over = util.filter(|v| *v > headroom + 1e-9);
+        if let (Some(util), Some(rpm)) = (over, rpm) {
+            out.push(Failure::OverHeadroom {
+                provider,
+                peak: util * rpm,
+                allowed: rpm * headroom,
+                rpm,
+                headroom,
+                burst: sc.rate_limit.then(|| sc.bucket_capacity(rpm)),
+            });
+        }
     }
     out
 }
@@ -130,6 +155,49 @@ fn queries_per_s(p: &PointResult) -> f64 {
     xs.map_or(0.0, |xs| mean_ci(&xs).mean)
 }
 
+/// An objective a point meets on average but not across its runs' 95 % interval.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Marginal {
+    /// The objective.
+    pub threshold: Threshold,
+    /// The metric's mean over the point's runs.
+    pub mean: f64,
+    /// Its 95 % confidence half-width.
+    pub ci95: f64,
+}
+
+impl Marginal {
+    /// The end of the interval on the failing side.
+    pub fn worst(&self) -> f64 {
+        match self.threshold.op {
+            Op::Lt | Op::Le => self.mean + self.ci95,
+            Op::Gt | Op::Ge => self.mean - self.ci95,
+            Op::Eq => self.mean + self.ci95,
+        }
+    }
+}
+
+/// The objectives `p` meets on average whose 95 % interval over its runs reaches past the
+/// limit: a coin flip, not an answer. Empty with one run (there is no interval).
+pub fn marginal(p: &PointResult, slo: &[Threshold]) -> Vec<Marginal> {
+    if p.runs.len() < 2 {
+        return Vec::new();
+    }
+    slo.iter()
+        .filter_map(|t| {
+            let xs: Option<Vec<f64>> = p.runs.iter().map(|r| t.value(r)).collect();
+            let m = mean_ci(&xs?);
+            let ends = [m.mean - m.ci95, m.mean + m.ci95];
+            let surely = ends.iter().all(|e| t.op.holds(*e, t.limit));
+            (t.op.holds(m.mean, t.limit) && !surely).then(|| Marginal {
+                threshold: t.clone(),
+                mean: m.mean,
+                ci95: m.ci95,
+            })
+        })
+        .collect()
+}
+
 /// The point the report recommends and why.
 #[derive(Debug, Clone)]
 pub struct Recommendation {
@@ -137,6 +205,9 @@ pub struct Recommendation {
     pub index: usize,
     /// The rule that chose it, in words.
     pub rule: String,
+    /// The objectives it meets only on average (empty: it meets them across its interval, or
+    /// it was run once).
+    pub marginal: Vec<Marginal>,
 }
 
 /// The recommended point: among the points that pass ([`passes`]), the smallest value of the
@@ -163,16 +234,25 @@ pub fn recommend(points: &[PointResult], slo: &[Threshold]) -> Option<Recommenda
     };
     let headroom = |p: &PointResult| p.scenario.scheduler.headroom;
     let qps = queries_per_s;
-    let (index, _) = points
+    // A point that meets the objectives across its interval beats one that meets them only on
+    // average, whatever the other rules say: the tie rules never prefer a coin flip.
+    let passing: Vec<(usize, &PointResult)> = points
         .iter()
         .enumerate()
         .filter(|(_, p)| passes(p, slo))
-        .min_by(|(_, a), (_, b)| {
-            key(a)
-                .total_cmp(&key(b))
-                .then(headroom(a).total_cmp(&headroom(b)))
-                .then(qps(b).total_cmp(&qps(a)))
-        })?;
+        .collect();
+    let sure: Vec<(usize, &PointResult)> = passing
+        .iter()
+        .copied()
+        .filter(|(_, p)| marginal(p, slo).is_empty())
+        .collect();
+    let pool = if sure.is_empty() { passing } else { sure };
+    let (index, _) = pool.into_iter().min_by(|(_, a), (_, b)| {
+        key(a)
+            .total_cmp(&key(b))
+            .then(headroom(a).total_cmp(&headroom(b)))
+            .then(qps(b).total_cmp(&qps(a)))
+    })?;
     let objectives = if slo.is_empty() {
         "no [slo] objectives given".to_string()
     } else {
@@ -187,11 +267,17 @@ pub fn recommend(points: &[PointResult], slo: &[Threshold]) -> Option<Recommenda
     } else {
         ""
     };
+    let sure = if points.iter().any(|p| p.runs.len() > 1) {
+        " (across its runs' 95 % interval where any point does)"
+    } else {
+        ""
+    };
     Some(Recommendation {
         index,
         rule: format!(
-            "the {which} `{}`{from} that meets the objectives ({objectives}) and keeps its busiest minute under the provider's RPM × its headroom; among those, the lowest headroom (the most capacity left for retries and other traffic), then the higher throughput",
+            "the {which} `{}`{from} that meets the objectives ({objectives}){sure} and keeps its busiest minute under the provider's RPM × its headroom; among those, the lowest headroom (the most capacity left for retries and other traffic), then the higher throughput",
             prefer.key
         ),
+        marginal: marginal(&points[index], slo),
     })
 }

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use super::charts::{layout, short, POINT_CHARTS, SWEEP_CHARTS};
 use crate::analysis::plan::{self, Demand, Key, PlanInput, Row};
-use crate::analysis::sweep::{failures, Failure, PointResult, Recommendation};
+use crate::analysis::sweep::{failures, marginal, mean_ci, Failure, PointResult, Recommendation};
 use crate::engine::summary::metrics::{self, Metric};
 use crate::engine::summary::slo::{number, Threshold};
 use crate::fmt::fmt_num;
@@ -263,6 +263,9 @@ fn recommendation<'a>(
         return None;
     };
     let _ = writeln!(md, "{}.\n\nChosen by {}.", headline(p), r.rule);
+    if let Some(line) = margins(p, r) {
+        let _ = writeln!(md, "{line}");
+    }
     let _ = writeln!(
         md,
         "Retries as the `{}` client does (`scheduler.retry.preset`).",
@@ -280,6 +283,37 @@ fn recommendation<'a>(
         );
     }
     Some(p)
+}
+
+/// How sure the answer is: the objectives the point meets only on average (with their 95 %
+/// interval), or that one run per point gives no interval at all.
+fn margins(p: &PointResult, r: &Recommendation) -> Option<String> {
+    if p.runs.len() < 2 {
+        return Some(
+            "One run per point: this answer has no interval (`--repeats 3` or more gives each point one, and recommends only a point whose interval meets the objectives).".to_string(),
+        );
+    }
+    if r.marginal.is_empty() {
+        return None;
+    }
+    let each: Vec<String> = r
+        .marginal
+        .iter()
+        .map(|m| {
+            format!(
+                "`{}` is met on average ({} ± {}) but its 95 % interval reaches {}",
+                m.threshold,
+                fmt_num(m.mean),
+                fmt_num(m.ci95),
+                fmt_num(m.worst())
+            )
+        })
+        .collect();
+    Some(format!(
+        "**Marginal** (no point meets the objectives across its interval over {} runs): {}. More repeats, or a point with room, settle it.",
+        p.runs.len(),
+        each.join("; ")
+    ))
 }
 
 /// The burst the client's RPM bucket allows at `p`, in a sentence (`None` when the client does
@@ -432,7 +466,13 @@ fn point_table(md: &mut String, points: &[PointResult], keys: &[String], slo: &[
     }
     for p in points {
         let vals: Vec<String> = p.point.values.iter().map(|(_, v)| v.to_string()).collect();
-        let get = |metric| mean_at(p, metric).map_or("".into(), fmt_num);
+        let get = |metric: Metric| {
+            let xs: Option<Vec<f64>> = p.runs.iter().map(|r| metric.read(r)).collect();
+            match xs.filter(|xs| xs.len() > 1).map(|xs| mean_ci(&xs)) {
+                Some(m) => format!("{} ± {}", fmt_num(m.mean), fmt_num(m.ci95)),
+                None => mean_at(p, metric).map_or("".into(), fmt_num),
+            }
+        };
         let _ = writeln!(
             md,
             "| {} | {} | {} | {} | {} |",
@@ -460,7 +500,13 @@ fn verdict(p: &PointResult, slo: &[Threshold]) -> String {
             f => markdown(&f.to_string()),
         })
         .collect();
-    if reasons.is_empty() {
+    let coin: Vec<String> = marginal(p, slo)
+        .iter()
+        .map(|m| format!("`{}` ± {}", m.threshold.metric, fmt_num(m.ci95)))
+        .collect();
+    if reasons.is_empty() && !coin.is_empty() {
+        format!("marginal: {}", coin.join("; "))
+    } else if reasons.is_empty() {
         "yes".to_string()
     } else {
         format!("no: {}", reasons.join("; "))

@@ -90,10 +90,12 @@ fn advise(s: &Scenario, advice: &Advice, asked: f64, how: &str) -> String {
     let _ = write!(
         line,
         "{} {} to {} (`--set {}={}`, {})",
-        if advice.next.is_some() {
-            "raising"
+        // The concurrency's sentence starts here; a limit's follows "No concurrency fixes
+        // this:".
+        if b.kind == LimitKind::Concurrency {
+            "Raising"
         } else {
-            "it needs"
+            "raising"
         },
         b.name(),
         f(advice.value),
