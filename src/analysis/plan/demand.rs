@@ -258,28 +258,10 @@ impl Demand {
                 continue;
             }
             let route = &routes.routes[id];
-            let endpoint = &routes.endpoints[route.endpoint];
-            let latency = route
-                .service
-                .as_ref()
-                .and_then(|name| endpoint.latencies.get(name))
-                .unwrap_or(&endpoint.config.latency);
-            let generation = endpoint
-                .config
-                .generation
-                .as_ref()
-                .filter(|_| route.model_turn);
-            let max = route.max_tokens.unwrap_or(0);
-            let held = (max as f64).min(ask.tokens);
-            let (output, service_ms) = match generation {
-                Some(g) => {
-                    let most = endpoint.config.max_output_tokens.max(1);
-                    let cap = route.max_tokens.map_or(most, |m| m.clamp(1, most));
-                    let n = capped_mean(&g.output_tokens, cap);
-                    (n, g.ttft.mean() + g.tpot.mean() * (n - 1.0).max(0.0))
-                }
-                None => (held, latency.mean()),
-            };
+            let held = (route.max_tokens.unwrap_or(0) as f64).min(ask.tokens);
+            let (latency, generated) = service(&routes, id);
+            let output = generated.unwrap_or(held);
+            let service_ms = latency.mean();
             let load = &mut loads[route.endpoint];
             load.requests += ask.requests;
             load.model_turns += if route.model_turn { ask.requests } else { 0.0 };
@@ -449,29 +431,34 @@ fn capped_mean(tokens: &Tokens, cap: u64) -> f64 {
     sum / DRAWS as f64
 }
 
+/// The service time of route `id`'s requests, and the output tokens a generating provider
+/// answers them with (`None`: it does not generate). A generating provider's answer lasts
+/// ttft + (n − 1) × tpot at the mean n, capped by the route's `max_tokens` and the provider's
+/// `max_output_tokens`.
+fn service(routes: &Routes, id: usize) -> (Latency, Option<f64>) {
+    let r = &routes.routes[id];
+    let e = &routes.endpoints[r.endpoint];
+    match e.config.generation.as_ref().filter(|_| r.model_turn) {
+        Some(g) => {
+            let most = e.config.max_output_tokens.max(1);
+            let cap = r.max_tokens.map_or(most, |m| m.clamp(1, most));
+            let n = capped_mean(&g.output_tokens, cap);
+            let ms = g.ttft.mean() + g.tpot.mean() * (n - 1.0).max(0.0);
+            (Latency::Constant(ms), Some(n))
+        }
+        None => {
+            let own = r.service.as_ref().and_then(|n| e.latencies.get(n));
+            (own.unwrap_or(&e.config.latency).clone(), None)
+        }
+    }
+}
+
 /// A query's least time: each agent's rounds (E\[max\] of a round's calls) and model turns, with
 /// no wait, and the synthesis after the agents (the agents taken as one: a lower bound); and
 /// one round's E\[max\].
 fn floor_ms(s: &Scenario, routes: &Routes, asks: &[Ask]) -> (f64, f64) {
     let w = &s.workload;
-    let latency_of = |id: usize| {
-        let r = &routes.routes[id];
-        let e = &routes.endpoints[r.endpoint];
-        let l = r
-            .service
-            .as_ref()
-            .and_then(|n| e.latencies.get(n))
-            .unwrap_or(&e.config.latency);
-        match e.config.generation.as_ref().filter(|_| r.model_turn) {
-            Some(g) => {
-                let most = e.config.max_output_tokens.max(1);
-                let cap = r.max_tokens.map_or(most, |m| m.clamp(1, most));
-                let n = capped_mean(&g.output_tokens, cap);
-                Latency::Constant(g.ttft.mean() + g.tpot.mean() * (n - 1.0).max(0.0))
-            }
-            None => l.clone(),
-        }
-    };
+    let latency_of = |id: usize| service(routes, id).0;
     let n = calls_per_round(s);
     let tool_ids: Vec<(usize, f64)> = (0..asks.len())
         .filter(|&id| id != usize::from(routes::MODEL) && asks[id].requests > 0.0)
