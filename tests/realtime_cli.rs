@@ -111,7 +111,12 @@ fn an_unreachable_target_fails_in_one_line() {
         .port();
     let url = format!("http://127.0.0.1:{port}");
     let e = refused(&t, &run(&t, &["--mode", "realtime", "--target", &url]), 4);
-    assert!(e.contains(&format!("{url}/healthz")), "{e}");
+    assert!(
+        e.contains(&format!(
+            "{url}/healthz: nothing listens there: start `capsize mock --scenario FILE` at that address, or drop --target"
+        )),
+        "{e}"
+    );
 }
 
 /// Starts `capsize mock` for the test's scenario on a free port.

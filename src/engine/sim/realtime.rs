@@ -147,7 +147,19 @@ async fn realtime(
             .send()
             .await
             .and_then(reqwest::Response::error_for_status)
-            .map_err(|e| SimError::Unreachable(format!("{base}/healthz: {e}")))?;
+            .map_err(|e| {
+                let why = if e.is_connect() {
+                    match opts.target {
+                        Some(_) => "nothing listens there: start `capsize mock --scenario FILE` at that address, or drop --target to start one in-process".to_string(),
+                        None => "the in-process mock does not answer".to_string(),
+                    }
+                } else if e.is_timeout() {
+                    "no answer in time".to_string()
+                } else {
+                    e.to_string()
+                };
+                SimError::Unreachable(format!("{base}/healthz: {why}"))
+            })?;
     }
     let before = match opts.target {
         Some(_) => {
