@@ -9,7 +9,6 @@
 
 mod demand;
 mod maxima;
-mod named;
 mod numeric;
 
 use capsize_mock::Latency;
@@ -258,6 +257,9 @@ macro_rules! row {
         }
     }};
 }
+
+// After `row!`, which it uses.
+mod named;
 
 /// `v` if it is finite and positive.
 fn positive(v: Option<f64>) -> Option<f64> {

@@ -8,28 +8,6 @@ use super::{plan, Key, LimitKind, PlanInput, Row};
 use crate::engine::scenario::Scenario;
 use crate::fmt::fmt_num;
 
-/// A row, if its value is finite.
-fn push(
-    rows: &mut Vec<Row>,
-    key: Key,
-    value: f64,
-    unit: &'static str,
-    label: String,
-    formula: String,
-) {
-    if value.is_finite() {
-        rows.push(Row {
-            key,
-            label,
-            value,
-            unit,
-            formula,
-            provider: None,
-            limit: None,
-        });
-    }
-}
-
 /// Every row of `s`'s arithmetic: the one-provider rows of [`plan`], with the split limits'
 /// ceilings and a query's least time when it is more than one round; for named providers, the
 /// rows of each provider and the query ceiling over all of them.
@@ -83,14 +61,8 @@ fn floor(s: &Scenario, demand: &Demand, rows: &mut Vec<Row>) {
     if w.subagents.is_some_and(|a| a.synthesis_tokens > 0) {
         parts.push("a synthesis".into());
     }
-    push(
-        rows,
-        Key::QueryFloorMs,
-        demand.floor_ms,
-        "ms",
-        "Least query time (no waiting)".into(),
-        parts.join(" + "),
-    );
+    row!(rows; QueryFloorMs => demand.floor_ms, "ms";
+        "Least query time (no waiting)"; "{}", parts.join(" + "));
 }
 
 /// The rows of one ceiling: the queries per minute its limit lets through, and at headroom.
@@ -99,41 +71,19 @@ fn ceiling_row(rows: &mut Vec<Row>, c: &super::Ceiling, headroom: f64) {
     let provider = (!c.provider.is_empty()).then(|| c.provider.clone());
     let n = rows.len();
     match c.kind {
-        LimitKind::Concurrency => push(
-            rows,
-            Key::LimitQueriesPerMin,
-            c.queries_per_min,
-            "queries/min",
-            format!(
-                "{} slots at {} s of service per query",
-                f(c.limit),
-                f(c.per_query)
-            ),
-            format!("{} / {} × 60", f(c.limit), f(c.per_query)),
-        ),
-        k => push(
-            rows,
-            Key::LimitQueriesPerMin,
-            c.queries_per_min,
-            "queries/min",
-            format!(
-                "{}: queries at {} {}/query",
-                c.name(),
-                f(c.per_query),
-                k.unit()
-            ),
-            format!("{} / {}", f(c.limit), f(c.per_query)),
-        ),
+        LimitKind::Concurrency => {
+            row!(rows; LimitQueriesPerMin => c.queries_per_min, "queries/min";
+            "{} slots at {} s of service per query", f(c.limit), f(c.per_query);
+            "{} / {} × 60", f(c.limit), f(c.per_query))
+        }
+        k => row!(rows; LimitQueriesPerMin => c.queries_per_min, "queries/min";
+            "{}: queries at {} {}/query", c.name(), f(c.per_query), k.unit();
+            "{} / {}", f(c.limit), f(c.per_query)),
     }
     if c.gated && headroom < 1.0 {
-        push(
-            rows,
-            Key::LimitQueriesPerMinAtHeadroom,
-            c.at_headroom,
-            "queries/min",
-            format!("{}: at {} % headroom", c.name(), f(headroom * 100.0)),
-            format!("{} × {}", f(headroom), f(c.queries_per_min)),
-        );
+        row!(rows; LimitQueriesPerMinAtHeadroom => c.at_headroom, "queries/min";
+            "{}: at {} % headroom", c.name(), f(headroom * 100.0);
+            "{} × {}", f(headroom), f(c.queries_per_min));
     }
     for row in &mut rows[n..] {
         row.provider.clone_from(&provider);
@@ -154,27 +104,12 @@ fn per_provider(s: &Scenario, demand: &Demand) -> Vec<Row> {
             (false, true) => format!("{} model turns", f(l.model_turns)),
             _ => format!("{} tool calls", f(tools)),
         };
-        push(
-            &mut rows,
-            Key::RequestsPerQuery,
-            l.requests,
-            "requests",
-            format!("{}: requests per query", l.name),
-            formula,
-        );
+        row!(rows; RequestsPerQuery => l.requests, "requests";
+            "{}: requests per query", l.name; "{}", formula);
         if l.tokens > 0.0 {
-            push(
-                &mut rows,
-                Key::TokensPerQuery,
-                l.tokens,
-                "tokens",
-                format!("{}: tokens per query", l.name),
-                format!(
-                    "{} requests × {} tokens",
-                    f(l.requests),
-                    f(l.tokens / l.requests)
-                ),
-            );
+            row!(rows; TokensPerQuery => l.tokens, "tokens";
+                "{}: tokens per query", l.name;
+                "{} requests × {} tokens", f(l.requests), f(l.tokens / l.requests));
         }
         for row in &mut rows[n..] {
             row.provider = Some(l.name.clone());
@@ -190,39 +125,23 @@ fn per_provider(s: &Scenario, demand: &Demand) -> Vec<Row> {
         } else {
             String::new()
         };
-        push(
-            &mut rows,
-            Key::QueriesPerMinAtHeadroom,
-            b.at_headroom,
-            "queries/min",
-            format!("Query ceiling{at} ({} binds)", b.name()),
-            format!("min({})", all.join(", ")),
-        );
+        row!(rows; QueriesPerMinAtHeadroom => b.at_headroom, "queries/min";
+            "Query ceiling{at} ({} binds)", b.name(); "min({})", all.join(", "));
         let busy = demand.busy_s();
-        push(
-            &mut rows,
-            Key::RequestsInFlightAtCeiling,
-            b.at_headroom / 60.0 * busy,
-            "requests",
-            "Requests in flight at the query ceiling (L = λ·W)".into(),
-            format!("{} / 60 × {} s", f(b.at_headroom), f(busy)),
-        );
+        row!(rows; RequestsInFlightAtCeiling => b.at_headroom / 60.0 * busy, "requests";
+            "Requests in flight at the query ceiling (L = λ·W)";
+            "{} / 60 × {} s", f(b.at_headroom), f(busy));
     }
     let n = calls_per_round(s);
     if n >= 1.0 && demand.round_ms > 0.0 {
         let mixed = s.workload.tools.len() > 1;
-        push(
-            &mut rows,
-            Key::FanoutExpectedMaxMs,
-            demand.round_ms,
-            "ms",
-            format!("A round's {} calls in parallel: E[max of {}]", f(n), f(n)),
-            if mixed {
-                "≈ over the tools' latencies by weight (fixed-seed draws)".into()
-            } else {
-                "each at its tool's latency".into()
-            },
-        );
+        let how = if mixed {
+            "≈ over the tools' latencies by weight (fixed-seed draws)"
+        } else {
+            "each at its tool's latency"
+        };
+        row!(rows; FanoutExpectedMaxMs => demand.round_ms, "ms";
+            "A round's {} calls in parallel: E[max of {}]", f(n), f(n); "{}", how);
     }
     rows
 }

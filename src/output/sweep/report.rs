@@ -103,6 +103,9 @@ enum Beside {
     Ceiling(Metric, f64),
     /// An estimate of a simulated value: the value, and the difference.
     Estimate(Metric),
+    /// What a query asks of a provider: the field of `providers.NAME` it counted, over the
+    /// queries started (retries and 429s included), and the difference.
+    Counted(&'static str),
 }
 
 /// What the plan's closed forms are compared with: (plan key, what, factor to the row's unit).
@@ -141,31 +144,12 @@ const MEASURED: &[(Key, Beside)] = &[
     ),
     (Key::StrictWavesMs, Beside::Estimate(metrics::QUERY_MEAN)),
     (Key::QueryFloorMs, Beside::Estimate(metrics::QUERY_MEAN)),
+    (Key::RequestsPerQuery, Beside::Counted("received")),
+    (Key::TokensPerQuery, Beside::Counted("tokens_charged")),
 ];
 
 /// The simulated value beside `row` and how they compare, or why there is none.
 fn beside(row: &Row, p: &PointResult, parallel: bool, multi_step: bool) -> (String, String) {
-    if let (Key::RequestsPerQuery | Key::TokensPerQuery, Some(name)) = (row.key, &row.provider) {
-        // What the provider counted over the queries started (retries and 429s included).
-        let field = match row.key {
-            Key::RequestsPerQuery => "received",
-            _ => "tokens_charged",
-        };
-        let counted = number(&p.mean, &format!("providers.{name}.{field}"));
-        return match (counted, mean_at(p, metrics::QUERIES_STARTED)) {
-            (Some(c), Some(q)) if q > 0.0 && row.value != 0.0 => {
-                let m = c / q;
-                (
-                    fmt_num(m),
-                    format!(
-                        "{:+.1} % (retries included)",
-                        (m - row.value) / row.value * 100.0
-                    ),
-                )
-            }
-            _ => (String::new(), String::new()),
-        };
-    }
     let Some((_, what)) = MEASURED.iter().find(|(k, _)| *k == row.key) else {
         return (String::new(), "no simulated counterpart".into());
     };
@@ -190,13 +174,27 @@ fn beside(row: &Row, p: &PointResult, parallel: bool, multi_step: bool) -> (Stri
             ),
             _ => (String::new(), String::new()),
         },
-        Beside::Estimate(metric) => match mean_at(p, metric) {
-            Some(m) if row.value != 0.0 => (
-                fmt_num(m),
-                format!("{:+.1} %", (m - row.value) / row.value * 100.0),
-            ),
-            _ => (String::new(), String::new()),
-        },
+        Beside::Estimate(metric) => difference(row, mean_at(p, metric), ""),
+        Beside::Counted(field) => {
+            let Some(name) = &row.provider else {
+                return (String::new(), "no simulated counterpart".into());
+            };
+            let counted = number(&p.mean, &format!("providers.{name}.{field}"));
+            let started = mean_at(p, metrics::QUERIES_STARTED).filter(|q| *q > 0.0);
+            let per_query = counted.zip(started).map(|(c, q)| c / q);
+            difference(row, per_query, " (retries included)")
+        }
+    }
+}
+
+/// `measured` beside `row`'s estimate, and the difference in per cent (with `note`).
+fn difference(row: &Row, measured: Option<f64>, note: &str) -> (String, String) {
+    match measured {
+        Some(m) if row.value != 0.0 => (
+            fmt_num(m),
+            format!("{:+.1} %{note}", (m - row.value) / row.value * 100.0),
+        ),
+        _ => (String::new(), String::new()),
     }
 }
 
