@@ -297,7 +297,12 @@ fn what_the_agent_sent_is_counted_exactly() {
     assert_eq!(s["retry_wait_ms"]["count"], 1, "the retry linked to req-5");
     assert_eq!(s["in_flight"]["peak"], 1);
     assert_eq!(s["peak_rpm_utilization"], 1.0);
-    for stem in ["requests_per_minute", "in_flight", "rate_limited"] {
+    for stem in [
+        "requests_per_minute",
+        "tokens_per_minute",
+        "in_flight",
+        "rate_limited",
+    ] {
         for ext in ["svg", "png"] {
             assert!(out.join(format!("{stem}.{ext}")).is_file(), "{stem}.{ext}");
         }

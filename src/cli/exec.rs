@@ -153,7 +153,7 @@ impl Prepared<'_> {
             .map(|a| a.to_string_lossy().into_owned())
             .collect();
         let summary = ExecSummary::new(&self.scenario, &command, &outcome);
-        let charts = report::charts(&outcome.traffic.series, self.scenario.provider().rpm);
+        let charts = report::charts(&outcome.traffic.series, self.scenario.provider());
         let mut svgs = Vec::with_capacity(charts.len());
         for (_, chart) in &charts {
             svgs.push(crate::output::report::charts::svg(chart).map_err(Failure::write_failed)?);
@@ -179,7 +179,7 @@ impl Prepared<'_> {
         let dir = escape::terminal(&self.dir.display().to_string());
         let mut text = report::table(&summary);
         text.push_str(&format!(
-            "  wrote {dir}/{{summary.json, requests_per_minute, in_flight, rate_limited (.svg, .png)}}\n"
+            "  wrote {dir}/{{summary.json, requests_per_minute, tokens_per_minute, in_flight, rate_limited (.svg, .png)}}\n"
         ));
         if args.check {
             text.push_str(&format!(

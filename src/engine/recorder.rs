@@ -16,7 +16,7 @@ use crate::scheduler::{Interrupt, Moment};
 
 mod series;
 
-pub use series::{CallBin, Series};
+pub use series::{CallBin, Second, Series};
 
 /// Histogram values are microseconds of model time, up to a day, 3 significant digits.
 fn histogram() -> Histogram<u64> {
@@ -149,6 +149,9 @@ pub struct Recording {
     /// The same three counts per endpoint, when a run has more than one (empty otherwise:
     /// the run's own are its one endpoint's).
     pub endpoints: Vec<EndpointLoad>,
+    /// Each endpoint's arrivals over time, when a run has more than one (empty otherwise:
+    /// `series` is its one endpoint's). No call bins: those are the run's.
+    pub endpoint_series: Vec<Series>,
     /// Model calls a generating provider answered (`None`: there were none).
     pub generation: Option<Generation>,
     /// Model µs from the start up to which `series` holds adaptive limits (`None`: the run
@@ -313,6 +316,7 @@ impl<I: Moment> Recorder<I> {
                     peak_requests_60s: 0,
                     peak_tokens_60s: 0,
                     endpoints: vec![EndpointLoad::default(); several],
+                    endpoint_series: vec![Series::new(false); several],
                     generation: None,
                     limits_until_us: None,
                 },
@@ -417,6 +421,7 @@ impl<I: Moment> Recorder<I> {
         let Arrival {
             at,
             tokens,
+            output,
             charged,
             rate_limited,
             queued,
@@ -427,12 +432,19 @@ impl<I: Moment> Recorder<I> {
         let at_s = at.as_secs();
         s.live.requests += 1;
         s.live.rate_limited += u64::from(rate_limited);
-        let bin = s.rec.series.bin(at_s);
-        bin.requests += 1;
-        bin.rate_limited += u64::from(rate_limited);
+        let one = Second {
+            requests: 1,
+            charged: u64::from(charged),
+            tokens: if charged { tokens } else { 0 },
+            output: if charged { output.min(tokens) } else { 0 },
+            rate_limited: u64::from(rate_limited),
+            limit_us: 0,
+        };
+        s.rec.series.add(at_s, one);
+        if let Some(series) = s.rec.endpoint_series.get_mut(endpoint) {
+            series.add(at_s, one);
+        }
         if charged {
-            bin.charged += 1;
-            bin.tokens += tokens;
             s.rec.charged_requests += 1;
             s.peak.add(at_s, 1, tokens);
             (s.rec.peak_requests_60s, s.rec.peak_tokens_60s) = s.peak.peak;
@@ -510,6 +522,9 @@ pub struct Arrival {
     pub at: Duration,
     /// Its token cost.
     pub tokens: u64,
+    /// Of `tokens`, the output charged at admission: a model turn's `max_tokens` (0 if it set
+    /// none, or for a tool call).
+    pub output: u64,
     /// Whether the provider charged it against the quota (a 429 is not charged).
     pub charged: bool,
     /// Whether it was refused with a 429.

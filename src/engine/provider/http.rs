@@ -63,6 +63,8 @@ struct Way {
     stream: bool,
     service: Option<String>,
     endpoint: usize,
+    /// A model turn's `max_tokens` (`None`: none set, or a tool call).
+    max_tokens: Option<u64>,
     /// A model turn to a generating provider: its answer's `usage` says how many tokens it
     /// generated.
     generates: bool,
@@ -90,6 +92,8 @@ struct Booking<'a> {
     recorder: &'a Recorder,
     at: Duration,
     tokens: u64,
+    /// Of `tokens`, the model turn's `max_tokens`.
+    output: u64,
     endpoint: usize,
     booked: bool,
 }
@@ -99,6 +103,7 @@ impl Booking<'_> {
         self.recorder.arrival(Arrival {
             at: self.at,
             tokens: self.tokens,
+            output: self.output,
             charged,
             rate_limited,
             queued: None,
@@ -149,6 +154,7 @@ impl HttpProvider {
                     stream: r.model_turn && r.stream,
                     service: r.service.clone(),
                     endpoint: r.endpoint,
+                    max_tokens: r.max_tokens.filter(|_| r.model_turn),
                     generates: r.model_turn
                         && routes.endpoints[r.endpoint].config.generation.is_some(),
                 }
@@ -266,6 +272,7 @@ impl Provider for HttpProvider {
             recorder: &self.recorder,
             at: self.scale.to_model(sent - self.t0),
             tokens,
+            output: way.max_tokens.unwrap_or(0),
             endpoint: way.endpoint,
             booked: false,
         };

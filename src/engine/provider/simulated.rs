@@ -149,6 +149,7 @@ impl<C: Clock> VirtualProvider<C> {
         self.recorder.arrival(Arrival {
             at: now,
             tokens,
+            output: way.max_tokens.unwrap_or(0),
             charged: decision.charged,
             rate_limited: matches!(
                 decision.outcome,

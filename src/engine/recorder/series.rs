@@ -16,6 +16,9 @@ pub struct Second {
     pub charged: u64,
     /// Tokens charged.
     pub tokens: u64,
+    /// Of `tokens`, those charged as output at admission (the model turns' `max_tokens`;
+    /// the rest are input).
+    pub output: u64,
     /// Requests refused with 429.
     pub rate_limited: u64,
     /// The adaptive concurrency limits (every replica's, added up) integrated over the bin,
@@ -29,6 +32,7 @@ impl Second {
             requests: self.requests + o.requests,
             charged: self.charged + o.charged,
             tokens: self.tokens + o.tokens,
+            output: self.output + o.output,
             rate_limited: self.rate_limited + o.rate_limited,
             limit_us: self.limit_us + o.limit_us,
         }
@@ -215,10 +219,10 @@ impl Series {
         i
     }
 
-    /// The bin holding second `at_s`.
-    pub(super) fn bin(&mut self, at_s: u64) -> &mut Second {
+    /// Adds `one` (an arrival's counts) to the bin holding second `at_s`.
+    pub(super) fn add(&mut self, at_s: u64, one: Second) {
         let i = self.index(at_s);
-        &mut self.bins[i]
+        self.bins[i] = self.bins[i].merge(one);
     }
 
     /// What the calls did in the bin holding second `at_s` (`None` without a time series).

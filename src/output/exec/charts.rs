@@ -1,14 +1,20 @@
-//! The charts of `capsize exec`, from the mock's per-second series: requests per minute against
-//! the RPM ceiling, requests in flight, and 429s over time ("no 429s" when there were none);
-//! time in s or min, whichever suits the run.
+//! The charts of `capsize exec`, from the mock's per-second series: requests and tokens per
+//! minute against the provider's RPM and TPM, requests in flight, and 429s over time ("no
+//! 429s" when there were none); time in s or min, whichever suits the run.
 
 use capsize_mock::server::Series;
+use capsize_mock::ProviderConfig;
 
 use crate::fmt::fmt_num;
 use crate::output::report::charts::{Chart, Reference, Series as Line, TimeUnit, XAxis};
 
 /// The charts' file stems, in the order [`charts`] returns them.
-pub const CHARTS: [&str; 3] = ["requests_per_minute", "in_flight", "rate_limited"];
+pub const CHARTS: [&str; 4] = [
+    "requests_per_minute",
+    "tokens_per_minute",
+    "in_flight",
+    "rate_limited",
+];
 
 /// Each bin's end time in seconds, with `value` of the bin.
 fn over_time(series: &Series, value: impl Fn(usize) -> f64) -> Vec<(f64, f64)> {
@@ -38,9 +44,11 @@ fn per_minute(
     over_time(series, |i| sums[i])
 }
 
-/// The three charts, with their stems ([`CHARTS`]); `rpm` draws the ceiling.
-pub fn charts(series: &Series, rpm: Option<f64>) -> Vec<(&'static str, Chart)> {
-    let [rpm_stem, in_flight_stem, limited_stem] = CHARTS;
+/// The charts, with their stems ([`CHARTS`]); the `provider`'s RPM and TPM are drawn as
+/// ceilings.
+pub fn charts(series: &Series, provider: &ProviderConfig) -> Vec<(&'static str, Chart)> {
+    let [rpm_stem, tokens_stem, in_flight_stem, limited_stem] = CHARTS;
+    let rpm = provider.rpm;
     let mut per_min = Chart::new(
         "Requests per minute",
         "time",
@@ -61,6 +69,27 @@ pub fn charts(series: &Series, rpm: Option<f64>) -> Vec<(&'static str, Chart)> {
     }
     per_min.y_from_zero = true;
     per_min.x_time = Some(TimeUnit::S);
+
+    let mut tokens = Chart::new(
+        "Tokens per minute",
+        "time",
+        "tokens charged in the last 60 s",
+        XAxis::Linear,
+    );
+    tokens
+        .series
+        .push(Line::new("charged", per_minute(series, |b| b.tokens)));
+    if let Some(tpm) = provider.tpm {
+        tokens
+            .references
+            .push(Reference::new(format!("ceiling {} TPM", fmt_num(tpm)), tpm));
+    }
+    if !series.bins.is_empty() && series.bins.iter().all(|b| b.tokens == 0) {
+        tokens.series.clear();
+        tokens.note = Some("no tokens charged".into());
+    }
+    tokens.y_from_zero = true;
+    tokens.x_time = Some(TimeUnit::S);
 
     let width = series.bin_s.max(1);
     let mut in_flight = Chart::new(
@@ -99,6 +128,7 @@ pub fn charts(series: &Series, rpm: Option<f64>) -> Vec<(&'static str, Chart)> {
     }
     vec![
         (rpm_stem, per_min),
+        (tokens_stem, tokens),
         (in_flight_stem, in_flight),
         (limited_stem, limited),
     ]

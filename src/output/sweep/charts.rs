@@ -1,14 +1,14 @@
 //! The charts of a sweep's capacity report: query latency, throughput and 429s against the
-//! swept keys, and the recommended point's latency distribution and requests per minute.
+//! swept keys (throughput in queries against the binding ceiling when there are several
+//! providers), and the recommended point's latency distribution and its [`usage`](super::usage)
+//! charts.
 //!
 //! The x axis is `max_concurrency` if swept (else the first key), a second key makes one line
 //! per value, and any further keys make small multiples: one panel per combination of their
 //! values, so no line joins points of different settings. Latency objectives of the `[slo]`
-//! table are drawn on the latency charts; the recommended point's RPM limit is drawn as it
-//! was in force over the run, stepping through the provider's phases.
+//! table are drawn on the latency charts.
 
-use capsize_mock::ProviderConfig;
-
+use crate::analysis::plan::{Demand, LimitKind};
 use crate::analysis::sweep::PointResult;
 use crate::engine::recorder::Recording;
 use crate::engine::scenario::Scenario;
@@ -22,7 +22,12 @@ const HEADROOM: &str = "scheduler.headroom";
 
 /// Stems of the sweep's charts, then of the recommended point's.
 pub(super) const SWEEP_CHARTS: [&str; 3] = ["latency", "throughput", "rate_limited"];
-pub(super) const POINT_CHARTS: [&str; 2] = ["latency_distribution", "rpm_over_time"];
+pub(super) const POINT_CHARTS: [&str; 4] = [
+    "latency_distribution",
+    super::usage::CHARTS[0],
+    super::usage::CHARTS[1],
+    super::usage::CHARTS[2],
+];
 
 /// `metric` in a point's mean summary.
 fn mean_at(p: &PointResult, metric: Metric) -> Option<f64> {
@@ -208,14 +213,46 @@ pub fn sweep_charts(
     latency.y_time = Some(TimeUnit::Ms);
     latency.y_from_zero = true;
 
+    let named = points
+        .first()
+        .is_some_and(|p| p.scenario.providers.len() > 1);
+    let throughput = match named {
+        true => query_throughput(points, &x, g, &more, axis),
+        false => call_throughput(points, &x, g, &more, axis, rpm),
+    };
+    let limited = rate_limited(points, &x, group.as_deref(), &more);
+    let [l, t, r] = SWEEP_CHARTS;
+    vec![(l, latency), (t, throughput), (r, limited)]
+}
+
+/// The distinct headrooms of the points, lowest first.
+fn headrooms(points: &[PointResult]) -> Vec<f64> {
+    let mut hs: Vec<f64> = points
+        .iter()
+        .map(|p| p.scenario.scheduler.headroom)
+        .collect();
+    hs.sort_by(f64::total_cmp);
+    hs.dedup();
+    hs
+}
+
+/// Calls per second against the one provider's RPM (and RPM x each headroom swept).
+fn call_throughput(
+    points: &[PointResult],
+    x: &str,
+    g: Option<&str>,
+    more: &[String],
+    axis: XAxis,
+    rpm: Option<f64>,
+) -> Chart {
     let mut throughput = Chart::new(
         "Throughput by concurrency",
-        short(&x),
+        short(x),
         "calls per second",
         axis,
     );
-    fill(&mut throughput, points, &more, |ps| {
-        lines(ps, &x, g, metrics::CALLS_PER_S, "calls/s")
+    fill(&mut throughput, points, more, |ps| {
+        lines(ps, x, g, metrics::CALLS_PER_S, "calls/s")
     });
     throughput.y_from_zero = true;
     if let Some(rpm) = rpm {
@@ -223,22 +260,69 @@ pub fn sweep_charts(
             format!("provider ceiling {} RPM", fmt_num(rpm)),
             rpm / 60.0,
         ));
-        let mut hs: Vec<f64> = points
-            .iter()
-            .map(|p| p.scenario.scheduler.headroom)
-            .collect();
-        hs.sort_by(f64::total_cmp);
-        hs.dedup();
-        for h in hs.into_iter().filter(|h| *h < 1.0) {
+        for h in headrooms(points).into_iter().filter(|h| *h < 1.0) {
             throughput.references.push(Reference::new(
                 format!("ceiling x headroom {h}"),
                 rpm / 60.0 * h,
             ));
         }
     }
-    let limited = rate_limited(points, &x, group.as_deref(), &more);
-    let [l, t, r] = SWEEP_CHARTS;
-    vec![(l, latency), (t, throughput), (r, limited)]
+    throughput
+}
+
+/// Queries per second against the lowest of the providers' ceilings, in queries: the limit
+/// that binds a query, named, at its whole limit and at each headroom swept that holds it.
+fn query_throughput(
+    points: &[PointResult],
+    x: &str,
+    g: Option<&str>,
+    more: &[String],
+    axis: XAxis,
+) -> Chart {
+    let mut throughput = Chart::new(
+        "Throughput by concurrency",
+        short(x),
+        "queries per second",
+        axis,
+    );
+    fill(&mut throughput, points, more, |ps| {
+        lines(ps, x, g, metrics::QUERIES_PER_S, "queries/s")
+    });
+    throughput.y_from_zero = true;
+    let mut whole = None;
+    for h in headrooms(points) {
+        let Some(p) = points.iter().find(|p| p.scenario.scheduler.headroom == h) else {
+            continue;
+        };
+        let demand = Demand::of(&p.scenario);
+        let lowest = demand
+            .ceilings
+            .iter()
+            .filter(|c| c.kind != LimitKind::Concurrency)
+            .min_by(|a, b| a.at_headroom.total_cmp(&b.at_headroom));
+        let Some(c) = lowest else { continue };
+        if whole.is_none() {
+            let per_s = c.queries_per_min / 60.0;
+            throughput.references.push(Reference::new(
+                format!(
+                    "ceiling: {} {}, {} queries/s",
+                    c.name(),
+                    fmt_num(c.limit),
+                    fmt_num(per_s)
+                ),
+                per_s,
+            ));
+            whole = Some(per_s);
+        }
+        let per_s = c.at_headroom / 60.0;
+        if c.gated && h < 1.0 && Some(per_s) != whole {
+            throughput.references.push(Reference::new(
+                format!("{} x headroom {h}", c.name()),
+                per_s,
+            ));
+        }
+    }
+    throughput
 }
 
 /// The share of requests refused with 429, against headroom if swept (else the x key); "no
@@ -284,29 +368,9 @@ fn rate_limited(points: &[PointResult], x: &str, group: Option<&str>, more: &[St
     limited
 }
 
-/// The RPM limit in force over the run when the provider's phases change it: `(from s, rpm)`
-/// steps, from 0 (`None`: one limit all along, or none).
-pub(super) fn rpm_steps(p: &ProviderConfig) -> Option<Vec<(f64, f64)>> {
-    let base = p.rpm?;
-    if p.phases.iter().all(|ph| ph.config.rpm == p.rpm) {
-        return None;
-    }
-    let mut steps = vec![(0.0, base)];
-    for (i, ph) in p.phases.iter().enumerate() {
-        steps.push((ph.from.as_secs_f64(), ph.config.rpm.unwrap_or(f64::NAN)));
-        if let Some(to) = ph.to {
-            if p.phases.get(i + 1).map(|n| n.from) != Some(to) {
-                steps.push((to.as_secs_f64(), base));
-            }
-        }
-    }
-    // A step to the value already in force is no step.
-    steps.dedup_by(|b, a| a.1 == b.1);
-    Some(steps)
-}
-
 /// The recommended point's charts: its query latency percentile distribution (with the
-/// objectives on it), and its requests per minute over time against the limit in force.
+/// objectives on it), then its use of each provider's limits and where its calls' time went
+/// ([`usage`](super::usage)).
 pub fn point_charts(
     rec: &Recording,
     s: &Scenario,
@@ -318,80 +382,16 @@ pub fn point_charts(
         "query latency",
         XAxis::Percentile,
     );
-    let points: Vec<(f64, f64)> = if rec.query.is_empty() {
-        Vec::new()
-    } else {
-        rec.query
-            .iter_quantiles(5)
-            .map(|v| {
-                (
-                    v.quantile_iterated_to(),
-                    v.value_iterated_to() as f64 / 1000.0,
-                )
-            })
-            .filter(|(q, _)| *q < 1.0)
-            .collect()
-    };
-    dist.series.push(Series::new("query latency", points));
+    dist.series.push(Series::new(
+        "query latency",
+        super::usage::quantiles(&rec.query),
+    ));
     dist.references = objectives(slo, &PERCENTILES);
     dist.y_time = Some(TimeUnit::Ms);
     dist.y_from_zero = true;
-    let mut rpm_chart = Chart::new(
-        "Recommended point: requests per minute",
-        "time",
-        "requests charged in the last 60 s",
-        XAxis::Linear,
-    );
-    rpm_chart.x_time = Some(TimeUnit::S);
-    let bins = &rec.series.bins;
-    let width = rec.series.bin_s.max(1) as usize;
-    let window = (60 / width).max(1);
-    let mut sum = 0u64;
-    let mut series = Vec::with_capacity(bins.len());
-    for (i, b) in bins.iter().enumerate() {
-        sum += b.charged;
-        if i >= window {
-            sum -= bins[i - window].charged;
-        }
-        series.push((
-            ((i + 1) * width) as f64,
-            sum as f64 * 60.0 / (window * width) as f64,
-        ));
-    }
-    rpm_chart
-        .series
-        .push(Series::new("achieved RPM (60 s window)", series));
-    let headroom = s.scheduler.headroom;
-    let provider = s.provider();
-    match (provider.rpm, rpm_steps(provider)) {
-        (_, Some(steps)) => {
-            let scaled = steps.iter().map(|&(t, r)| (t, r * headroom)).collect();
-            rpm_chart
-                .references
-                .push(Reference::steps("RPM limit in force", steps));
-            if headroom < 1.0 {
-                rpm_chart.references.push(Reference::steps(
-                    format!("limit in force x headroom {headroom}"),
-                    scaled,
-                ));
-            }
-        }
-        (Some(rpm), None) => {
-            rpm_chart
-                .references
-                .push(Reference::new(format!("ceiling {} RPM", fmt_num(rpm)), rpm));
-            if headroom < 1.0 {
-                rpm_chart.references.push(Reference::new(
-                    format!("ceiling x headroom {headroom}"),
-                    rpm * headroom,
-                ));
-            }
-        }
-        (None, None) => {}
-    }
-    rpm_chart.y_from_zero = true;
-    let [d, r] = POINT_CHARTS;
-    vec![(d, dist), (r, rpm_chart)]
+    let mut out = vec![(POINT_CHARTS[0], dist)];
+    out.extend(super::usage::charts(rec, s));
+    out
 }
 
 #[cfg(test)]

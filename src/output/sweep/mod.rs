@@ -10,4 +10,5 @@ pub mod limit;
 mod phases;
 pub mod report;
 pub mod search;
+mod usage;
 pub mod why;

@@ -206,3 +206,146 @@ rate_limit = true
     assert!(rpm.references.iter().all(|r| r.steps.is_empty()));
     assert_eq!(rpm.references[0].label, "ceiling 600 RPM");
 }
+
+/// Two providers, one with split token limits: each is charted apart, against its own limits.
+const TWO_PROVIDERS: &str = r#"
+name = "two"
+seed = 5
+
+[providers.llm]
+rpm = 60
+itpm = 30_000
+otpm = 8_000
+latency = { dist = "constant", ms = 1000 }
+
+[providers.search]
+rpm = 600
+latency = { dist = "constant", ms = 200 }
+
+[workload]
+mode = "closed"
+sessions = 2
+queries = 20
+rounds = 2
+calls_per_query = 3
+tokens_per_call = 0
+provider = "search"
+model_turn = { tokens = 1500, max_tokens = 500, provider = "llm", at = "around" }
+
+[scheduler]
+max_concurrency = 4
+rate_limit = true
+headroom = 0.8
+"#;
+
+#[test]
+fn each_provider_is_charted_against_its_own_limits() {
+    let s = scenario::parse(TWO_PROVIDERS, std::path::Path::new("two.toml"), &[]).unwrap();
+    let outcome = crate::engine::sim::run(&s).unwrap();
+    let rec = &outcome.recording;
+    // 20 queries: 2 rounds x 3 tool calls to search, 3 model turns to llm.
+    let charged = |i: usize| -> u64 { rec.endpoint_series[i].bins.iter().map(|b| b.charged).sum() };
+    assert_eq!((charged(0), charged(1)), (60, 120));
+    let output: u64 = rec.endpoint_series[0].bins.iter().map(|b| b.output).sum();
+    let tokens: u64 = rec.endpoint_series[0].bins.iter().map(|b| b.tokens).sum();
+    // A turn charges its prompt and its max_tokens: 1,500 + 500.
+    assert_eq!((tokens, output), (60 * 2000, 60 * 500));
+    assert_eq!(
+        rec.endpoint_series[1]
+            .bins
+            .iter()
+            .map(|b| b.tokens)
+            .sum::<u64>(),
+        0
+    );
+
+    let charts = point_charts(rec, &s, &[]);
+    let rpm = chart_of(&charts, "rpm_over_time");
+    let labels: Vec<&str> = rpm.series.iter().map(|l| l.label.as_str()).collect();
+    assert_eq!(
+        labels,
+        [
+            "llm: requests (60 s window)",
+            "search: requests (60 s window)"
+        ]
+    );
+    let refs: Vec<(&str, f64)> = rpm
+        .references
+        .iter()
+        .map(|r| (r.label.as_str(), r.y))
+        .collect();
+    assert_eq!(
+        refs,
+        [
+            ("llm RPM 60", 60.0),
+            ("llm RPM x headroom 0.8", 48.0),
+            ("search RPM 600", 600.0),
+            ("search RPM x headroom 0.8", 480.0)
+        ]
+    );
+    // The llm's input and output apart, against ITPM and OTPM (no headroom: the client's
+    // buckets do not hold them); search charges no tokens and has no token limit.
+    let tokens = chart_of(&charts, "tokens_over_time");
+    let labels: Vec<&str> = tokens.series.iter().map(|l| l.label.as_str()).collect();
+    assert_eq!(
+        labels,
+        [
+            "llm: input tokens (60 s window)",
+            "llm: output charged at admission, max_tokens (60 s window)"
+        ]
+    );
+    let refs: Vec<&str> = tokens.references.iter().map(|r| r.label.as_str()).collect();
+    assert_eq!(refs, ["llm ITPM 30,000", "llm OTPM 8,000"]);
+    // Input is 1,500 tokens a turn, output 500: at every instant input is three times output.
+    let (input, out) = (&tokens.series[0].points, &tokens.series[1].points);
+    assert!(input.iter().zip(out).all(|(i, o)| i.1 == 3.0 * o.1));
+    // Where a call's time went: the constant latencies are the time at the provider (to the
+    // histogram's 3 significant digits).
+    let time = chart_of(&charts, "call_time");
+    assert_eq!(time.series[1].label, "at the provider (sent, answering)");
+    let at_provider = &time.series[1].points;
+    let near = |ms: f64, want: f64| (ms - want).abs() <= want * 1e-3;
+    assert!(!at_provider.is_empty());
+    assert!(at_provider
+        .iter()
+        .all(|&(_, ms)| near(ms, 200.0) || near(ms, 1000.0)));
+}
+
+#[test]
+fn throughput_of_several_providers_is_drawn_in_queries_against_the_binding_limit() {
+    let mut points = Vec::new();
+    for sessions in [1, 2] {
+        let sets = [format!("workload.sessions={sessions}")];
+        let s = scenario::parse(TWO_PROVIDERS, std::path::Path::new("two.toml"), &sets).unwrap();
+        let mean =
+            serde_json::json!({ "throughput": { "calls_per_s": 5.0, "queries_per_s": 0.1 } });
+        points.push(PointResult {
+            point: Point {
+                values: vec![("workload.sessions".into(), AxisValue::Int(sessions))],
+            },
+            scenario: s,
+            seeds: vec![1],
+            runs: vec![mean.clone()],
+            mean,
+        });
+    }
+    let charts = sweep_charts(&points, Some(60.0), &[]);
+    let t = chart_of(&charts, "throughput");
+    assert_eq!(t.y_label, "queries per second");
+    assert_eq!(t.series[0].label, "queries/s");
+    // The llm's OTPM binds: 8,000 / (3 turns x 500 max_tokens) = 5.33 queries/min, before its
+    // ITPM (30,000 / 4,500 = 6.67) and its RPM (60 / 3 = 20, 16 at headroom 0.8); a split
+    // limit is not held at headroom, so no second line.
+    let refs: Vec<(&str, f64)> = t
+        .references
+        .iter()
+        .map(|r| (r.label.as_str(), r.y))
+        .collect();
+    assert_eq!(
+        refs,
+        [(
+            "ceiling: llm OTPM 8,000, 0.0889 queries/s",
+            8_000.0 / 1_500.0 / 60.0
+        )]
+    );
+}
