@@ -52,6 +52,15 @@ pub fn fmt_num(v: f64) -> String {
     }
 }
 
+/// `3.2×`: a factor for a sentence, one decimal under 10, whole (rounded up) above.
+pub fn times(factor: f64) -> String {
+    if factor < 10.0 {
+        format!("{:.1}×", (factor * 10.0).ceil() / 10.0)
+    } else {
+        format!("{:.0}×", factor.ceil())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::fmt_num;

@@ -297,6 +297,12 @@ fn what_the_agent_sent_is_counted_exactly() {
     assert_eq!(s["retry_wait_ms"]["count"], 1, "the retry linked to req-5");
     assert_eq!(s["in_flight"]["peak"], 1);
     assert_eq!(s["peak_rpm_utilization"], 1.0);
+    // The table names the limit the agent came closest to (no TPM here: the RPM).
+    let table = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        table.contains("\n  closest limit  the provider's RPM: 100.0 % in the busiest 60 s (5 of 5 requests)\n"),
+        "{table}"
+    );
     for stem in [
         "requests_per_minute",
         "tokens_per_minute",
@@ -329,7 +335,8 @@ fn what_the_agent_sent_is_counted_exactly() {
             "orphaned_requests",
             "rpm_utilization",
             "tpm_utilization",
-            "peak_rpm_utilization"
+            "peak_rpm_utilization",
+            "peak_tpm_utilization"
         ]
     );
 }
@@ -584,7 +591,7 @@ fn a_hangup_stops_the_agent_and_all_it_started() {
 }
 
 /// Every metric of exec's summary.json, in the file's order: what `--check` accepts.
-const EXEC_METRICS: [&str; 27] = [
+const EXEC_METRICS: [&str; 28] = [
     "schema_version",
     "seed",
     "agent.exit_code",
@@ -612,6 +619,7 @@ const EXEC_METRICS: [&str; 27] = [
     "rpm_utilization",
     "tpm_utilization",
     "peak_rpm_utilization",
+    "peak_tpm_utilization",
 ];
 
 /// The dotted paths of the numbers and nulls in `v`, in the text's order (`text` is the file).
@@ -648,7 +656,7 @@ fn check_accepts_exactly_the_metrics_summary_json_has() {
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert!(
-        stdout.contains("27 checks, 1 failed: objective agent.signal"),
+        stdout.contains("28 checks, 1 failed: objective agent.signal"),
         "{stdout}"
     );
     // ... and they are every number summary.json holds.
@@ -669,7 +677,7 @@ fn check_accepts_exactly_the_metrics_summary_json_has() {
         assert_eq!(
             stderr(&o),
             format!(
-                "capsize: {}: [slo]: \"{metric}\" is not a metric of capsize exec's summary.json (capsize run measures it on capsize's own client; exec sees only what the mock saw of the agent); it has agent.*, provider.*, in_flight.*, retries, retry_wait_ms.*, orphaned_requests, rpm_utilization, tpm_utilization, peak_rpm_utilization\n",
+                "capsize: {}: [slo]: \"{metric}\" is not a metric of capsize exec's summary.json (capsize run measures it on capsize's own client; exec sees only what the mock saw of the agent); it has agent.*, provider.*, in_flight.*, retries, retry_wait_ms.*, orphaned_requests, rpm_utilization, tpm_utilization, peak_rpm_utilization, peak_tpm_utilization\n",
                 scenario.display()
             )
         );

@@ -502,3 +502,35 @@ fn attempts_that_time_out_at_the_client_are_counted_beside_the_providers_answers
     assert_eq!(summary["attempts_timed_out"], 30);
     assert_eq!(summary["errors"], 10);
 }
+
+#[test]
+fn the_terminal_names_the_limit_that_binds_a_query_and_what_lifts_it() {
+    // multi-provider.toml: the model's 40k TPM at headroom 0.9 lets through 36,000 / (2 turns
+    // x 2,000 tokens) = 9 queries/min, below what 6 sessions ask, and the run sits at it.
+    let t = Temp::new("run-cli", "binds");
+    let scenario = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/multi-provider.toml");
+    let output = run(&scenario, &[], &t.path("out"));
+    assert_eq!(output.status.code(), Some(0));
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    let s = summary(&t.path("out"));
+    let per_min = num(&s, "throughput.queries_per_s") * 60.0;
+    let want = format!(
+        "  binds          llm TPM: {} queries/min, {} % of the 9 it lets through at headroom 0.9\n                 the workload asks up to ~",
+        capsize::api::plan::fmt_num(per_min),
+        capsize::api::plan::fmt_num(per_min / 9.0 * 100.0),
+    );
+    assert!(stdout.contains(&want), "{stdout}");
+    assert!(
+        per_min > 8.5 && per_min <= 9.0,
+        "the run sits at the ceiling: {per_min}"
+    );
+    assert!(
+        stdout.contains("--set providers.llm.tpm="),
+        "the advice names the key: {stdout}"
+    );
+    // One session asks for less than the ceiling: the line, without advice.
+    let output = run(&scenario, &["--set", "workload.sessions=1"], &t.path("one"));
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    assert!(stdout.contains("\n  binds          llm TPM: "), "{stdout}");
+    assert!(!stdout.contains("the workload asks"), "{stdout}");
+}

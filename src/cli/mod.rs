@@ -433,7 +433,11 @@ fn run(args: RunArgs) -> ExitCode {
             false => "{summary.json, query_latency.hgrm, call_latency.hgrm}",
             true => "{summary.json, query_latency.hgrm, call_latency.hgrm, timeseries.csv}",
         };
-        let table = crate::output::report::table(&summary);
+        let mut table = crate::output::report::table(&summary);
+        if let Some(line) = crate::output::report::binds::line(&summary, &scenario) {
+            table.push_str(&line);
+            table.push('\n');
+        }
         let dir = escape::terminal(&dir.display().to_string());
         out(&format!("{table}\n  wrote {dir}/{files}\n"))
     }

@@ -1,7 +1,8 @@
 //! Reports: `summary.json`, `.hgrm` histograms, and the summary table printed by `capsize run`;
-//! [`escape`] shows untrusted text as written in each of them; [`metrics`] names summary.json's
+//! [`binds`] names the limit that binds a query; [`escape`] shows untrusted text as written in each of them; [`metrics`] names summary.json's
 //! metrics for the code that reads them.
 
+pub mod binds;
 pub mod charts;
 pub mod escape;
 pub mod hgrm;

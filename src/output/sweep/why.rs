@@ -20,7 +20,7 @@ use crate::analysis::plan::{Advice, Demand, LimitKind, UNGATED_SPARE};
 use crate::analysis::sweep::{failures, Failure, PointResult};
 use crate::engine::scenario::{Arrivals, Scenario};
 use crate::engine::summary::slo::{Op, Threshold};
-use crate::fmt::fmt_num;
+use crate::fmt::{fmt_num, times};
 
 /// How a workload's ask was worked out, for a sentence ending "~N queries/min".
 fn how(s: &Scenario, d: &Demand) -> String {
@@ -142,15 +142,6 @@ fn capitalized(s: &str) -> String {
     let mut c = s.chars();
     c.next()
         .map_or(String::new(), |f| f.to_uppercase().chain(c).collect())
-}
-
-/// `3.2×`: a factor for a sentence, one decimal under 10, whole (rounded up) above.
-fn times(factor: f64) -> String {
-    if factor < 10.0 {
-        format!("{:.1}×", (factor * 10.0).ceil() / 10.0)
-    } else {
-        format!("{:.0}×", factor.ceil())
-    }
 }
 
 /// The values of a point's swept keys: `max_concurrency = 8, headroom = 0.5`.
