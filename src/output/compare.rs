@@ -50,9 +50,10 @@ fn percent(v: Option<f64>) -> String {
     v.map_or("—".into(), |p| format!("{:+.1} %", p))
 }
 
-/// Rows of cells as aligned columns: the first `left` columns left-aligned, then numbers
-/// right-aligned, the last column left-aligned.
-fn columns(head: &[&str], rows: &[Vec<String>], left: usize) -> String {
+/// Rows of cells as aligned columns, each column left-aligned (`l` in `align`) or right-aligned
+/// (numbers, `r`).
+fn columns(head: &[&str], rows: &[Vec<String>], align: &str) -> String {
+    let left: Vec<bool> = align.chars().map(|c| c == 'l').collect();
     let n = head.len();
     let width = |i: usize| {
         rows.iter()
@@ -71,7 +72,7 @@ fn columns(head: &[&str], rows: &[Vec<String>], left: usize) -> String {
             if i > 0 {
                 line.push_str("  ");
             }
-            if i < left || i == n - 1 {
+            if left.get(i).copied().unwrap_or(true) {
                 line.push_str(cell);
                 if i < n - 1 {
                     line.push_str(&" ".repeat(pad));
@@ -162,7 +163,7 @@ fn runs(r: &Runs) -> String {
             ]
         })
         .collect();
-    out.push_str(&columns(&head, &cells, 1));
+    out.push_str(&columns(&head, &cells, "lrrrrrll"));
     let _ = writeln!(
         out,
         "\ncounts are taken per query started (a count grows with the work a run does)."
@@ -255,7 +256,7 @@ fn sweeps(s: &Sweeps, shown: Shown) -> String {
                 ]
             })
             .collect();
-        out.push_str(&columns(&head, &cells, 2));
+        out.push_str(&columns(&head, &cells, "llrrrrl"));
     }
     if shown == Shown::Moved {
         let _ = writeln!(
