@@ -421,3 +421,19 @@ fn bad_input_is_refused_in_one_line_naming_the_path() {
         stderr(&o)
     );
 }
+
+#[test]
+fn each_provider_of_several_gets_its_own_rows() {
+    let t = Temp::new("compare", "providers");
+    let sc = "scenarios/multi-provider.toml";
+    let a = run(&t, sc, "a", &[]);
+    let b = run(&t, sc, "b", &["--seed", "9"]);
+    let (c, warned) = json(&a, &b);
+    assert_eq!(warned, "", "another seed is the same load");
+    let requests = row(&c, "providers.search.received / queries_started");
+    let per_query = metric(&a, "providers.search.received") / metric(&a, "queries_started");
+    assert_eq!(requests["a"].as_f64(), Some(per_query));
+    assert_eq!(requests["method"], "poisson");
+    let limited = row(&c, "providers.llm.rate_limited / providers.llm.received");
+    assert_eq!(limited["method"], "binomial");
+}
