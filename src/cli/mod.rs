@@ -13,6 +13,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 mod check;
+mod compare;
 mod exec;
 mod plan;
 mod search;
@@ -95,6 +96,20 @@ enum Command {
     Check(check::CheckArgs),
     /// Write a baseline for `capsize check --baseline`: the summary.json of a clean run.
     Baseline(check::BaselineArgs),
+    /// Compare two runs or two sweeps: the figures that moved beyond their noise.
+    ///
+    /// A and B are each a summary.json (a run), a sweep.csv (a sweep), or the folder holding
+    /// one; a run is not compared with a sweep. Two runs: throughput, query and call
+    /// percentiles, the share of 429s and of failed queries, requests, tokens and retries per
+    /// query started, each provider's, with A, B, the change and a verdict (better, worse,
+    /// within noise, no change; no interval without the .hgrm files beside summary.json).
+    /// Two sweeps: points matched by their swept values, each metric moved when the change
+    /// exceeds the two 95 % intervals combined (--repeats 2 or more; one run per point has
+    /// none). Warns on stderr when summary.json or report.md shows the two were not run on the
+    /// same load (another scenario or mode, queries started that no one stop explains); seeds
+    /// may differ. Exit 0, or with --fail-on-worse 1 when a figure got worse beyond its noise;
+    /// 2 when an input is missing, unreadable or not a run or a sweep.
+    Compare(compare::CompareArgs),
     /// Run your own agent (any command) against the mock provider and report what it did.
     ///
     /// Serves the scenario's [provider] on a free loopback port in real time and runs COMMAND
@@ -499,6 +514,7 @@ pub fn main() -> ExitCode {
         },
         Command::Check(args) => check::check(args),
         Command::Baseline(args) => check::baseline(args),
+        Command::Compare(args) => compare::compare(args),
         Command::Exec(args) => exec::exec(args),
         Command::Mock(args) => capsize_mock::cli::run(&args, "capsize mock"),
     }
