@@ -806,3 +806,32 @@ fn tools_sent_to_no_provider_do_not_count_as_a_provider() {
     assert_eq!(s["provider"]["rate_limited"], 3, "{s}");
     assert_eq!(s["peak_rpm_utilization"], 1.0, "{s}");
 }
+
+#[test]
+fn exec_asks_only_for_the_provider_it_serves() {
+    // No [workload]: exec never runs one, so it does not ask for one.
+    let t = Temp::new("exec", "provider-only");
+    let scenario = t.write(
+        "s.toml",
+        "name = \"bare\"\n\n[provider]\nrpm = 60\nlatency = { dist = \"constant\", ms = 10 }\n\n[slo]\n\"provider.rate_limited\" = \"== 0\"\n",
+    );
+    let out = t.path("o");
+    let o = exec(&scenario, &out, &["--check"], &["true"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(summary(&out)["scenario"], "bare");
+    // A value it does use is still checked, at its line and column.
+    let bad = t.write(
+        "bad.toml",
+        "name = \"bare\"\n\n[provider]\nrpm = 60\nlatency = { dist = \"constant\", ms = -1 }\n",
+    );
+    let o = exec(&bad, &t.path("b"), &[], &["true"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).starts_with(&format!(
+            "capsize: {}:5:32: provider.latency.ms: must be a number of ms",
+            bad.display()
+        )),
+        "{}",
+        stderr(&o)
+    );
+}

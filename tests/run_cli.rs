@@ -277,6 +277,19 @@ fn seed_that_is_not_a_number_is_a_usage_error() {
 }
 
 #[test]
+fn a_missing_key_names_the_table_that_lacks_it_at_its_line() {
+    let text = edit("tokens_per_call = 10\n", "");
+    let rest = refused_text("missing-key", &text);
+    assert_eq!(rest, ":9:1: workload: missing field `tokens_per_call`");
+    // Still missing after a --set that gives another key: the one still missing.
+    let text = edit("calls_per_query = 2\ntokens_per_call = 10\n", "");
+    let t = Temp::new("run-cli", "missing-after-set");
+    let path = t.write("s.toml", &text);
+    let rest = refused(&t, &path, &["--set", "workload.calls_per_query=2"]);
+    assert_eq!(rest, ":9:1: workload: missing field `tokens_per_call`");
+}
+
+#[test]
 fn missing_workload_is_refused() {
     let rest = refused_text("no-workload", BASE.split("[workload]").next().unwrap());
     assert!(rest.contains("missing field `workload`"), "{rest}");

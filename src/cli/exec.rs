@@ -88,8 +88,8 @@ struct Prepared<'a> {
 }
 
 fn prepare(args: &ExecArgs) -> Result<Prepared<'_>, Failure> {
-    let mut scenario =
-        crate::engine::scenario::load(&args.scenario, &args.sets).map_err(Failure::bad_input)?;
+    let mut scenario = crate::engine::scenario::load_for_exec(&args.scenario, &args.sets)
+        .map_err(Failure::bad_input)?;
     if let Some(seed) = args.seed {
         scenario.seed = seed;
     }

@@ -404,6 +404,23 @@ fn table_header(line: &str) -> Option<(&str, bool)> {
 /// The dotted key a TOML error at `span` is about: the span is either a key (followed by `=`)
 /// or a value (preceded by `key =`). Enclosing inline tables on the same line and the
 /// `[section]` above are prefixed. Best effort: `None` when it cannot tell.
+/// The `[table]` header (not an array of tables) in force at byte `at` of `text` (on its line
+/// or above): its line (1-based) and dotted name; `None` at the top level.
+fn table_at(text: &str, at: usize) -> Option<(usize, String)> {
+    let end = text.get(at..)?.find('\n').map_or(text.len(), |i| at + i);
+    let before = &text[..end];
+    let (i, header) = before
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| l.trim_start().starts_with('['))
+        .last()?;
+    let name = header.trim().strip_prefix('[')?.split(']').next()?.trim();
+    if name.starts_with('[') || name.is_empty() {
+        return None;
+    }
+    Some((i + 1, name.to_string()))
+}
+
 fn key_of(text: &str, span: std::ops::Range<usize>) -> Option<String> {
     let is_name = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
     let name = if text.get(span.end..)?.trim_start().starts_with('=') {
@@ -552,6 +569,34 @@ pub fn load(path: &Path, sets: &[String]) -> Result<Scenario, ScenarioError> {
     parse(&read(path)?, path, sets)
 }
 
+/// Reads a scenario for `capsize exec`, which serves its providers and never runs its
+/// workload: the workload keys only a run needs (`calls_per_query`, `tokens_per_call`, and a
+/// stop, `queries`) get placeholders where the file leaves them out, `[workload]` itself too,
+/// so `[provider]` (and `[slo]`) is a whole scenario for it. Then as [`load`].
+pub fn load_for_exec(path: &Path, sets: &[String]) -> Result<Scenario, ScenarioError> {
+    let text = read(path)?;
+    let mut all: Vec<String> = Vec::new();
+    // A file that is not TOML is refused by `parse`, with its position.
+    if let Ok(table) = text.parse::<toml::Table>() {
+        let workload = table.get("workload").and_then(toml::Value::as_table);
+        let has = |k: &str| workload.is_some_and(|w| w.contains_key(k));
+        if !has("calls_per_query") {
+            all.push("workload.calls_per_query=1".into());
+        }
+        if !has("tokens_per_call") {
+            all.push("workload.tokens_per_call=0".into());
+        }
+        if !["queries", "duration_s", "queries_per_session"]
+            .iter()
+            .any(|k| has(k))
+        {
+            all.push("workload.queries=1".into());
+        }
+    }
+    all.extend(sets.iter().cloned());
+    parse(&text, path, &all)
+}
+
 /// Validates scenario `text` as if read from `path` (named in errors; relative files are read
 /// from its folder), with `sets` applied first.
 pub fn parse(text: &str, path: &Path, sets: &[String]) -> Result<Scenario, ScenarioError> {
@@ -568,14 +613,28 @@ pub fn parse(text: &str, path: &Path, sets: &[String]) -> Result<Scenario, Scena
             message = "is not a provider: each provider is a table of its own, [providers.NAME] (a key under [providers] needs a provider's name)".into();
         }
         let span = e.span();
+        if message.starts_with("missing field") {
+            // A missing key has no place in the file; the parser points into the table that
+            // lacks it: name the table and its header's line.
+            // (An inline table is named by its key, as before.)
+            if let Some(key) = span.clone().and_then(|s| key_of(text, s)) {
+                return fail(None, Some(key), message);
+            }
+            let table = span.and_then(|s| table_at(text, s.start));
+            let at = table.as_ref().map(|(line, _)| (*line, 1));
+            return fail(at, table.map(|(_, name)| name), message);
+        }
         let key = span.clone().and_then(|s| key_of(text, s));
-        // A missing key has no place in the file; the parser points at the table's start.
-        let at = span
-            .filter(|_| !message.starts_with("missing field"))
-            .map(|s| line_col(text, s.start));
+        let at = span.map(|s| line_col(text, s.start));
         fail(at, key, message)
     };
-    let mut raw: RawScenario = toml::from_str(text).map_err(de_error)?;
+    let missing = |e: &toml::de::Error| e.message().starts_with("missing field");
+    // A key the file leaves out may come from a --set.
+    let mut raw: Option<RawScenario> = match toml::from_str(text) {
+        Ok(r) => Some(r),
+        Err(e) if !sets.is_empty() && missing(&e) => None,
+        Err(e) => return Err(de_error(e)),
+    };
     let mut set_keys = Vec::new();
     if !sets.is_empty() {
         let mut table: toml::Table = toml::from_str(text).map_err(de_error)?;
@@ -584,16 +643,32 @@ pub fn parse(text: &str, path: &Path, sets: &[String]) -> Result<Scenario, Scena
             let dotted = key.join(".");
             apply_override(&mut table, &key, value)
                 .map_err(|m| fail(None, Some(dotted.clone()), m))?;
-            // Deserialise after each one, so an error names the --set that caused it.
-            raw = toml::Value::Table(table.clone())
-                .try_into()
-                .map_err(|e: toml::de::Error| {
+            // Deserialise after each one, so an error names the --set that caused it (a key
+            // still missing may come from a later one).
+            raw = match toml::Value::Table(table.clone()).try_into() {
+                Ok(r) => Some(r),
+                Err(e) if missing(&e) => None,
+                Err(e) => {
                     let m = format!("--set {set}: {}", e.message().trim());
-                    fail(None, Some(dotted.clone()), m)
-                })?;
+                    return Err(fail(None, Some(dotted.clone()), m));
+                }
+            };
             set_keys.push((dotted, set));
         }
+        if raw.is_none() {
+            // Missing from the file and from every --set: the key still missing, at the
+            // table the file leaves it out of.
+            let last: Result<RawScenario, _> = toml::Value::Table(table).try_into();
+            if let (Err(now), Err(file)) = (last, toml::from_str::<RawScenario>(text)) {
+                let mut e = de_error(file);
+                e.message = now.message().trim().replace('\n', " ");
+                return Err(e);
+            }
+        }
     }
+    let Some(raw) = raw else {
+        unreachable!("a scenario that does not deserialise has returned its error")
+    };
     let base = path.parent().unwrap_or(Path::new("."));
     validate::validate(raw, base).map_err(|bounds::Invalid { key, message }| {
         // A value a --set gave (the key, or a table holding it) is named by its argument.
