@@ -578,3 +578,25 @@ fn a_query_of_several_rounds_counts_every_request_and_token_against_the_ceilings
     let rows = plan(&PlanInput::from_scenario(&s));
     close(value(&rows, "queries_per_min_ceiling"), 10_000.0 / 97.0);
 }
+
+#[test]
+fn a_runs_length_is_estimated_from_the_rate_its_binding_limit_allows() {
+    // What `capsize run --mode realtime` announces up front ("about"): within 20 % of the
+    // simulated span for a TPM-bound run (2 %) and for the article's agent, whose queries
+    // queue for a slot and so go slower than its RPM ceiling (16 % short).
+    for file in ["multi-provider.toml", "research-agent.toml"] {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("scenarios")
+            .join(file);
+        let s = scenario::load(&path, &[]).unwrap();
+        let est = capsize::api::plan::Demand::of(&s)
+            .model_seconds(&s)
+            .unwrap();
+        let outcome = capsize::api::sim::run(&s).unwrap();
+        let span = outcome.span.as_secs_f64();
+        assert!(
+            (est / span - 1.0).abs() < 0.2,
+            "{file}: estimated {est} s, simulated {span} s"
+        );
+    }
+}

@@ -352,3 +352,50 @@ fn any_status_is_the_retry_policys_to_retry_in_real_time() {
         drop(server);
     }
 }
+
+#[test]
+fn a_long_real_time_run_says_up_front_how_long_it_will_take() {
+    use std::io::BufRead;
+    let t = Temp::new("announce");
+    // 600 queries at 2 sessions with 30 s of thinking each: ~2.5 h of model time, ~15 min at
+    // --time-scale 10. The line comes before the run starts; the run is then stopped.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_capsize"))
+        .arg("run")
+        .arg(t.scenario())
+        .args([
+            "--mode",
+            "realtime",
+            "--time-scale",
+            "10",
+            "--set",
+            "workload.queries=600",
+            "--set",
+            "workload.think_time={ dist = \"constant\", ms = 30000 }",
+            "--out",
+        ])
+        .arg(t.out())
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("the capsize binary runs");
+    let mut first = String::new();
+    std::io::BufReader::new(child.stderr.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    // 600 queries, 300 a session, each 30 s of thinking plus 100 ms: 9,030 s, and the last
+    // query's 100 ms.
+    assert_eq!(
+        first,
+        "capsize: this run will take about 15 min of wall time (2.5 h of model time at --time-scale 10)\n"
+    );
+    // Short: nothing said.
+    let quick = run(&t, &["--mode", "realtime", "--time-scale", "1000"]);
+    assert_eq!(quick.status.code(), Some(0));
+    assert!(
+        quick.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&quick.stderr)
+    );
+}

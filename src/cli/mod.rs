@@ -339,6 +339,50 @@ pub(crate) fn warn(scenario: &Scenario) {
     }
 }
 
+/// Says up front, on stderr, how long real-time work will take when that is a minute or more
+/// of wall time: `what` ("this run", "this sweep") of `scenarios`, each run `repeats` times one
+/// after another, at `realtime`'s time scale. Nothing in virtual time, or when no rate is
+/// known.
+pub(crate) fn announce_wall<'a>(
+    what: &str,
+    scenarios: impl IntoIterator<Item = &'a Scenario>,
+    repeats: usize,
+    realtime: Option<&RealtimeOptions>,
+) {
+    let Some(opts) = realtime else {
+        return;
+    };
+    let mut model_s = 0.0;
+    for s in scenarios {
+        let Some(secs) = crate::analysis::plan::Demand::of(s).model_seconds(s) else {
+            return;
+        };
+        model_s += secs * repeats as f64;
+    }
+    let wall_s = model_s / opts.time_scale;
+    if wall_s >= 60.0 {
+        eprintln!(
+            "capsize: {what} will take about {} of wall time ({} of model time at --time-scale {})",
+            about(wall_s),
+            about(model_s),
+            opts.time_scale
+        );
+    }
+}
+
+/// `45 s`, `12 min`, `2.5 h`: a duration for a sentence, to two significant digits.
+fn about(secs: f64) -> String {
+    let two = |v: f64| {
+        let digits = 10f64.powi(1 - v.abs().max(1e-9).log10().floor() as i32);
+        crate::fmt::fmt_num((v * digits).round() / digits)
+    };
+    match secs {
+        s if s < 120.0 => format!("{} s", two(s)),
+        s if s < 7_200.0 => format!("{} min", two(s / 60.0)),
+        s => format!("{} h", two(s / 3_600.0)),
+    }
+}
+
 /// Runs a loaded scenario in virtual time, or in real time with `realtime`.
 pub(crate) fn run_in(
     scenario: &Scenario,
@@ -408,6 +452,7 @@ pub(crate) fn load_and_run_with(
     preflight(realtime.as_ref(), [&scenario])?;
     before_run(&scenario)?;
     warn(&scenario);
+    announce_wall("this run", [&scenario], 1, realtime.as_ref());
     let outcome = run_in_with(&scenario, realtime.as_ref(), extras)?;
     Ok((scenario, outcome))
 }

@@ -92,6 +92,12 @@ pub fn sweep(args: SweepArgs) -> ExitCode {
         return Failure::output(&e).exit();
     }
     super::warn(first);
+    super::announce_wall(
+        "this sweep",
+        grid.points.iter().map(|(_, s)| s),
+        args.repeats as usize,
+        realtime.as_ref(),
+    );
     let opts = SweepOptions {
         repeats: args.repeats,
         first_repeat: 0,

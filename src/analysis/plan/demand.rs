@@ -18,7 +18,7 @@ use serde::Serialize;
 
 use super::maxima::expected_max_ms;
 use crate::engine::routes::{self, Routes};
-use crate::engine::scenario::{Arrivals, Count, Scenario};
+use crate::engine::scenario::{Arrivals, Count, Scenario, Stop};
 use crate::scheduler::CapPolicy;
 
 /// The share of a split limit (ITPM, OTPM) advice plans to use. No client bucket holds the
@@ -228,6 +228,23 @@ impl Demand {
             next,
             promised,
         })
+    }
+
+    /// Model seconds `s`'s run lasts, about: a duration-bound run's duration, or a
+    /// query-bound run's queries at the rate it can go (what the workload asks, held to the
+    /// binding ceiling), plus a query's least time for the last to finish. `None` if no rate
+    /// is known.
+    pub fn model_seconds(&self, s: &Scenario) -> Option<f64> {
+        let tail = self.floor_ms / 1000.0;
+        let secs = match s.workload.stop {
+            Stop::Duration(d) => d.as_secs_f64() + tail,
+            Stop::Queries(n) => {
+                let asked = self.asked_per_min(s)?;
+                let rate = self.binding().map_or(asked, |b| asked.min(b.at_headroom));
+                (rate > 0.0).then(|| n as f64 / rate * 60.0 + tail)?
+            }
+        };
+        secs.is_finite().then_some(secs)
     }
 
     /// Slot-seconds per query: the service time of all its requests.
