@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 read -r -a capsize <<<"${CAPSIZE:-cargo run -q --}"
 "${capsize[@]}" run scenarios/research-agent.toml --out reports/research-agent >/dev/null
-for name in research-agent incident fleet adaptive adaptive-steady; do
+for name in research-agent agent incident fleet adaptive adaptive-steady; do
   "${capsize[@]}" sweep "scenarios/$name.toml" --out "reports/$name"
 done
 "${capsize[@]}" article --out reports/article

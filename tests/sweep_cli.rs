@@ -401,6 +401,44 @@ fn the_committed_research_agent_report_is_what_the_command_writes() {
     );
 }
 
+#[test]
+fn the_committed_two_provider_agent_report_is_what_the_command_writes() {
+    // The README's worked example: a model plus tools, the model's TPM binding.
+    let t = Temp::new("sweep", "committed-agent");
+    let out = t.path("out");
+    let o = capsize(&[
+        "sweep",
+        "scenarios/agent.toml",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        stdout.contains("sessions = 8: 10.3 queries/min sustained, p95 26.6 s, no 429s; llm TPM binds at 14.5 queries/min (70.7 % used)."),
+        "{stdout}"
+    );
+    same_files(
+        &out,
+        Path::new("reports/agent"),
+        &[
+            "sweep.csv",
+            "report.md",
+            "report.html",
+            "throughput.svg",
+            "rpm_over_time.svg",
+            "tokens_over_time.svg",
+            "call_time.svg",
+        ],
+        "reports/agent is stale: run scripts/regenerate-reports.sh",
+    );
+}
+
 /// Three concurrencies whose query p95 varies widely from seed to seed (60 queries a run).
 const NOISY: &str = r#"
 name = "noisy"
