@@ -5,7 +5,9 @@
 //!
 //! Each (point, repeat) is one run with its own runtime and a seed derived from the scenario's
 //! seed and the point ([`grid::seed`]). Runs are spread over `jobs` threads; results are kept
-//! by index, so what is written does not depend on `jobs` or on which run finished first.
+//! by index, so what is written does not depend on `jobs` or on which run finished first. A
+//! caller may stop a sweep ([`SweepOptions::stop`]): it then answers from the points that
+//! finished, each exactly as a full sweep has it.
 
 mod answer;
 pub mod grid;
