@@ -206,12 +206,13 @@ pub fn run(grid: &Grid, opts: &SweepOptions) -> Result<Vec<PointResult>, SweepEr
             let failed = result.is_err();
             if failed {
                 halt.store(true, Ordering::SeqCst);
-            } else {
-                progress.tick();
             }
+            // Sent before it is shown: a run the progress counts is kept, even if the sweep
+            // is stopped the next instant.
             if tx.send((i, result)).is_err() || failed {
                 break;
             }
+            progress.tick();
         });
     }
     drop(tx);
@@ -238,7 +239,8 @@ pub fn run(grid: &Grid, opts: &SweepOptions) -> Result<Vec<PointResult>, SweepEr
         match message {
             Ok(m) => keep(m),
             Err(mpsc::RecvTimeoutError::Timeout) => {}
-            Err(mpsc::RecvTimeoutError::Disconnected) => break false,
+            // Every thread ended: every run done, or a stop seen by the threads first.
+            Err(mpsc::RecvTimeoutError::Disconnected) => break stop.load(Ordering::SeqCst),
         }
     };
     progress.finish();
