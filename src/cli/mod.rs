@@ -8,6 +8,9 @@
 //! adds 3, its `--timeout` stopped the agent, and 129 / 130 / 143, capsize got SIGHUP / SIGINT
 //! / SIGTERM and stopped the agent (outputs written in these cases); a COMMAND not found is bad input (2),
 //! and an agent that fails is not an error of capsize's (its exit code is in summary.json).
+//! `capsize sweep` exits 130 / 143 when it got SIGINT / SIGTERM: the points that finished are
+//! written, marked partial (nothing if none finished); a second signal exits at once with its
+//! own code, writing nothing. Other commands die of these signals as the shell reports them.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -15,6 +18,7 @@ use std::process::ExitCode;
 mod check;
 mod compare;
 mod exec;
+mod interrupt;
 mod plan;
 mod search;
 mod sweep;

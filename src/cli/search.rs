@@ -242,6 +242,8 @@ pub fn search(args: SearchArgs) -> ExitCode {
         jobs,
         realtime,
         progress: false,
+        // Ctrl-C ends a search at once, as before: its probes are not kept.
+        stop: None,
     };
     // Each probe as it finishes; before the first that checks the other way, why.
     let (mut lowest, mut highest) = (f64::INFINITY, f64::NEG_INFINITY);

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use clap::Args as ClapArgs;
 
+use super::interrupt::{exit_code, Interrupt};
 use super::{default_out, out, realtime_options, ClockArgs, Failure};
 use crate::analysis::sweep::{self, Grid, GridError, SweepOptions};
 use crate::output::files::OutputSet;
@@ -98,18 +99,38 @@ pub fn sweep(args: SweepArgs) -> ExitCode {
         args.repeats as usize,
         realtime.as_ref(),
     );
+    // Ctrl-C from here on keeps the points that finished (see `interrupt`); without the
+    // handler, it ends the sweep as it always did.
+    let interrupt = match Interrupt::install("capsize sweep") {
+        Ok(i) => Some(i),
+        Err(e) => {
+            eprintln!(
+                "capsize sweep: cannot catch Ctrl-C ({e}): an interrupted sweep writes nothing"
+            );
+            None
+        }
+    };
     let opts = SweepOptions {
         repeats: args.repeats,
         first_repeat: 0,
         jobs,
         realtime: realtime.clone(),
         progress: true,
+        stop: interrupt.as_ref().map(Interrupt::stop),
     };
     let answer = match sweep::answer(&grid, &opts) {
         Ok(a) => a,
         Err(e) if super::is_bad_input(&e.source) => return Failure::bad_input(e).exit(),
         Err(e) => return Failure::run_failed(e).exit(),
     };
+    // A signal caught (even after the last point finished) is the exit code: 130 or 143.
+    let caught = interrupt.as_ref().and_then(Interrupt::caught);
+    let code = |done: ExitCode| caught.map_or(done, |s| ExitCode::from(exit_code(s)));
+    let interrupted = answer.interrupted;
+    if interrupted.is_some_and(|i| i.finished == 0) {
+        eprintln!("capsize sweep: interrupted before any point finished: nothing written");
+        return code(ExitCode::SUCCESS);
+    }
     let (points, rec) = (&answer.points, answer.recommendation.as_ref());
     let base = &grid.points[0].1;
     let slo = &base.slo;
@@ -136,16 +157,20 @@ pub fn sweep(args: SweepArgs) -> ExitCode {
             Err(e) => return Failure::write_failed(e).exit(),
         }
     }
-    let (md, html) = capacity::render(points, slo, rec, &svgs);
+    let (md, html) = capacity::render(points, slo, rec, interrupted.as_ref(), &svgs);
     // Bound after the charts, which its PNGs borrow until the commit.
     let mut outputs = outputs;
     outputs.put(dir.join(capacity::CSV), csv);
     capacity::put(&mut outputs, &dir, &md, &html, &charts, svgs);
+    // A second Ctrl-C during the commit waits for it: all the files, or none.
+    let writing = interrupt.as_ref().map(Interrupt::writing);
     if let Err(e) = outputs.commit() {
         return Failure::output(&e).exit();
     }
+    drop(writing);
     let mut headline = plain(
         md.lines()
+            .filter(|l| !l.starts_with("**Partial sweep**"))
             .find(|l| l.starts_with("**") || l.starts_with("No point"))
             .unwrap_or(""),
     );
@@ -161,13 +186,23 @@ pub fn sweep(args: SweepArgs) -> ExitCode {
         headline.push_str("\n  ");
         headline.push_str(&plain(&why));
     }
-    out(&format!(
-        "{} points x {} runs of {}\n{headline}\n  wrote {}/{{sweep.csv, report.md, report.html, *.svg, *.png}}\n",
-        points.len(),
+    let shown_dir = escape::terminal(&dir.display().to_string());
+    let of = match interrupted {
+        Some(i) => format!("{} of {}", i.finished, i.total),
+        None => points.len().to_string(),
+    };
+    let printed = out(&format!(
+        "{of} points x {} runs of {}\n{headline}\n  wrote {shown_dir}/{{sweep.csv, report.md, report.html, *.svg, *.png}}\n",
         args.repeats,
         escape::terminal(&base.name),
-        escape::terminal(&dir.display().to_string())
-    ))
+    ));
+    if let Some(i) = interrupted {
+        eprintln!(
+            "capsize sweep: interrupted: kept {} of {} points in {shown_dir}/ (marked partial); rerun to complete",
+            i.finished, i.total
+        );
+    }
+    code(printed)
 }
 
 /// A line of the report's Markdown for the terminal: no emphasis or code marks, unescaped.

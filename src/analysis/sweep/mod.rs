@@ -5,7 +5,9 @@
 //!
 //! Each (point, repeat) is one run with its own runtime and a seed derived from the scenario's
 //! seed and the point ([`grid::seed`]). Runs are spread over `jobs` threads; results are kept
-//! by index, so what is written does not depend on `jobs` or on which run finished first.
+//! by index, so what is written does not depend on `jobs` or on which run finished first. A
+//! caller may stop a sweep ([`SweepOptions::stop`]): it then answers from the points that
+//! finished, each exactly as a full sweep has it.
 
 mod answer;
 pub mod grid;
@@ -14,15 +16,15 @@ pub mod search;
 mod stats;
 
 use std::io::IsTerminal;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
 
 use serde_json::Value;
 
 use crate::engine::scenario::Scenario;
 use crate::engine::sim::{self, RealtimeOptions, SimError};
 use crate::engine::summary::Summary;
-pub use answer::answer;
+pub use answer::{answer, Interrupted};
 pub use grid::{Grid, GridError, Point};
 pub use recommend::{failures, marginal, passes, recommend, Failure, Recommendation};
 pub use stats::{mean_ci, mean_json};
@@ -41,6 +43,10 @@ pub struct SweepOptions {
     pub realtime: Option<RealtimeOptions>,
     /// Progress on stderr (a caller that reports its own, `capsize search`, turns it off).
     pub progress: bool,
+    /// Set by the caller (on Ctrl-C, say) to stop the sweep: no run starts after, the runs in
+    /// flight are abandoned, and the points that finished are the answer ([`run`]). `None`: a
+    /// sweep that runs to its end.
+    pub stop: Option<Arc<AtomicBool>>,
 }
 
 /// One point's results.
@@ -131,76 +137,139 @@ fn run_one(s: &Scenario, realtime: Option<&RealtimeOptions>) -> Result<Value, Si
     serde_json::to_value(&summary).map_err(|e| SimError::BadProvider(e.to_string()))
 }
 
+/// The scenario of `points[p]` with the seed of its repeat `r`.
+fn seeded(points: &[(Point, Scenario)], p: usize, r: u32) -> Scenario {
+    let (point, s) = &points[p];
+    let mut s = s.clone();
+    s.seed = grid::seed(s.seed, point, r);
+    s
+}
+
 /// Runs every point of `grid` `opts.repeats` times (repeats `opts.first_repeat` on) and
 /// returns the points in grid order.
+///
+/// Once `opts.stop` is set, no run starts, the runs in flight are abandoned (left to finish on
+/// their threads, unseen) and only the points whose every repeat finished are returned, still
+/// in grid order: fewer than the grid's. A run that fails stops the others from starting, waits
+/// for those in flight, and is the error.
 pub fn run(grid: &Grid, opts: &SweepOptions) -> Result<Vec<PointResult>, SweepError> {
     let repeats = opts.repeats.max(1) as usize;
     let numbers = opts.first_repeat..opts.first_repeat + repeats as u32;
-    let jobs: Vec<(usize, u32)> = (0..grid.points.len())
-        .flat_map(|p| numbers.clone().map(move |r| (p, r)))
-        .collect();
-    let seeded = |p: usize, r: u32| {
-        let (point, s) = &grid.points[p];
-        let mut s = s.clone();
-        s.seed = grid::seed(s.seed, point, r);
-        s
-    };
-    let results: Mutex<Vec<Option<Value>>> = Mutex::new(vec![None; jobs.len()]);
-    let failure: Mutex<Option<SweepError>> = Mutex::new(None);
-    let next = AtomicUsize::new(0);
-    let progress = Progress::new(jobs.len(), opts.progress);
+    let jobs: Arc<Vec<(usize, u32)>> = Arc::new(
+        (0..grid.points.len())
+            .flat_map(|p| numbers.clone().map(move |r| (p, r)))
+            .collect(),
+    );
+    let points = Arc::new(grid.points.clone());
+    let total = jobs.len();
+    let stop = opts.stop.clone().unwrap_or_default();
+    // Set by a failure: no further run starts.
+    let halt = Arc::new(AtomicBool::new(false));
+    let next = Arc::new(AtomicUsize::new(0));
+    let progress = Arc::new(Progress::new(total, opts.progress));
     let threads = match opts.realtime {
         Some(_) => 1,
-        None => opts.jobs.clamp(1, jobs.len().max(1)),
+        None => opts.jobs.clamp(1, total.max(1)),
     };
-    std::thread::scope(|scope| {
-        for _ in 0..threads {
-            scope.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= jobs.len() || failure.lock().map_or(true, |f| f.is_some()) {
-                    break;
-                }
-                let (p, r) = jobs[i];
-                let s = seeded(p, r);
-                match run_one(&s, opts.realtime.as_ref()) {
-                    Ok(v) => {
-                        if let Ok(mut all) = results.lock() {
-                            all[i] = Some(v);
-                        }
-                        progress.tick();
-                    }
-                    Err(source) => {
-                        if let Ok(mut f) = failure.lock() {
-                            f.get_or_insert(SweepError {
-                                point: grid.points[p].0.label(),
-                                seed: s.seed,
-                                source,
-                            });
-                        }
-                        break;
-                    }
-                }
+    let (tx, rx) = mpsc::channel::<(usize, Result<Value, SweepError>)>();
+    // Threads of their own, not scoped: a stopped sweep returns without waiting for them.
+    for _ in 0..threads {
+        let (jobs, points, stop, halt, next, progress, tx) = (
+            Arc::clone(&jobs),
+            Arc::clone(&points),
+            Arc::clone(&stop),
+            Arc::clone(&halt),
+            Arc::clone(&next),
+            Arc::clone(&progress),
+            tx.clone(),
+        );
+        let realtime = opts.realtime.clone();
+        std::thread::spawn(move || loop {
+            if stop.load(Ordering::SeqCst) || halt.load(Ordering::SeqCst) {
+                break;
+            }
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            if i >= jobs.len() {
+                break;
+            }
+            let (p, r) = jobs[i];
+            let s = seeded(&points, p, r);
+            let result = run_one(&s, realtime.as_ref()).map_err(|source| SweepError {
+                point: points[p].0.label(),
+                seed: s.seed,
+                source,
             });
+            // A run that ends after the sweep was stopped is abandoned: not shown, not kept.
+            if stop.load(Ordering::SeqCst) {
+                break;
+            }
+            let failed = result.is_err();
+            if failed {
+                halt.store(true, Ordering::SeqCst);
+            }
+            // Sent before it is shown: a run the progress counts is kept, even if the sweep
+            // is stopped the next instant.
+            if tx.send((i, result)).is_err() || failed {
+                break;
+            }
+            progress.tick();
+        });
+    }
+    drop(tx);
+    let mut results: Vec<Option<Value>> = vec![None; total];
+    let mut failure: Option<SweepError> = None;
+    let mut keep = |(i, result): (usize, Result<Value, SweepError>)| match result {
+        Ok(v) => results[i] = Some(v),
+        Err(e) => {
+            failure.get_or_insert(e);
         }
-    });
+    };
+    // How often a sweep that can be stopped looks at its stop.
+    let look = std::time::Duration::from_millis(50);
+    let stopped = loop {
+        if opts.stop.is_some() && stop.load(Ordering::SeqCst) {
+            // What was sent before the stop is kept.
+            rx.try_iter().for_each(&mut keep);
+            break true;
+        }
+        let message = match &opts.stop {
+            Some(_) => rx.recv_timeout(look),
+            None => rx.recv().map_err(|_| mpsc::RecvTimeoutError::Disconnected),
+        };
+        match message {
+            Ok(m) => keep(m),
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            // Every thread ended: every run done, or a stop seen by the threads first.
+            Err(mpsc::RecvTimeoutError::Disconnected) => break stop.load(Ordering::SeqCst),
+        }
+    };
     progress.finish();
-    if let Some(e) = failure.into_inner().ok().flatten() {
+    if let Some(e) = failure {
         return Err(e);
     }
-    let mut all = results.into_inner().unwrap_or_default().into_iter();
+    assert!(
+        stopped || results.iter().all(Option::is_some),
+        "a sweep's run panicked"
+    );
+    let mut all = results.into_iter();
     Ok(grid
         .points
         .iter()
         .enumerate()
-        .map(|(p, (point, _))| {
-            let runs: Vec<Value> = all.by_ref().take(repeats).flatten().collect();
-            PointResult {
+        .filter_map(|(p, (point, _))| {
+            // A point is kept only if every repeat of it finished.
+            let runs: Vec<Option<Value>> = all.by_ref().take(repeats).collect();
+            let runs: Vec<Value> = runs.into_iter().collect::<Option<_>>()?;
+            Some(PointResult {
                 point: point.clone(),
-                scenario: seeded(p, opts.first_repeat),
-                seeds: numbers.clone().map(|r| seeded(p, r).seed).collect(),
+                scenario: seeded(&points, p, opts.first_repeat),
+                seeds: numbers
+                    .clone()
+                    .map(|r| seeded(&points, p, r).seed)
+                    .collect(),
                 mean: mean_json(&runs),
                 runs,
-            }
+            })
         })
         .collect())
 }

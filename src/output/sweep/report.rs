@@ -6,7 +6,9 @@ use std::path::Path;
 
 use super::charts::{layout, short, POINT_CHARTS, SWEEP_CHARTS};
 use crate::analysis::plan::{self, Demand, Key, PlanInput, Row};
-use crate::analysis::sweep::{failures, marginal, mean_ci, Failure, PointResult, Recommendation};
+use crate::analysis::sweep::{
+    failures, marginal, mean_ci, Failure, Interrupted, PointResult, Recommendation,
+};
 use crate::engine::summary::metrics::{self, Metric};
 use crate::engine::summary::slo::{number, Threshold};
 use crate::fmt::fmt_num;
@@ -199,7 +201,7 @@ fn difference(row: &Row, measured: Option<f64>, note: &str) -> (String, String) 
 }
 
 /// The report's text: `(markdown, html)`, one section after another. `chart_svgs` are inlined
-/// in the HTML.
+/// in the HTML. A sweep that was `interrupted` says so under its title.
 ///
 /// Every scenario string (name, description, keys) is escaped into the Markdown; the HTML is
 /// the Markdown rendered ([`html::page`]).
@@ -207,11 +209,15 @@ pub fn render(
     points: &[PointResult],
     slo: &[Threshold],
     rec: Option<&Recommendation>,
+    interrupted: Option<&Interrupted>,
     chart_svgs: &[(&'static str, String)],
 ) -> (String, String) {
     let mut md = String::new();
     title(&mut md, points.first());
-    if let Some(p) = recommendation(&mut md, points, slo, rec) {
+    if let Some(i) = interrupted {
+        partial(&mut md, i);
+    }
+    if let Some(p) = recommendation(&mut md, points, slo, rec, interrupted.is_some()) {
         arithmetic(&mut md, p);
     }
     objectives(&mut md, slo);
@@ -240,17 +246,37 @@ fn title(md: &mut String, first: Option<&PointResult>) {
     }
 }
 
+/// That the sweep was interrupted: how many points finished, and what that means for the rest
+/// of the report.
+fn partial(md: &mut String, i: &Interrupted) {
+    let _ = writeln!(
+        md,
+        "**Partial sweep**: interrupted after {} of {} points; the recommendation is among the points that finished. The runs in progress were abandoned, and the recommended point was not run again for its own charts: rerun the sweep to complete it.\n",
+        i.finished, i.total
+    );
+}
+
 /// The recommended point (its headline, the rule that chose it and the knee of its throughput
-/// curve), or that there is none. Returns the recommended point.
+/// curve), or that there is none (among the points that finished, if `partial`). Returns the
+/// recommended point.
 fn recommendation<'a>(
     md: &mut String,
     points: &'a [PointResult],
     slo: &[Threshold],
     rec: Option<&Recommendation>,
+    partial: bool,
 ) -> Option<&'a PointResult> {
     let _ = writeln!(md, "## Recommendation\n");
     let Some((r, p)) = rec.map(|r| (r, &points[r.index])) else {
-        let _ = writeln!(md, "No point of the sweep meets the objectives and stays under the provider's limits × headroom.");
+        let which = if partial {
+            "No point that finished"
+        } else {
+            "No point of the sweep"
+        };
+        let _ = writeln!(
+            md,
+            "{which} meets the objectives and stays under the provider's limits × headroom."
+        );
         let why = super::why::diagnose(points, slo);
         if !why.is_empty() {
             let _ = writeln!(md, "\n## Why nothing passes\n");
