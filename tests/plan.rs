@@ -600,3 +600,73 @@ fn a_runs_length_is_estimated_from_the_rate_its_binding_limit_allows() {
         );
     }
 }
+
+#[test]
+fn a_phase_that_changes_a_limit_has_a_query_ceiling_of_its_own() {
+    let text = r#"
+name = "phases"
+seed = 1
+[providers.llm]
+rpm = 500
+tpm = 200_000
+latency = { dist = "constant", ms = 2000 }
+[[providers.llm.phases]]
+from_s = 600
+to_s = 900
+tpm = 50_000
+[[providers.llm.phases]]
+from_s = 1000
+to_s = 1100
+latency = { dist = "constant", ms = 4000 }
+[[providers.llm.phases]]
+from_s = 1200
+to_s = 1260
+outage = "503"
+[providers.tools]
+rpm = 3000
+latency = { dist = "constant", ms = 400 }
+[workload]
+sessions = 50
+duration_s = 1800
+rounds = 3
+calls_per_query = 8
+tokens_per_call = 0
+provider = "tools"
+model_turn = { tokens = 2600, max_tokens = 500, provider = "llm", at = "around" }
+[scheduler]
+max_concurrency = 16
+rate_limit = true
+headroom = 0.9
+"#;
+    let s = scenario::parse(text, Path::new("phases.toml"), &[]).unwrap();
+    let rows = capsize::api::plan::plan_scenario(&s);
+    let phases: Vec<&Row> = rows
+        .iter()
+        .filter(|r| r.key.name() == "phase_queries_per_min")
+        .collect();
+    // The latency spike changes no limit: two rows, the cut TPM's and the outage's.
+    assert_eq!(phases.len(), 2, "{:?}", keys(&rows));
+    // 4 turns x 3,100 tokens a query: 50,000 / 12,400 x 0.9.
+    close(phases[0].value, 50_000.0 / 12_400.0 * 0.9);
+    assert!(
+        phases[0].label.contains("llm's phase 600–900 s"),
+        "{}",
+        phases[0].label
+    );
+    assert!(
+        phases[0].label.contains("(llm TPM 50,000 binds)"),
+        "{}",
+        phases[0].label
+    );
+    assert_eq!(phases[1].value, 0.0);
+    assert!(
+        phases[1].label.ends_with("(an outage)"),
+        "{}",
+        phases[1].label
+    );
+    // Outside them, the whole TPM binds.
+    close(
+        value(&rows, "queries_per_min_at_headroom"),
+        200_000.0 / 12_400.0 * 0.9,
+    );
+}

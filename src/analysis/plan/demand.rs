@@ -11,7 +11,7 @@
 //! drawn from fixed-seed samples (deterministic): a generating provider's output tokens under
 //! a `max_tokens` cap, and E[max of n] over the several latencies of a round of mixed tools.
 
-use capsize_mock::{Latency, Tokens};
+use capsize_mock::{Latency, ProviderConfig, Tokens};
 use rand::rngs::Xoshiro256PlusPlus;
 use rand::SeedableRng;
 use serde::Serialize;
@@ -165,6 +165,9 @@ pub struct Demand {
     /// Every limit a query meets, the lowest `at_headroom` first (ties: the providers' order,
     /// RPM before TPM before ITPM before OTPM, the concurrency last).
     pub ceilings: Vec<Ceiling>,
+    /// The query ceiling during each phase that changes a provider's limits, in the
+    /// providers' and their phases' order.
+    pub phases: Vec<PhaseCeiling>,
     /// Whether the scenario names its providers.
     pub named: bool,
     /// A query's least time in ms: its rounds' E\[max\] and its model turns, with no wait.
@@ -288,41 +291,10 @@ impl Demand {
             load.busy_s += ask.requests * service_ms / 1000.0;
         }
         loads.retain(|l| l.requests > 0.0);
-        let named = s.named_providers;
         let mut ceilings = Vec::new();
-        let h = s.scheduler.headroom;
         for load in &loads {
             let Some(i) = load.provider else { continue };
-            let cfg = &s.providers[i].config;
-            let limits = [
-                (LimitKind::Rpm, cfg.rpm, true),
-                (LimitKind::Tpm, cfg.tpm, true),
-                (LimitKind::Itpm, cfg.itpm, false),
-                (LimitKind::Otpm, cfg.otpm, false),
-            ];
-            for (kind, limit, bucket) in limits {
-                let (Some(limit), asked) = (limit, load.asked(kind)) else {
-                    continue;
-                };
-                if asked <= 0.0 || limit <= 0.0 {
-                    continue;
-                }
-                let gated = bucket && s.scheduler.rate_limit;
-                let q = limit / asked;
-                ceilings.push(Ceiling {
-                    provider: if named {
-                        load.name.clone()
-                    } else {
-                        String::new()
-                    },
-                    kind,
-                    limit,
-                    gated,
-                    per_query: asked,
-                    queries_per_min: q,
-                    at_headroom: if gated { q * h } else { q },
-                });
-            }
+            ceilings.extend(limit_ceilings(s, load, &s.providers[i].config));
         }
         let busy = loads.iter().map(|l| l.busy_s).sum::<f64>();
         let slots = s.scheduler.max_concurrency as f64;
@@ -340,15 +312,104 @@ impl Demand {
         }
         // A stable sort keeps the fixed order among equal ceilings.
         ceilings.sort_by(|a, b| a.at_headroom.total_cmp(&b.at_headroom));
+        let phases = phase_ceilings(s, &loads, &ceilings);
         let (floor_ms, round_ms) = floor_ms(s, &routes, &per_route);
         Demand {
             loads,
             ceilings,
-            named,
+            phases,
+            named: s.named_providers,
             floor_ms,
             round_ms,
         }
     }
+}
+
+/// The ceilings of `cfg`'s limits (a provider's table, or one of its phases') against what a
+/// query asks of it (`load`), unsorted: RPM, TPM, ITPM, OTPM.
+fn limit_ceilings(s: &Scenario, load: &Load, cfg: &ProviderConfig) -> Vec<Ceiling> {
+    let limits = [
+        (LimitKind::Rpm, cfg.rpm, true),
+        (LimitKind::Tpm, cfg.tpm, true),
+        (LimitKind::Itpm, cfg.itpm, false),
+        (LimitKind::Otpm, cfg.otpm, false),
+    ];
+    let h = s.scheduler.headroom;
+    let mut out = Vec::new();
+    for (kind, limit, bucket) in limits {
+        let (Some(limit), asked) = (limit, load.asked(kind)) else {
+            continue;
+        };
+        if asked <= 0.0 || limit <= 0.0 {
+            continue;
+        }
+        let gated = bucket && s.scheduler.rate_limit;
+        let q = limit / asked;
+        out.push(Ceiling {
+            provider: if s.named_providers {
+                load.name.clone()
+            } else {
+                String::new()
+            },
+            kind,
+            limit,
+            gated,
+            per_query: asked,
+            queries_per_min: q,
+            at_headroom: if gated { q * h } else { q },
+        });
+    }
+    out
+}
+
+/// The query ceiling while a phase of a provider is in force.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PhaseCeiling {
+    /// The provider whose phase it is.
+    pub provider: String,
+    /// When the phase starts and ends (`None`: at the next phase, or never), model seconds.
+    pub from_s: f64,
+    /// See `from_s`.
+    pub to_s: Option<f64>,
+    /// The lowest ceiling while it holds, its limits in place of the provider's (`None`: an
+    /// outage, through which no query gets).
+    pub binding: Option<Ceiling>,
+}
+
+/// For each phase that changes a provider's limits (or takes it out), the query ceiling while
+/// it holds: the other providers' ceilings and the concurrency's as they are.
+fn phase_ceilings(s: &Scenario, loads: &[Load], ceilings: &[Ceiling]) -> Vec<PhaseCeiling> {
+    let mut out = Vec::new();
+    for load in loads {
+        let Some(i) = load.provider else { continue };
+        let p = &s.providers[i];
+        let own = |c: &Ceiling| {
+            c.kind != LimitKind::Concurrency
+                && (c.provider == load.name || (!s.named_providers && c.provider.is_empty()))
+        };
+        for ph in &p.config.phases {
+            let limits = |c: &ProviderConfig| (c.rpm, c.tpm, c.itpm, c.otpm);
+            if ph.outage.is_none() && limits(&ph.config) == limits(&p.config) {
+                continue;
+            }
+            let binding = match ph.outage {
+                Some(_) => None,
+                None => ceilings
+                    .iter()
+                    .filter(|c| !own(c))
+                    .cloned()
+                    .chain(limit_ceilings(s, load, &ph.config))
+                    .min_by(|a, b| a.at_headroom.total_cmp(&b.at_headroom)),
+            };
+            out.push(PhaseCeiling {
+                provider: p.name.clone(),
+                from_s: ph.from.as_secs_f64(),
+                to_s: ph.to.map(|t| t.as_secs_f64()),
+                binding,
+            });
+        }
+    }
+    out
 }
 
 /// A change that lifts a binding limit, and what it promises.

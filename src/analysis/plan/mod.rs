@@ -184,6 +184,8 @@ pub enum Key {
     QueryFloorMs,
     /// `requests_in_flight_at_ceiling`: Little's law at the query ceiling.
     RequestsInFlightAtCeiling,
+    /// `phase_queries_per_min`: the query ceiling while a provider's phase holds.
+    PhaseQueriesPerMin,
 }
 
 impl Key {
@@ -214,6 +216,7 @@ impl Key {
             Key::LimitQueriesPerMinAtHeadroom => "limit_queries_per_min_at_headroom",
             Key::QueryFloorMs => "query_floor_ms",
             Key::RequestsInFlightAtCeiling => "requests_in_flight_at_ceiling",
+            Key::PhaseQueriesPerMin => "phase_queries_per_min",
         }
     }
 }

@@ -132,6 +132,31 @@ fn per_provider(s: &Scenario, demand: &Demand) -> Vec<Row> {
             "Requests in flight at the query ceiling (L = λ·W)";
             "{} / 60 × {} s", f(b.at_headroom), f(busy));
     }
+    for ph in &demand.phases {
+        let when = match ph.to_s {
+            Some(to) => format!("{}–{} s", f(ph.from_s), f(to)),
+            None => format!("from {} s", f(ph.from_s)),
+        };
+        let n = rows.len();
+        match &ph.binding {
+            Some(b) => row!(rows; PhaseQueriesPerMin => b.at_headroom, "queries/min";
+            "While {}'s phase {when} holds: query ceiling ({} {} binds)",
+            ph.provider, b.name(), f(b.limit);
+            "{} / {}{}", f(b.limit), f(b.per_query),
+            if b.gated && s.scheduler.headroom < 1.0 {
+                format!(" × {}", f(s.scheduler.headroom))
+            } else {
+                String::new()
+            }),
+            None => row!(rows; PhaseQueriesPerMin => 0.0, "queries/min";
+                "While {}'s phase {when} holds: query ceiling (an outage)", ph.provider;
+                "every request fails"),
+        }
+        for row in &mut rows[n..] {
+            row.provider = Some(ph.provider.clone());
+            row.limit = ph.binding.as_ref().map(|b| b.kind);
+        }
+    }
     let n = calls_per_round(s);
     if n >= 1.0 && demand.round_ms > 0.0 {
         let mixed = s.workload.tools.len() > 1;
