@@ -236,6 +236,30 @@ fn headrooms(points: &[PointResult]) -> Vec<f64> {
     hs
 }
 
+/// The throughput chart of `metric`, `what` per second (`calls`, `queries`), against the x key,
+/// with no reference line yet.
+fn throughput_of(
+    points: &[PointResult],
+    x: &str,
+    g: Option<&str>,
+    more: &[String],
+    axis: XAxis,
+    metric: Metric,
+    what: &str,
+) -> Chart {
+    let mut chart = Chart::new(
+        "Throughput by concurrency",
+        short(x),
+        format!("{what} per second"),
+        axis,
+    );
+    fill(&mut chart, points, more, |ps| {
+        lines(ps, x, g, metric, &format!("{what}/s"))
+    });
+    chart.y_from_zero = true;
+    chart
+}
+
 /// Calls per second against the one provider's RPM (and RPM x each headroom swept).
 fn call_throughput(
     points: &[PointResult],
@@ -245,16 +269,7 @@ fn call_throughput(
     axis: XAxis,
     rpm: Option<f64>,
 ) -> Chart {
-    let mut throughput = Chart::new(
-        "Throughput by concurrency",
-        short(x),
-        "calls per second",
-        axis,
-    );
-    fill(&mut throughput, points, more, |ps| {
-        lines(ps, x, g, metrics::CALLS_PER_S, "calls/s")
-    });
-    throughput.y_from_zero = true;
+    let mut throughput = throughput_of(points, x, g, more, axis, metrics::CALLS_PER_S, "calls");
     if let Some(rpm) = rpm {
         throughput.references.push(Reference::new(
             format!("provider ceiling {} RPM", fmt_num(rpm)),
@@ -279,16 +294,7 @@ fn query_throughput(
     more: &[String],
     axis: XAxis,
 ) -> Chart {
-    let mut throughput = Chart::new(
-        "Throughput by concurrency",
-        short(x),
-        "queries per second",
-        axis,
-    );
-    fill(&mut throughput, points, more, |ps| {
-        lines(ps, x, g, metrics::QUERIES_PER_S, "queries/s")
-    });
-    throughput.y_from_zero = true;
+    let mut throughput = throughput_of(points, x, g, more, axis, metrics::QUERIES_PER_S, "queries");
     let mut whole = None;
     for h in headrooms(points) {
         let Some(p) = points.iter().find(|p| p.scenario.scheduler.headroom == h) else {
