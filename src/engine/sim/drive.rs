@@ -136,10 +136,7 @@ async fn run_agent<P: Provider, R: Runtime>(
             }
         }
         if let Some(turn) = ctx.model_turn.as_ref().filter(|t| t.before(round)) {
-            failed |= ctx
-                .call(turn.tokens, routes::MODEL, scope, abandoned)
-                .await
-                .is_err();
+            failed |= model_turn(ctx, turn, scope, abandoned).await;
         }
         failed |= match calls.as_slice() {
             // One call is never over a turn's cap: dispatching it would only wrap it in a Vec.
@@ -168,12 +165,21 @@ async fn run_agent<P: Provider, R: Runtime>(
         .as_ref()
         .filter(|t| t.at == TurnPlacement::Around)
     {
-        failed |= ctx
-            .call(turn.tokens, routes::MODEL, scope, abandoned)
-            .await
-            .is_err();
+        failed |= model_turn(ctx, turn, scope, abandoned).await;
     }
     failed
+}
+
+/// Takes one model turn; true if it failed or was stopped.
+async fn model_turn<P: Provider, R: Runtime>(
+    ctx: &Replica<P, R>,
+    turn: &ModelTurn,
+    scope: &Scope<R::Instant>,
+    abandoned: &Cell<bool>,
+) -> bool {
+    ctx.call(turn.tokens, routes::MODEL, scope, abandoned)
+        .await
+        .is_err()
 }
 
 /// Runs one query: a single agent, or an orchestrator that fans out to budgeted subagents and
