@@ -541,9 +541,13 @@ fn the_terminal_names_the_limit_that_binds_a_query_and_what_lifts_it() {
         stdout.contains("--set providers.llm.tpm="),
         "the advice names the key: {stdout}"
     );
-    // One session asks for less than the ceiling: the line, without advice.
+    // One session asks for less than the ceiling: the nearest ceiling, without advice.
     let output = run(&scenario, &["--set", "workload.sessions=1"], &t.path("one"));
     let stdout = String::from_utf8(output.stdout).unwrap();
-    assert!(stdout.contains("\n  binds          llm TPM: "), "{stdout}");
+    assert!(stdout.contains("\n  ceiling        llm TPM: "), "{stdout}");
+    assert!(
+        stdout.contains(" at headroom 0.9, the lowest\n"),
+        "{stdout}"
+    );
     assert!(!stdout.contains("the workload asks"), "{stdout}");
 }

@@ -1,16 +1,21 @@
 //! The `binds` line of a run's terminal table: the limit that binds a query (the lowest
-//! ceiling of [`Demand`], named with its provider), how much of it the run used, and, when the
-//! workload asks for more than it lets through, the change that lifts it.
+//! ceiling of [`Demand`], named with its provider; `ceiling` when the run used less than 90 %
+//! of it), how much of it the run used, and, when the workload asks for more than it lets
+//! through, the change that lifts it.
 
 use crate::analysis::plan::Demand;
 use crate::engine::scenario::Scenario;
 use crate::engine::summary::Summary;
 use crate::fmt::{fmt_num, times};
 
+/// The share of a ceiling a run must use for its limit to be said to bind it.
+const BINDS: f64 = 0.9;
+
 /// `  binds          llm TPM: 8.94 queries/min, 99.3 % of the 9 it lets through at headroom
 /// 0.9`, and on a second line, when the workload asks for more, `the workload asks up to
-/// ~20.8: --set providers.llm.tpm=92257 (2.4×) lifts it to 20.8`; `None` when no limit bounds
-/// a query.
+/// ~20.8: --set providers.llm.tpm=92257 (2.4×) lifts it to 20.8`; `ceiling` in place of
+/// `binds` (", the lowest" after it, and no advice) when the run used less than 90 % of it;
+/// `None` when no limit bounds a query.
 pub fn line(summary: &Summary, s: &Scenario) -> Option<String> {
     let d = Demand::of(s);
     let b = d.binding()?;
@@ -24,14 +29,22 @@ pub fn line(summary: &Summary, s: &Scenario) -> Option<String> {
     } else {
         String::new()
     };
+    let used = done / b.at_headroom;
+    // At 90 % of it or more the run is held there; below, it is the ceiling nearest.
+    let (label, nearest) = if used >= BINDS {
+        ("binds  ", "")
+    } else {
+        ("ceiling", ", the lowest")
+    };
     let mut line = format!(
-        "  binds          {}: {} queries/min, {} % of the {} it lets through{at}",
+        "  {label}        {}: {} queries/min, {} % of the {} it lets through{at}{nearest}",
         b.name(),
         f(done),
-        f(done / b.at_headroom * 100.0),
+        f(used * 100.0),
         f(b.at_headroom),
     );
-    let asked = d.asked_per_min(s);
+    // Advice only where the limit holds the run back.
+    let asked = d.asked_per_min(s).filter(|_| used >= BINDS);
     if let Some((asked, advice)) = asked.and_then(|a| d.advise(a).map(|v| (a, v))) {
         if asked > b.at_headroom * 1.05 {
             line.push_str(&format!(
