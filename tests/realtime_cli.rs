@@ -390,6 +390,24 @@ fn a_long_real_time_run_says_up_front_how_long_it_will_take() {
         first,
         "capsize: this run will take about 15 min of wall time (2.5 h of model time at --time-scale 10)\n"
     );
+    // Said only once the run is set up: a long run refused at setup still fails in one line.
+    let unreachable = run(
+        &t,
+        &[
+            "--mode",
+            "realtime",
+            "--time-scale",
+            "10",
+            "--set",
+            "workload.queries=600",
+            "--set",
+            "workload.think_time={ dist = \"constant\", ms = 30000 }",
+            "--target",
+            "http://127.0.0.1:9",
+        ],
+    );
+    let why = refused(&t, &unreachable, 4);
+    assert!(why.contains("nothing listens there"), "{why}");
     // Short: nothing said.
     let quick = run(&t, &["--mode", "realtime", "--time-scale", "1000"]);
     assert_eq!(quick.status.code(), Some(0));

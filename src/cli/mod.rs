@@ -318,6 +318,7 @@ pub(crate) fn realtime_options(
         }
     }
     Ok(Some(RealtimeOptions {
+        announce: None,
         time_scale,
         target: args.target.clone(),
         fleet_redis: args.fleet_redis.clone(),
@@ -343,15 +344,16 @@ pub(crate) fn warn(scenario: &Scenario) {
     }
 }
 
-/// Says up front, on stderr, how long real-time work will take when that is a minute or more
-/// of wall time: `what` ("this run", "this sweep") of `scenarios`, each run `repeats` times one
-/// after another, at `realtime`'s time scale. Nothing in virtual time, or when no rate is
-/// known.
+/// Has real-time work say up front, on stderr, how long it will take when that is a minute or
+/// more of wall time: `what` ("this run", "this sweep") of `scenarios`, each run `repeats`
+/// times one after another, at `realtime`'s time scale. The line is said by the first run once
+/// it is set up (its mock started, its target and Redis reached), so a run refused at setup
+/// still fails in one line. Nothing in virtual time, or when no rate is known.
 pub(crate) fn announce_wall<'a>(
     what: &str,
     scenarios: impl IntoIterator<Item = &'a Scenario>,
     repeats: usize,
-    realtime: Option<&RealtimeOptions>,
+    realtime: Option<&mut RealtimeOptions>,
 ) {
     let Some(opts) = realtime else {
         return;
@@ -365,12 +367,12 @@ pub(crate) fn announce_wall<'a>(
     }
     let wall_s = model_s / opts.time_scale;
     if wall_s >= 60.0 {
-        eprintln!(
+        opts.announce = Some(crate::engine::sim::Announcement::new(format!(
             "capsize: {what} will take about {} of wall time ({} of model time at --time-scale {})",
             about(wall_s),
             about(model_s),
             opts.time_scale
-        );
+        )));
     }
 }
 
@@ -451,12 +453,12 @@ pub(crate) fn load_and_run_with(
     extras: RunExtras,
     before_run: impl FnOnce(&Scenario) -> Result<(), Failure>,
 ) -> Result<(Scenario, SimOutcome), Failure> {
-    let realtime = realtime_options(&args.clock, true).map_err(Failure::bad_input)?;
+    let mut realtime = realtime_options(&args.clock, true).map_err(Failure::bad_input)?;
     let scenario = load(args)?;
     preflight(realtime.as_ref(), [&scenario])?;
     before_run(&scenario)?;
     warn(&scenario);
-    announce_wall("this run", [&scenario], 1, realtime.as_ref());
+    announce_wall("this run", [&scenario], 1, realtime.as_mut());
     let outcome = run_in_with(&scenario, realtime.as_ref(), extras)?;
     Ok((scenario, outcome))
 }

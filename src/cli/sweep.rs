@@ -48,7 +48,7 @@ pub struct SweepArgs {
 
 /// `capsize sweep`.
 pub fn sweep(args: SweepArgs) -> ExitCode {
-    let realtime = match realtime_options(&args.clock, false) {
+    let mut realtime = match realtime_options(&args.clock, false) {
         Ok(r) => r,
         Err(e) => return Failure::bad_input(e).exit(),
     };
@@ -97,7 +97,7 @@ pub fn sweep(args: SweepArgs) -> ExitCode {
         "this sweep",
         grid.points.iter().map(|(_, s)| s),
         args.repeats as usize,
-        realtime.as_ref(),
+        realtime.as_mut(),
     );
     // Ctrl-C from here on keeps the points that finished (see `interrupt`); without the
     // handler, it ends the sweep as it always did.

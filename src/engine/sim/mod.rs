@@ -18,7 +18,9 @@ pub mod live;
 mod realtime;
 pub(crate) mod runtime;
 
-pub use realtime::{mock_config, mock_configs, run_realtime, run_realtime_with, RealtimeOptions};
+pub use realtime::{
+    mock_config, mock_configs, run_realtime, run_realtime_with, Announcement, RealtimeOptions,
+};
 
 use std::rc::Rc;
 use std::sync::Arc;

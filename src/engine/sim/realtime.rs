@@ -45,6 +45,34 @@ pub struct RealtimeOptions {
     /// counts only its own traffic; a target that cannot be reset serves a single run (its
     /// counters read before the run are taken off), and is refused for one of several.
     pub single_run: bool,
+    /// A line for stderr, said by the first run given it once it is set up (mocks started,
+    /// target and Redis reached): what a long run will take, said only when nothing can refuse
+    /// the run any more.
+    pub announce: Option<Arc<Announcement>>,
+}
+
+/// A line to say once, on stderr, when the first real-time run it is given to has set up.
+#[derive(Debug)]
+pub struct Announcement {
+    text: String,
+    said: std::sync::atomic::AtomicBool,
+}
+
+impl Announcement {
+    /// A line to say (without its newline).
+    pub fn new(text: impl Into<String>) -> Arc<Self> {
+        Arc::new(Announcement {
+            text: text.into(),
+            said: std::sync::atomic::AtomicBool::new(false),
+        })
+    }
+
+    /// Says it, unless it was said.
+    fn say_once(&self) {
+        if !self.said.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            eprintln!("{}", self.text);
+        }
+    }
 }
 
 /// Runs `scenario` in real time over HTTP. Raises the process's soft open-files limit to its
@@ -186,6 +214,9 @@ async fn realtime(
         HttpProvider::new(&routes, &target, recorder.clone(), Instant::now(), scale)
             .map_err(|e| SimError::Unreachable(format!("cannot build an HTTP client: {e}")))?,
     );
+    if let Some(a) = &opts.announce {
+        a.say_once();
+    }
     // The driver's tasks run on this thread, beside the HTTP client's.
     let local = tokio::task::LocalSet::new();
     let driven = tokio::select! {
