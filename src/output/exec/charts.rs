@@ -6,7 +6,7 @@ use capsize_mock::server::Series;
 use capsize_mock::ProviderConfig;
 
 use crate::fmt::fmt_num;
-use crate::output::report::charts::{Chart, Reference, Series as Line, TimeUnit, XAxis};
+use crate::output::report::charts::{self, Chart, Reference, Series as Line, TimeUnit, XAxis};
 
 /// The charts' file stems, in the order [`charts`] returns them.
 pub const CHARTS: [&str; 4] = [
@@ -24,24 +24,13 @@ fn over_time(series: &Series, value: impl Fn(usize) -> f64) -> Vec<(f64, f64)> {
         .collect()
 }
 
-/// The sum of `field` over the last 60 s at each bin's end, per minute.
+/// `field` of each bin summed over the last 60 s, at each bin's end, per minute.
 fn per_minute(
     series: &Series,
     field: impl Fn(&capsize_mock::server::Bin) -> u64,
 ) -> Vec<(f64, f64)> {
-    let width = usize::try_from(series.bin_s.max(1)).unwrap_or(usize::MAX);
-    let window = (60 / width).max(1);
-    let bins = &series.bins;
-    let mut sum = 0u64;
-    let mut sums = Vec::with_capacity(bins.len());
-    for (i, b) in bins.iter().enumerate() {
-        sum += field(b);
-        if i >= window {
-            sum -= field(&bins[i - window]);
-        }
-        sums.push(sum as f64 * 60.0 / (window * width) as f64);
-    }
-    over_time(series, |i| sums[i])
+    let counts: Vec<u64> = series.bins.iter().map(field).collect();
+    charts::per_minute(series.bin_s, &counts)
 }
 
 /// The charts, with their stems ([`CHARTS`]); the `provider`'s RPM and TPM are drawn as

@@ -11,7 +11,7 @@ use hdrhistogram::Histogram;
 use crate::engine::recorder::{Recording, Second, Series as Bins};
 use crate::engine::scenario::Scenario;
 use crate::fmt::fmt_num;
-use crate::output::report::charts::{Chart, Reference, Series, TimeUnit, XAxis};
+use crate::output::report::charts::{self, Chart, Reference, Series, TimeUnit, XAxis};
 
 /// Stems of the charts [`charts`] draws, in its order.
 pub(super) const CHARTS: [&str; 3] = ["rpm_over_time", "tokens_over_time", "call_time"];
@@ -39,23 +39,10 @@ fn used<'a>(rec: &'a Recording, s: &'a Scenario) -> Vec<Used<'a>> {
         .collect()
 }
 
-/// `field` summed over the last 60 s at each bin's end, per minute.
+/// `field` of each bin summed over the last 60 s, at each bin's end, per minute.
 fn per_minute(bins: &Bins, field: impl Fn(&Second) -> u64) -> Vec<(f64, f64)> {
-    let width = bins.bin_s.max(1) as usize;
-    let window = (60 / width).max(1);
-    let mut sum = 0u64;
-    let mut out = Vec::with_capacity(bins.bins.len());
-    for (i, b) in bins.bins.iter().enumerate() {
-        sum += field(b);
-        if i >= window {
-            sum -= field(&bins.bins[i - window]);
-        }
-        out.push((
-            ((i + 1) * width) as f64,
-            sum as f64 * 60.0 / (window * width) as f64,
-        ));
-    }
-    out
+    let counts: Vec<u64> = bins.bins.iter().map(field).collect();
+    charts::per_minute(bins.bin_s, &counts)
 }
 
 /// The limit `of` a provider's table in force over the run when its phases change it: `(from
@@ -93,46 +80,30 @@ fn limit_lines(
     let Some(limit) = of(u.config) else {
         return Vec::new();
     };
-    let scaled = headroom.filter(|h| *h < 1.0);
-    let mut out = Vec::new();
-    match (limit_steps(u.config, &of), u.name) {
-        (Some(steps), name) => {
-            let (label, x) = match name {
-                None => (format!("{kind} limit in force"), "limit in force".into()),
-                Some(n) => (
-                    format!("{n} {kind} in force"),
-                    format!("{n} {kind} in force"),
-                ),
-            };
-            if let Some(h) = scaled {
-                let down = steps.iter().map(|&(t, r)| (t, r * h)).collect();
-                out.push(Reference::steps(label, steps));
-                out.push(Reference::steps(format!("{x} x headroom {h}"), down));
-            } else {
-                out.push(Reference::steps(label, steps));
-            }
-        }
-        (None, None) => {
-            out.push(Reference::new(
-                format!("ceiling {} {kind}", fmt_num(limit)),
-                limit,
-            ));
-            if let Some(h) = scaled {
-                out.push(Reference::new(format!("ceiling x headroom {h}"), limit * h));
-            }
-        }
-        (None, Some(n)) => {
-            out.push(Reference::new(
-                format!("{n} {kind} {}", fmt_num(limit)),
-                limit,
-            ));
-            if let Some(h) = scaled {
-                out.push(Reference::new(
-                    format!("{n} {kind} x headroom {h}"),
-                    limit * h,
-                ));
-            }
-        }
+    let steps = limit_steps(u.config, &of);
+    // The limit's label, and what its line at headroom is called.
+    let (label, scaled) = match (&steps, u.name) {
+        (Some(_), None) => (format!("{kind} limit in force"), "limit in force".into()),
+        (Some(_), Some(n)) => (
+            format!("{n} {kind} in force"),
+            format!("{n} {kind} in force"),
+        ),
+        (None, None) => (
+            format!("ceiling {} {kind}", fmt_num(limit)),
+            "ceiling".into(),
+        ),
+        (None, Some(n)) => (
+            format!("{n} {kind} {}", fmt_num(limit)),
+            format!("{n} {kind}"),
+        ),
+    };
+    let line = |label: String, factor: f64| match &steps {
+        Some(st) => Reference::steps(label, st.iter().map(|&(t, r)| (t, r * factor)).collect()),
+        None => Reference::new(label, limit * factor),
+    };
+    let mut out = vec![line(label, 1.0)];
+    if let Some(h) = headroom.filter(|h| *h < 1.0) {
+        out.push(line(format!("{scaled} x headroom {h}"), h));
     }
     out
 }

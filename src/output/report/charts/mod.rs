@@ -122,6 +122,27 @@ impl Panel {
     }
 }
 
+/// Counts per bin of `bin_s` seconds, summed over the last 60 s at each bin's end and given
+/// per minute: `(end of bin in s, per minute)` points of a rate over time (a bin wider than a
+/// minute is its own window).
+pub fn per_minute(bin_s: u64, counts: &[u64]) -> Vec<(f64, f64)> {
+    let width = usize::try_from(bin_s.max(1)).unwrap_or(usize::MAX);
+    let window = (60 / width).max(1);
+    let mut sum = 0u64;
+    let mut out = Vec::with_capacity(counts.len());
+    for (i, &c) in counts.iter().enumerate() {
+        sum += c;
+        if i >= window {
+            sum -= counts[i - window];
+        }
+        out.push((
+            ((i + 1) * width) as f64,
+            sum as f64 * 60.0 / (window * width) as f64,
+        ));
+    }
+    out
+}
+
 /// How the x axis is drawn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum XAxis {
