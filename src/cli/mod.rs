@@ -15,6 +15,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+mod calibrate;
 mod check;
 mod compare;
 mod exec;
@@ -133,6 +134,21 @@ enum Command {
     /// (SIGINT), 143 (SIGTERM) or 129 (SIGHUP). Whatever the agent leaves running in its process group when it exits is
     /// killed.
     Exec(exec::ExecArgs),
+    /// Measure a scenario from your own traces, request logs or exec recordings, and check it.
+    ///
+    /// Reads each INPUT by its content (OTLP JSON traces with the GenAI semantic conventions,
+    /// capsize exec's calls.jsonl, or a CSV / JSON-lines request log), fits each provider's and
+    /// tool's latency and tokens, error rates, the query's shape (model turns, rounds, tool
+    /// calls a round, tool mix) and the arrival process, each by a stated goodness-of-fit
+    /// measure (Kolmogorov-Smirnov). Writes scenario.toml (every value commented with its
+    /// source and fit; empirical distributions as files beside it) and calibration.md / .html
+    /// (the fit table, the structure found, the check, what was assumed and skipped) into --out
+    /// (default capsize-out/<--name>/). The check replays the observed conditions through the
+    /// calibrated scenario in virtual time and compares query p50/p95/p99, throughput, requests,
+    /// 429s and failures. What the input cannot say (the provider's limits, the client's
+    /// settings) comes from --set and is otherwise written as assumed. Exit 2 on an input that
+    /// cannot be read, 4 if the check cannot run, 5 if an output cannot be written.
+    Calibrate(calibrate::CalibrateArgs),
     /// Serve the mock provider over HTTP: a rate-limited LLM API for real agents and SDKs.
     ///
     /// The same provider model as the simulator, behind OpenAI- and Anthropic-compatible
@@ -567,6 +583,7 @@ pub fn main() -> ExitCode {
         Command::Baseline(args) => check::baseline(args),
         Command::Compare(args) => compare::compare(args),
         Command::Exec(args) => exec::exec(args),
+        Command::Calibrate(args) => calibrate::calibrate(args),
         Command::Mock(args) => capsize_mock::cli::run(&args, "capsize mock"),
     }
 }

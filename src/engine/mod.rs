@@ -9,6 +9,7 @@
 //! [`exec`] runs someone else's agent against the mock instead of capsize's workload.
 
 pub mod exec;
+pub mod observed;
 pub mod provider;
 pub mod recorder;
 pub mod routes;

@@ -6,6 +6,7 @@
 //! [`timeseries`] writes a run's per-second series as CSV.
 
 pub(crate) mod article;
+pub(crate) mod calibrate;
 pub(crate) mod check;
 pub(crate) mod compare;
 pub(crate) mod demo;

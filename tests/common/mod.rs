@@ -3,6 +3,7 @@
 
 #[path = "../../capsize-scheduler/tests/common/redis.rs"]
 pub mod redis;
+pub mod otel;
 pub mod temp;
 
 /// The `capsize` binary with `args`, run to the end.

@@ -515,7 +515,9 @@ pub fn key_within(key: &str, prefix: &str) -> bool {
             .is_some_and(|rest| rest.starts_with('.'))
 }
 
-fn parse_override(set: &str) -> Result<(Vec<String>, toml::Value), String> {
+/// A `--set key.path=value` argument as its key's segments and its TOML value (a value that is
+/// not TOML is a string).
+pub fn parse_override(set: &str) -> Result<(Vec<String>, toml::Value), String> {
     let (path, value) = set
         .split_once('=')
         .ok_or_else(|| format!("--set {set:?}: expected key.path=value"))?;

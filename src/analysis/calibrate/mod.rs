@@ -1,0 +1,17 @@
+//! Calibration (`capsize calibrate`): a scenario measured from what the user's own system was
+//! seen doing, not guessed. Spans stream into a [`Collector`] (bounded memory: samples of at
+//! most 20,000 values, open traces only); [`calibrate`] fits each quantity (the family by its
+//! Kolmogorov–Smirnov distance, [`fit`]), the query's shape and the arrival process; and
+//! [`check`] runs the calibrated scenario under the observed conditions and sets its
+//! predictions beside the observations.
+
+pub mod check;
+pub mod collect;
+pub mod fit;
+pub mod model;
+pub mod sample;
+pub mod traces;
+
+pub use check::{check, FitCheck};
+pub use collect::{Collector, Shape};
+pub use model::{calibrate, Arrival, Calibration, Fitted, ProviderFit};

@@ -1,0 +1,266 @@
+//! Spans put back together into queries, in bounded memory. A trace is held open until the input
+//! (by span end times) has moved [`GRACE_NS`] past its last span's end (spans from other
+//! services may be exported later than their root), then it is closed into a [`Query`] and
+//! forgotten. At most [`MAX_OPEN`] traces are held at once (beyond that, the one that ended
+//! first is closed as it is). A span of a trace already closed is counted, not used.
+
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+
+/// How far (in span end times) the input must move past a trace's end before it is closed.
+pub const GRACE_NS: i64 = 30_000_000_000;
+/// The most traces held open at once.
+pub const MAX_OPEN: usize = 100_000;
+/// How many closed traces are remembered, to recognize their late spans.
+const REMEMBERED: usize = 100_000;
+
+/// What a span is, for the query's structure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// A call to a model; the index is the caller's (which provider and model).
+    Model(u32),
+    /// A tool call; the index is the caller's (which tool).
+    Tool(u32),
+    /// An `invoke_agent` span: a query's boundary.
+    Agent,
+    /// Anything else.
+    Other,
+}
+
+/// One span as the assembler keeps it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Node {
+    /// Its id (0: none).
+    pub id: u64,
+    /// Its parent's (0: a root).
+    pub parent: u64,
+    /// What it is.
+    pub role: Role,
+    /// Start, ns since the epoch.
+    pub start: i64,
+    /// End (at least its start).
+    pub end: i64,
+}
+
+/// A query put back together.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Query {
+    /// When it started: its boundary span's start (or its first span's).
+    pub start: i64,
+    /// When it ended: its boundary span's end (or its last span's).
+    pub end: i64,
+    /// Whether it had a boundary span (an `invoke_agent` span or a root); without one, its
+    /// times are its calls' first start and last end.
+    pub bounded: bool,
+    /// Its session, when a span of it said.
+    pub session: Option<String>,
+    /// Its model and tool calls not made from inside a tool, by start (ties by end).
+    pub steps: Vec<Node>,
+    /// Model calls made from inside a tool (a subagent's): not steps of this query.
+    pub nested: u64,
+}
+
+#[derive(Debug, Default)]
+struct Open {
+    nodes: Vec<Node>,
+    session: Option<String>,
+    last_end: i64,
+}
+
+/// Puts spans back together into queries.
+#[derive(Debug, Default)]
+pub struct Assembler {
+    open: HashMap<u128, Open>,
+    /// Open traces by their last span's end: the first are the next to close.
+    by_end: BTreeSet<(i64, u128)>,
+    closed: HashSet<u128>,
+    closed_order: VecDeque<u128>,
+    watermark: i64,
+    /// Spans of traces already closed.
+    pub late: u64,
+    /// Traces closed because too many were open.
+    pub evicted: u64,
+}
+
+impl Assembler {
+    /// Adds one span of trace `trace` (not 0); `session` is its session, if it says.
+    pub fn add(
+        &mut self,
+        trace: u128,
+        node: Node,
+        session: Option<&str>,
+        done: &mut dyn FnMut(Query),
+    ) {
+        if self.closed.contains(&trace) {
+            self.late += 1;
+            return;
+        }
+        let t = self.open.entry(trace).or_default();
+        if !t.nodes.is_empty() {
+            self.by_end.remove(&(t.last_end, trace));
+        }
+        t.last_end = if t.nodes.is_empty() {
+            node.end
+        } else {
+            t.last_end.max(node.end)
+        };
+        t.nodes.push(node);
+        if t.session.is_none() {
+            t.session = session.map(str::to_owned);
+        }
+        self.by_end.insert((t.last_end, trace));
+        self.watermark = self.watermark.max(node.end);
+        while let Some(&(end, oldest)) = self.by_end.first() {
+            let ripe = end.saturating_add(GRACE_NS) < self.watermark;
+            if !ripe && self.open.len() <= MAX_OPEN {
+                break;
+            }
+            if !ripe {
+                self.evicted += 1;
+            }
+            self.close(oldest, done);
+        }
+    }
+
+    /// Closes every trace still open (at the end of the input).
+    pub fn finish(&mut self, done: &mut dyn FnMut(Query)) {
+        while let Some(&(_, trace)) = self.by_end.first() {
+            self.close(trace, done);
+        }
+    }
+
+    fn close(&mut self, trace: u128, done: &mut dyn FnMut(Query)) {
+        let Some(t) = self.open.remove(&trace) else {
+            return;
+        };
+        self.by_end.remove(&(t.last_end, trace));
+        if self.closed_order.len() == REMEMBERED {
+            if let Some(old) = self.closed_order.pop_front() {
+                self.closed.remove(&old);
+            }
+        }
+        self.closed.insert(trace);
+        self.closed_order.push_back(trace);
+        done(query(t.nodes, t.session));
+    }
+}
+
+/// A closed trace's nodes as a query.
+fn query(mut nodes: Vec<Node>, session: Option<String>) -> Query {
+    nodes.sort_by_key(|n| (n.start, n.end, n.id));
+    let parents: HashMap<u64, usize> = nodes
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| n.id != 0)
+        .map(|(i, n)| (n.id, i))
+        .collect();
+    // The boundary: the outermost invoke_agent span, else the root.
+    let outermost_agent = nodes
+        .iter()
+        .filter(|n| n.role == Role::Agent)
+        .find(|n| !ancestors(&nodes, &parents, n).any(|a| a.role == Role::Agent));
+    let root = nodes.iter().find(|n| n.parent == 0);
+    let boundary = outermost_agent.or(root).copied();
+    let inside_tool = |n: &Node| ancestors(&nodes, &parents, n).any(|a| matches!(a.role, Role::Tool(_)));
+    let mut nested = 0;
+    let mut steps = Vec::new();
+    for n in &nodes {
+        match n.role {
+            Role::Model(_) if inside_tool(n) => nested += 1,
+            Role::Model(_) | Role::Tool(_) if !inside_tool(n) => steps.push(*n),
+            _ => {}
+        }
+    }
+    let (start, end) = match boundary {
+        Some(b) => (b.start, b.end),
+        None => (
+            nodes.iter().map(|n| n.start).min().unwrap_or(0),
+            nodes.iter().map(|n| n.end).max().unwrap_or(0),
+        ),
+    };
+    Query {
+        start,
+        end,
+        bounded: boundary.is_some(),
+        session,
+        steps,
+        nested,
+    }
+}
+
+/// `n`'s ancestors that are in the trace, nearest first (stopping at a cycle's length).
+fn ancestors<'a>(
+    nodes: &'a [Node],
+    parents: &'a HashMap<u64, usize>,
+    n: &Node,
+) -> impl Iterator<Item = &'a Node> + 'a {
+    let mut next = n.parent;
+    let mut left = nodes.len();
+    std::iter::from_fn(move || {
+        if next == 0 || left == 0 {
+            return None;
+        }
+        left -= 1;
+        let p = &nodes[*parents.get(&next)?];
+        next = p.parent;
+        Some(p)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(id: u64, parent: u64, role: Role, start: i64, end: i64) -> Node {
+        Node {
+            id,
+            parent,
+            role,
+            start,
+            end,
+        }
+    }
+
+    #[test]
+    fn a_trace_is_closed_once_the_input_moves_past_its_root() {
+        let mut a = Assembler::default();
+        let mut got = Vec::new();
+        let mut done = |q: Query| got.push(q);
+        a.add(1, node(2, 1, Role::Model(0), 10, 20), None, &mut done);
+        a.add(1, node(3, 1, Role::Tool(0), 25, 30), None, &mut done);
+        a.add(1, node(1, 0, Role::Agent, 0, 40), Some("s1"), &mut done);
+        // A later trace, far enough on, closes the first.
+        a.add(2, node(9, 0, Role::Other, 0, 40 + GRACE_NS + 1), None, &mut done);
+        assert_eq!(got.len(), 1);
+        assert_eq!((got[0].start, got[0].end, got[0].bounded), (0, 40, true));
+        assert_eq!(got[0].session.as_deref(), Some("s1"));
+        assert_eq!(got[0].steps.len(), 2);
+        // A span of the closed trace is late.
+        a.add(1, node(4, 1, Role::Tool(0), 31, 32), None, &mut done);
+        assert_eq!(a.late, 1);
+        a.finish(&mut done);
+        assert_eq!(got.len(), 2);
+        assert!(!got[1].steps.iter().any(|_| true));
+    }
+
+    #[test]
+    fn a_model_call_inside_a_tool_is_not_a_step_of_the_query() {
+        let nodes = vec![
+            node(1, 0, Role::Agent, 0, 100),
+            node(2, 1, Role::Tool(0), 10, 90),
+            node(3, 2, Role::Model(0), 20, 30),
+            node(4, 1, Role::Model(0), 0, 10),
+        ];
+        let q = query(nodes, None);
+        assert_eq!(q.nested, 1);
+        assert_eq!(q.steps.iter().map(|n| n.id).collect::<Vec<_>>(), [4, 2]);
+    }
+
+    #[test]
+    fn a_trace_without_a_root_is_timed_by_its_calls() {
+        let q = query(
+            vec![node(2, 7, Role::Model(0), 5, 9), node(3, 7, Role::Tool(0), 10, 12)],
+            None,
+        );
+        assert_eq!((q.start, q.end, q.bounded), (5, 12, false));
+    }
+}

@@ -1,0 +1,197 @@
+//! `capsize calibrate`: a scenario measured from the user's own traces, logs or exec
+//! recordings, written with its fit table, then checked by replaying the observed conditions
+//! through it.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::Args as ClapArgs;
+
+use super::{out, Failure, DEFAULT_OUT};
+use crate::analysis::calibrate::{self, Calibration, Collector, FitCheck};
+use crate::engine::observed;
+use crate::engine::scenario::{self, Scenario};
+use crate::fmt::fmt_num;
+use crate::output::calibrate::{reports, scenario::scenario as written_scenario};
+use crate::output::files::OutputSet;
+
+/// Flags of `capsize calibrate`.
+#[derive(Debug, ClapArgs)]
+pub struct CalibrateArgs {
+    /// The files to read, each recognized by its content: OTLP JSON traces (the OpenTelemetry
+    /// Collector's file exporter, or an OTLP/HTTP JSON body), capsize exec's calls.jsonl, or a
+    /// request log (CSV or JSON lines with a timestamp column; the Azure LLM inference and
+    /// BurstGPT traces' columns are known by name).
+    #[arg(required = true, value_name = "INPUT")]
+    inputs: Vec<PathBuf>,
+    /// Output folder (default: capsize-out/<--name>/).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// The calibrated scenario's name.
+    #[arg(long, default_value = "calibrated")]
+    name: String,
+    /// Set a key of the calibrated scenario: what the input cannot say, such as the provider's
+    /// limits (providers.NAME.rpm=500) or the client settings it was recorded under
+    /// (scheduler.max_concurrency=8). Written into scenario.toml and used by the check.
+    #[arg(long = "set", value_name = "KEY.PATH=VALUE")]
+    sets: Vec<String>,
+    /// Do not check the fit (the check replays the observed conditions through the calibrated
+    /// scenario in virtual time and compares query and call figures).
+    #[arg(long = "no-check")]
+    no_check: bool,
+}
+
+/// Reads, fits, writes, checks.
+pub fn calibrate(args: CalibrateArgs) -> ExitCode {
+    match run(&args) {
+        Ok(text) => out(&text),
+        Err(f) => f.exit(),
+    }
+}
+
+fn run(args: &CalibrateArgs) -> Result<String, Failure> {
+    let dir = args
+        .out
+        .clone()
+        .unwrap_or_else(|| Path::new(DEFAULT_OUT).join(&args.name));
+    let mut collector = Collector::default();
+    let mut reads = Vec::new();
+    for path in &args.inputs {
+        let read = observed::read(path, &mut |s| collector.add(s)).map_err(Failure::bad_input)?;
+        reads.push(read);
+    }
+    collector.finish();
+    let cal = calibrate::calibrate(collector, reads);
+    let inputs = describe_inputs(&args.inputs);
+    let mut written = written_scenario(&cal, &args.name, &inputs).map_err(Failure::bad_input)?;
+    for set in &args.sets {
+        written
+            .doc
+            .apply_set(set)
+            .map_err(|m| Failure::bad_input(format!("--set {set}: {m}")))?;
+    }
+    let text = written.doc.render();
+    let target = dir.join("scenario.toml");
+    let parsed = staged_parse(&text, &written.files, &target)?;
+    let check = if args.no_check {
+        None
+    } else {
+        Some(calibrate::check(&parsed, &cal).map_err(Failure::run_failed)?)
+    };
+    let (md, html) = reports(&args.name, &cal, check.as_ref(), &written.assumed);
+    let mut set = OutputSet::new();
+    for p in &args.inputs {
+        set.input(p, "an input");
+    }
+    set.put(&target, text.into_bytes());
+    for (name, content) in &written.files {
+        set.put(dir.join(name), content.clone().into_bytes());
+    }
+    set.put(dir.join("calibration.md"), md.into_bytes());
+    set.put(dir.join("calibration.html"), html.into_bytes());
+    set.check().map_err(|e| Failure::output(&e))?;
+    set.commit().map_err(|e| Failure::output(&e))?;
+    Ok(terminal(&cal, check.as_ref(), &dir, written.files.len()))
+}
+
+/// The inputs as the scenario's comment names them.
+fn describe_inputs(inputs: &[PathBuf]) -> String {
+    let names: Vec<String> = inputs
+        .iter()
+        .map(|p| {
+            p.file_name()
+                .unwrap_or(p.as_os_str())
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    names.join(", ")
+}
+
+/// Validates the scenario as it will be written: its text and files put in a staging folder,
+/// parsed from there (so its empirical files are read as a run will read them). An error
+/// names the scenario where it will be written.
+fn staged_parse(text: &str, files: &[(String, String)], target: &Path) -> Result<Scenario, Failure> {
+    let staging = std::env::temp_dir().join(format!("capsize-calibrate-{}", std::process::id()));
+    let result = (|| {
+        std::fs::create_dir_all(&staging)
+            .map_err(|e| Failure::write_failed(format!("{}: {e}", staging.display())))?;
+        for (name, content) in files {
+            std::fs::write(staging.join(name), content)
+                .map_err(|e| Failure::write_failed(format!("{}: {e}", staging.display())))?;
+        }
+        scenario::parse(text, &staging.join("scenario.toml"), &[]).map_err(|mut e| {
+            e.file = target.to_path_buf();
+            Failure::bad_input(e)
+        })
+    })();
+    let _ = std::fs::remove_dir_all(&staging);
+    result
+}
+
+/// What the terminal shows: the fits in brief, the check, where the files went.
+fn terminal(cal: &Calibration, check: Option<&FitCheck>, dir: &Path, extra: usize) -> String {
+    let mut s = format!(
+        "read {} spans or rows: {} queries over {} s\n",
+        fmt_num(cal.reads.iter().map(|r| r.spans).sum::<u64>() as f64),
+        fmt_num(cal.queries as f64),
+        fmt_num(cal.window_s)
+    );
+    let skipped = cal.skipped.total();
+    if skipped > 0 {
+        s.push_str(&format!(
+            "skipped or read by assumption: {} (see calibration.md)\n",
+            fmt_num(skipped as f64)
+        ));
+    }
+    let mut fitted = Vec::new();
+    if let Some(p) = &cal.provider {
+        if let Some(f) = &p.latency {
+            fitted.push((format!("{} latency", p.name), f, " ms"));
+        }
+        if let Some(f) = &p.input {
+            fitted.push((format!("{} input tokens", p.name), f, ""));
+        }
+    }
+    for t in &cal.tools {
+        if let Some(f) = &t.latency {
+            fitted.push((format!("tool {}", t.name), f, " ms"));
+        }
+    }
+    for (what, f, unit) in fitted {
+        s.push_str(&format!(
+            "  {what:<28} {:<12} KS {:.3}  observed p50 {}{unit}, p95 {}{unit}\n",
+            f.fit.family.name(),
+            f.fit.distance,
+            fmt_num(f.observed.p50),
+            fmt_num(f.observed.p95)
+        ));
+    }
+    if let Some(c) = check {
+        s.push_str("check (the calibrated scenario under the observed conditions, virtual time):\n");
+        for r in &c.rows {
+            let ratio = r.ratio().map_or("n/a".into(), |x| format!("{x:.3}"));
+            let verdict = match (r.target, r.met()) {
+                (Some(t), Some(true)) => format!("  within {:.0} %", 100.0 * t),
+                (Some(t), _) => format!("  NOT within {:.0} %", 100.0 * t),
+                _ => String::new(),
+            };
+            s.push_str(&format!(
+                "  {:<28} observed {:>10}  predicted {:>10}  ratio {ratio}{verdict}\n",
+                r.what,
+                fmt_num(r.observed),
+                fmt_num(r.predicted)
+            ));
+        }
+    }
+    s.push_str(&format!(
+        "wrote {}: scenario.toml, calibration.md, calibration.html{}\n",
+        dir.display(),
+        if extra > 0 {
+            format!(" and {extra} empirical file(s)")
+        } else {
+            String::new()
+        }
+    ));
+    s
+}

@@ -1,0 +1,133 @@
+//! `capsize exec`'s `calls.jsonl`: one line per request the mock saw, the provider's view of
+//! someone else's agent. Each line is one attempt (a retry is a line of its own), so a 429 is
+//! seen as such and an answered attempt's time is the provider's alone.
+//!
+//! A line: `{"capsize_call": 1, "unix_ns": ..., "provider": "llm", "route": "model" | "tool",
+//! "tool": "kb_search", "model": "gpt-4o", "status": 200, "latency_ms": 812.5, "input_tokens":
+//! 2600, "max_tokens": 500, "output_tokens": 312, "retry_count": 0, "traceparent": "00-…"}`;
+//! every key but `capsize_call`, `unix_ns`, `provider`, `route` and `status` may be absent.
+
+use std::io::BufRead;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use super::{lines, place, Kind, ReadError, Span, Tally};
+
+/// The key every line has, and the version of the line's form.
+pub const MARKER: &str = "\"capsize_call\"";
+
+/// One line of `calls.jsonl`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CallLine {
+    /// The form's version: 1.
+    pub capsize_call: u32,
+    /// When the request arrived, in nanoseconds since the Unix epoch.
+    pub unix_ns: i64,
+    /// The provider's name in the scenario.
+    pub provider: String,
+    /// `"model"` or `"tool"`.
+    pub route: String,
+    /// The tool's name (a tool call).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    /// The model asked for (a model call).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The status answered (0: the client went away before an answer).
+    pub status: u16,
+    /// From arrival to the answer's end, in ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_ms: Option<f64>,
+    /// Time to the first streamed token, in ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttft_ms: Option<f64>,
+    /// Input tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_tokens: Option<u64>,
+    /// The most output tokens asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u64>,
+    /// Output tokens generated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens: Option<u64>,
+    /// The SDK's retry count header (`x-stainless-retry-count`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_count: Option<u64>,
+    /// The W3C `traceparent` the agent sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
+}
+
+/// Reads `calls.jsonl`.
+pub(super) fn read(
+    path: &Path,
+    reader: impl BufRead,
+    sink: &mut dyn FnMut(Span),
+) -> Result<(u64, Tally), ReadError> {
+    let mut skipped = Tally::default();
+    let mut spans = 0;
+    lines(path, reader, &mut skipped, |skipped, n, line| {
+        if line.trim().is_empty() {
+            return Ok(());
+        }
+        match serde_json::from_str::<CallLine>(line) {
+            Ok(call) => {
+                spans += 1;
+                sink(span(call));
+            }
+            Err(e) if e.is_eof() => skipped.add("a truncated line", || place(path, n)),
+            Err(_) => skipped.add("a line that is not one of exec's calls", || {
+                place(path, n)
+            }),
+        }
+        Ok(())
+    })?;
+    Ok((spans, skipped))
+}
+
+/// A call line as a span: its trace and parent from its `traceparent`, when it has one.
+fn span(c: CallLine) -> Span {
+    let kind = match c.route.as_str() {
+        "tool" => Kind::Tool {
+            name: c.tool.unwrap_or_else(|| "tool".into()),
+            provider: Some(c.provider),
+        },
+        _ => Kind::Model {
+            provider: c.provider,
+            model: c.model.unwrap_or_default(),
+        },
+    };
+    let mut s = Span::new(kind, c.unix_ns);
+    s.attempt = true;
+    if let Some((trace, parent)) = c.traceparent.as_deref().and_then(traceparent) {
+        s.trace = trace;
+        s.parent = parent;
+    }
+    s.end_ns = c.latency_ms.map(|ms| c.unix_ns + (ms * 1e6) as i64);
+    s.status = (c.status != 0).then_some(c.status);
+    s.error = match c.status {
+        0 => Some("no answer".into()),
+        st if st >= 400 => Some(format!("HTTP {st}")),
+        _ => None,
+    };
+    s.input_tokens = c.input_tokens;
+    s.output_tokens = c.output_tokens;
+    s.max_tokens = c.max_tokens;
+    s.resend_count = c.retry_count;
+    s.first_chunk_ns = c.ttft_ms.map(|ms| (ms * 1e6) as i64);
+    s
+}
+
+/// The trace id and parent span id of a W3C `traceparent` (`00-<32 hex>-<16 hex>-<2 hex>`).
+pub fn traceparent(v: &str) -> Option<(u128, u64)> {
+    let mut parts = v.trim().split('-');
+    let (_version, trace, parent) = (parts.next()?, parts.next()?, parts.next()?);
+    if trace.len() != 32 || parent.len() != 16 {
+        return None;
+    }
+    Some((
+        u128::from_str_radix(trace, 16).ok()?,
+        u64::from_str_radix(parent, 16).ok()?,
+    ))
+}

@@ -1,0 +1,29 @@
+//! What `capsize calibrate` writes: the calibrated scenario ([`scenario`]: `scenario.toml`,
+//! commented, and its empirical files), and `calibration.md` / `.html` ([`report`]: the fit
+//! table, the structure and arrivals found, the check, what was assumed and skipped).
+
+pub mod doc;
+pub mod report;
+pub mod scenario;
+
+use crate::analysis::calibrate::{Calibration, FitCheck};
+use crate::output::report::html::{page, Page};
+
+/// `calibration.md` and `calibration.html`.
+pub fn reports(
+    name: &str,
+    cal: &Calibration,
+    check: Option<&FitCheck>,
+    assumed: &[String],
+) -> (String, String) {
+    let md = report::markdown(name, cal, check, assumed);
+    let html = page(
+        &md,
+        &Page {
+            title: &format!("Calibration: {name}"),
+            boxed: Some("The check: observed against predicted"),
+            charts: &[],
+        },
+    );
+    (md, html)
+}

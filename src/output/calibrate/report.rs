@@ -1,0 +1,190 @@
+//! `calibration.md`: what was read, the fit table (observed against fitted quantiles for each
+//! quantity), the structure and arrivals found, the check (observed against predicted), what
+//! was assumed and what was skipped.
+
+use std::fmt::Write as _;
+
+use crate::analysis::calibrate::{Arrival, Calibration, FitCheck, Fitted, Shape};
+use crate::fmt::fmt_num;
+use crate::output::report::escape;
+
+/// One quantity's row of the fit table.
+fn fit_row(out: &mut String, what: &str, f: &Fitted, unit: &str) {
+    let o = &f.observed;
+    let fam = &f.fit.family;
+    let q = |x: f64| fmt_num(x);
+    let _ = writeln!(
+        out,
+        "| {} | {} | {} / {} / {} | {} / {} / {} | {} | {:.3} ({}) |",
+        escape::markdown(what),
+        q(o.n as f64),
+        q(o.p50),
+        q(o.p90),
+        q(o.p99),
+        q(fam.quantile(0.5)),
+        q(fam.quantile(0.9)),
+        q(fam.quantile(0.99)),
+        fam.name(),
+        f.fit.distance,
+        if f.fit.distance <= f.fit.accept || fam.name() == "empirical" {
+            "fits"
+        } else {
+            "does not fit"
+        },
+    );
+    let _ = unit;
+}
+
+/// The whole report.
+pub fn markdown(
+    name: &str,
+    cal: &Calibration,
+    check: Option<&FitCheck>,
+    assumed: &[String],
+) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "# Calibration: {}\n", escape::markdown(name));
+    out.push_str("## What was read\n\n| file | read as | spans or rows | skipped or assumed |\n|---|---|---:|---:|\n");
+    for r in &cal.reads {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} |",
+            escape::markdown(&r.path.display().to_string()),
+            r.format,
+            fmt_num(r.spans as f64),
+            fmt_num(r.skipped.total() as f64)
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\n{} queries, over {} s (first start to last).\n",
+        fmt_num(cal.queries as f64),
+        fmt_num(cal.window_s)
+    );
+
+    out.push_str("## The fit\n\nEach quantity's observed quantiles (p50 / p90 / p99) beside the fitted distribution's, the family chosen and its Kolmogorov-Smirnov distance (the largest gap between the two CDFs). A family is kept if within 1.36/sqrt(n) (at least 0.03); otherwise the observed values are (empirical).\n\n");
+    out.push_str("| quantity | n | observed | fitted | family | KS |\n|---|---:|---|---|---|---|\n");
+    if let Some(p) = &cal.provider {
+        let named = format!("{} ({})", p.name, if p.model.is_empty() { "model not named" } else { &p.model });
+        for (what, f, unit) in [
+            ("latency, ms", &p.latency, "ms"),
+            ("time to first chunk, ms", &p.ttft, "ms"),
+            ("time per output token, ms", &p.tpot, "ms"),
+            ("input tokens", &p.input, ""),
+            ("output tokens", &p.output, ""),
+        ] {
+            if let Some(f) = f {
+                fit_row(&mut out, &format!("{named}: {what}"), f, unit);
+            }
+        }
+    }
+    for t in &cal.tools {
+        if let Some(f) = &t.latency {
+            fit_row(&mut out, &format!("tool {}: latency, ms", t.name), f, "ms");
+        }
+    }
+    if let Some(Arrival::Closed { think: Some(f), .. }) = &cal.arrival {
+        fit_row(&mut out, "think time, ms", f, "ms");
+    }
+
+    out.push_str("\n## The structure found\n\n");
+    let s = &cal.structure;
+    let total: u64 = s.shapes.values().sum();
+    for (shape, n) in &s.shapes {
+        let what = match shape {
+            Shape::Single => "one model call",
+            Shape::Around => "model turns around rounds of tool calls",
+            Shape::Between => "model turns between rounds of tool calls",
+            Shape::ToolsOnly => "tool calls only",
+            Shape::Other => "another shape (a turn on one side of the rounds only)",
+        };
+        let _ = writeln!(
+            out,
+            "- {what}: {} queries ({:.1} %)",
+            fmt_num(*n as f64),
+            100.0 * *n as f64 / total.max(1) as f64
+        );
+    }
+    if !s.rounds_seen.is_empty() {
+        let r: Vec<String> = s.rounds_seen.iter().map(|(k, n)| format!("{k}: {}", fmt_num(*n as f64))).collect();
+        let _ = writeln!(out, "- rounds per query (count: queries): {}", r.join(", "));
+    }
+    if !s.per_round_seen.is_empty() {
+        let r: Vec<String> = s.per_round_seen.iter().map(|(k, n)| format!("{k}: {}", fmt_num(*n as f64))).collect();
+        let _ = writeln!(out, "- tool calls per round (count: rounds): {}", r.join(", "));
+    }
+    if let Some((n, seq)) = s.sequential {
+        let _ = writeln!(out, "- rounds of two or more calls: {}, {:.0} % of them run one call after another", fmt_num(n as f64), 100.0 * seq);
+    }
+    if let Some(o) = &s.own {
+        let _ = writeln!(
+            out,
+            "- the agent's own time per query (inside the query, in no call): p50 {} ms, p95 {} ms. capsize does not simulate it yet: it is in the observed query time, not the predicted one",
+            fmt_num(o.p50),
+            fmt_num(o.p95)
+        );
+    }
+    if s.nested > 0 {
+        let _ = writeln!(out, "- {} model calls were made inside a tool (a subagent's): fitted with the model's calls, not placed as turns", fmt_num(s.nested as f64));
+    }
+    for o in &cal.others {
+        let _ = writeln!(
+            out,
+            "- not in the scenario: {} calls to {} {} (the queries' turns go to one model: the one called most)",
+            fmt_num(o.calls as f64),
+            escape::markdown(if o.provider.is_empty() { "(provider not named)" } else { &o.provider }),
+            escape::markdown(&o.model)
+        );
+    }
+    match &cal.arrival {
+        Some(Arrival::Open { rate_per_s, cv, poisson_distance, accept }) => {
+            let _ = writeln!(
+                out,
+                "- arrivals: open, {} queries/s; gaps' CV {cv:.2}, KS to an exponential {poisson_distance:.3} ({})",
+                fmt_num(*rate_per_s),
+                if poisson_distance <= accept { "Poisson fits" } else { "Poisson does not fit" }
+            );
+        }
+        Some(Arrival::Closed { seen, active, per_session, .. }) => {
+            let _ = writeln!(
+                out,
+                "- arrivals: closed, {} sessions seen, {} active at once on average, {} queries each",
+                fmt_num(*seen as f64),
+                fmt_num(*active),
+                fmt_num(*per_session)
+            );
+        }
+        None => out.push_str("- arrivals: fewer than two queries\n"),
+    }
+
+    if let Some(c) = check {
+        out.push_str("\n## The check: observed against predicted\n\nThe calibrated scenario run in virtual time under the observed conditions (the same sessions or arrival rate, for as long, with the client settings below).\n\n| figure | observed | predicted | predicted / observed | target |\n|---|---:|---:|---:|---|\n");
+        for r in &c.rows {
+            let ratio = r.ratio().map_or("n/a".into(), |x| format!("{x:.3}"));
+            let target = match (r.target, r.met()) {
+                (Some(t), Some(true)) => format!("within {:.0} %: met", 100.0 * t),
+                (Some(t), _) => format!("within {:.0} %: NOT met", 100.0 * t),
+                (None, _) => String::new(),
+            };
+            let _ = writeln!(
+                out,
+                "| {}{} | {} | {} | {ratio} | {target} |",
+                escape::markdown(&r.what),
+                if r.unit.is_empty() { String::new() } else { format!(", {}", r.unit) },
+                fmt_num(r.observed),
+                fmt_num(r.predicted)
+            );
+        }
+    }
+    out.push_str("\n## What was assumed\n\n");
+    for a in assumed {
+        let _ = writeln!(out, "- {}", escape::markdown(a));
+    }
+    if cal.skipped.total() > 0 {
+        out.push_str("\n## What was skipped, or read by assumption\n\n| what | count | first at |\n|---|---:|---|\n");
+        for (reason, n, at) in cal.skipped.iter() {
+            let _ = writeln!(out, "| {} | {} | {} |", escape::markdown(reason), fmt_num(n as f64), escape::markdown(at));
+        }
+    }
+    out
+}

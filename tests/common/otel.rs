@@ -1,0 +1,198 @@
+//! OTLP JSON traces of an agent drawn from known distributions, as the OpenTelemetry
+//! Collector's file exporter writes them (one export request a line, spans in the order they
+//! ended, in batches): for calibration tests that must recover what they were drawn from.
+
+use rand::rngs::Xoshiro256PlusPlus;
+use rand::{RngExt, SeedableRng};
+use rand_distr::{Distribution, Exp, LogNormal, Uniform};
+use serde_json::{json, Value};
+
+/// The agent the traces are drawn from: closed-loop sessions, each query a model turn before
+/// each round of parallel tool calls and one to answer, unbounded concurrency, no limits.
+#[derive(Debug, Clone)]
+pub struct Agent {
+    /// Sessions, all active for the whole run.
+    pub sessions: u32,
+    /// How long, s.
+    pub duration_s: f64,
+    /// Mean think time, ms (exponential).
+    pub think_ms: f64,
+    /// Rounds of tool calls per query.
+    pub rounds: u32,
+    /// Tool calls a round.
+    pub calls: u32,
+    /// The model's latency: ln-ms (mu, sigma).
+    pub model: (f64, f64),
+    /// Input tokens: uniform between.
+    pub input: (u64, u64),
+    /// `kb_search` (weight 3): ln-ms (mu, sigma).
+    pub kb: (f64, f64),
+    /// `crm_lookup` (weight 1): uniform ms between.
+    pub crm: (f64, f64),
+    /// Older attribute names (`gen_ai.system`, `prompt_tokens`).
+    pub old_names: bool,
+}
+
+impl Default for Agent {
+    fn default() -> Self {
+        Agent {
+            sessions: 6,
+            duration_s: 1800.0,
+            think_ms: 20_000.0,
+            rounds: 3,
+            calls: 4,
+            model: (7.2, 0.5),
+            input: (2000, 3200),
+            kb: (5.5, 0.6),
+            crm: (100.0, 600.0),
+            old_names: false,
+        }
+    }
+}
+
+struct Span {
+    trace: u128,
+    id: u64,
+    parent: u64,
+    name: String,
+    start_ns: i64,
+    end_ns: i64,
+    attrs: Vec<(String, Value)>,
+}
+
+fn attr(key: &str, v: Value) -> (String, Value) {
+    let value = match v {
+        Value::String(s) => json!({ "stringValue": s }),
+        Value::Number(n) if n.is_i64() || n.is_u64() => json!({ "intValue": n.to_string() }),
+        Value::Number(n) => json!({ "doubleValue": n }),
+        other => json!({ "stringValue": other.to_string() }),
+    };
+    (key.to_string(), value)
+}
+
+/// The traces, as the file's text.
+pub fn traces(agent: &Agent, seed: u64) -> String {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+    let model = LogNormal::new(agent.model.0, agent.model.1).unwrap();
+    let kb = LogNormal::new(agent.kb.0, agent.kb.1).unwrap();
+    let crm = Uniform::new(agent.crm.0, agent.crm.1).unwrap();
+    let think = Exp::new(1.0 / agent.think_ms).unwrap();
+    let epoch: i64 = 1_760_000_000_000_000_000;
+    let ms = |x: f64| (x * 1e6) as i64;
+    let mut spans = Vec::new();
+    let mut next_id = 1u64;
+    let mut trace = 1u128;
+    for session in 0..agent.sessions {
+        let mut t = 0.0f64;
+        let end_of_run = agent.duration_s * 1e3;
+        while t < end_of_run {
+            let (q_start, root) = (t, next_id);
+            next_id += 1;
+            let mut now = t;
+            let turn = |now: &mut f64, rng: &mut Xoshiro256PlusPlus, spans: &mut Vec<Span>, id: u64| {
+                let d = model.sample(rng);
+                let input = rng.random_range(agent.input.0..=agent.input.1);
+                let (provider_key, in_key) = if agent.old_names {
+                    ("gen_ai.system", "gen_ai.usage.prompt_tokens")
+                } else {
+                    ("gen_ai.provider.name", "gen_ai.usage.input_tokens")
+                };
+                spans.push(Span {
+                    trace,
+                    id,
+                    parent: root,
+                    name: "chat gpt-4o".into(),
+                    start_ns: epoch + ms(*now),
+                    end_ns: epoch + ms(*now + d),
+                    attrs: vec![
+                        attr("gen_ai.operation.name", json!("chat")),
+                        attr(provider_key, json!("openai")),
+                        attr("gen_ai.request.model", json!("gpt-4o")),
+                        attr(in_key, json!(input)),
+                        attr("gen_ai.usage.output_tokens", json!(200)),
+                        attr("gen_ai.request.max_tokens", json!(500)),
+                    ],
+                });
+                *now += d;
+            };
+            for _ in 0..agent.rounds {
+                turn(&mut now, &mut rng, &mut spans, next_id);
+                next_id += 1;
+                let mut round_end = now;
+                for _ in 0..agent.calls {
+                    let (name, d) = if rng.random_range(0..4) < 3 {
+                        ("kb_search", kb.sample(&mut rng))
+                    } else {
+                        ("crm_lookup", crm.sample(&mut rng))
+                    };
+                    spans.push(Span {
+                        trace,
+                        id: next_id,
+                        parent: root,
+                        name: format!("execute_tool {name}"),
+                        start_ns: epoch + ms(now),
+                        end_ns: epoch + ms(now + d),
+                        attrs: vec![
+                            attr("gen_ai.operation.name", json!("execute_tool")),
+                            attr("gen_ai.tool.name", json!(name)),
+                        ],
+                    });
+                    next_id += 1;
+                    round_end = round_end.max(now + d);
+                }
+                now = round_end;
+            }
+            turn(&mut now, &mut rng, &mut spans, next_id);
+            next_id += 1;
+            spans.push(Span {
+                trace,
+                id: root,
+                parent: 0,
+                name: "invoke_agent support".into(),
+                start_ns: epoch + ms(q_start),
+                end_ns: epoch + ms(now),
+                attrs: vec![
+                    attr("gen_ai.operation.name", json!("invoke_agent")),
+                    attr("gen_ai.conversation.id", json!(format!("session-{session}"))),
+                ],
+            });
+            trace += 1;
+            t = now + think.sample(&mut rng);
+        }
+    }
+    // Exported as they end, 128 a request.
+    spans.sort_by_key(|s| (s.end_ns, s.id));
+    let mut out = String::new();
+    for batch in spans.chunks(128) {
+        let spans: Vec<Value> = batch
+            .iter()
+            .map(|s| {
+                let attrs: Vec<Value> = s
+                    .attrs
+                    .iter()
+                    .map(|(k, v)| json!({ "key": k, "value": v }))
+                    .collect();
+                json!({
+                    "traceId": format!("{:032x}", s.trace),
+                    "spanId": format!("{:016x}", s.id),
+                    "parentSpanId": if s.parent == 0 { String::new() } else { format!("{:016x}", s.parent) },
+                    "name": s.name,
+                    "kind": 1,
+                    "startTimeUnixNano": s.start_ns.to_string(),
+                    "endTimeUnixNano": s.end_ns.to_string(),
+                    "attributes": attrs,
+                    "status": {},
+                })
+            })
+            .collect();
+        let request = json!({
+            "resourceSpans": [{
+                "resource": { "attributes": [ { "key": "service.name", "value": { "stringValue": "support-agent" } } ] },
+                "scopeSpans": [{ "scope": { "name": "agent" }, "spans": spans }]
+            }]
+        });
+        out.push_str(&request.to_string());
+        out.push('\n');
+    }
+    out
+}
