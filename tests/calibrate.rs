@@ -1,20 +1,338 @@
-//! `capsize calibrate`: a scenario measured from traces, logs and exec recordings.
+//! `capsize calibrate`: a scenario measured from traces and logs gives back what they were drawn
+//! from (within sampling error), predicts what was observed, and refuses what it cannot read in
+//! one line.
 
 mod common;
+
+use std::path::{Path, PathBuf};
 
 use common::otel::{traces, Agent};
 use common::temp::Temp;
 use common::{capsize, stderr};
+use serde_json::Value;
+
+/// Runs `capsize calibrate INPUTS --out DIR EXTRA...`.
+fn calibrate(inputs: &[&Path], out: &Path, extra: &[&str]) -> std::process::Output {
+    let mut args: Vec<&str> = vec!["calibrate"];
+    args.extend(inputs.iter().map(|p| p.to_str().unwrap()));
+    args.extend(["--out", out.to_str().unwrap()]);
+    args.extend(extra);
+    capsize(&args)
+}
+
+fn scenario(out: &Path) -> toml::Table {
+    std::fs::read_to_string(out.join("scenario.toml"))
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+fn report(out: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(out.join("calibration.json")).unwrap()).unwrap()
+}
+
+fn f(v: &toml::Value) -> f64 {
+    v.as_float()
+        .or(v.as_integer().map(|i| i as f64))
+        .unwrap_or_else(|| panic!("{v} is not a number"))
+}
+
+/// A trace of `Agent::default()` calibrated once into `out`.
+fn calibrated(t: &Temp, agent: &Agent) -> PathBuf {
+    let input = t.write("traces.jsonl", &traces(agent, 1));
+    let out = t.path("out");
+    let o = calibrate(&[&input], &out, &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    out
+}
 
 #[test]
-fn smoke() {
-    let t = Temp::new("calibrate", "smoke");
+fn a_trace_drawn_from_known_distributions_gives_them_back() {
+    let t = Temp::new("calibrate", "known");
+    let agent = Agent::default();
+    let out = calibrated(&t, &agent);
+    let s = scenario(&out);
+    let p = &s["providers"]["openai"];
+    // The model's latency: ln N(7.2, 0.5), 1,684 calls. Within 3 standard errors:
+    // sigma/sqrt(n) = 0.0122 for mu, sigma/sqrt(2n) = 0.0086 for sigma.
+    assert_eq!(p["latency"]["dist"].as_str(), Some("lognormal"));
+    assert!((f(&p["latency"]["mu"]) - 7.2).abs() < 3.0 * 0.0122, "{p}");
+    assert!(
+        (f(&p["latency"]["sigma"]) - 0.5).abs() < 3.0 * 0.0086,
+        "{p}"
+    );
+    let w = &s["workload"];
+    assert_eq!(w["mode"].as_str(), Some("closed"));
+    assert_eq!(w["sessions"].as_integer(), Some(6));
+    assert_eq!(w["rounds"].as_integer(), Some(3));
+    assert_eq!(w["calls_per_query"].as_integer(), Some(4));
+    let turn = &w["model_turn"];
+    assert_eq!(turn["at"].as_str(), Some("around"));
+    assert_eq!(turn["max_tokens"].as_integer(), Some(500));
+    // Input tokens uniform on 2,000..=3,200: mean 2,600, standard error 346/sqrt(1,684) = 8.4.
+    assert!((f(&turn["tokens"]) - 2600.0).abs() < 3.0 * 8.4, "{turn}");
+    // Think time: exponential with mean 20 s, 415 gaps: standard error 20,000/sqrt(415) = 982 ms.
+    assert_eq!(w["think_time"]["dist"].as_str(), Some("exponential"));
+    assert!(
+        (f(&w["think_time"]["mean_ms"]) - 20_000.0).abs() < 3.0 * 982.0,
+        "{w}"
+    );
+    let tools = w["tools"].as_array().unwrap();
+    let tool = |name: &str| {
+        tools
+            .iter()
+            .find(|t| t["name"].as_str() == Some(name))
+            .unwrap()
+    };
+    // kb_search: ln N(5.5, 0.6), 3,798 calls (standard errors 0.0097 and 0.0069).
+    let kb = &tool("kb_search")["latency"];
+    assert_eq!(kb["dist"].as_str(), Some("lognormal"));
+    assert!((f(&kb["mu"]) - 5.5).abs() < 3.0 * 0.0097, "{kb}");
+    assert!((f(&kb["sigma"]) - 0.6).abs() < 3.0 * 0.0069, "{kb}");
+    // crm_lookup: uniform 100..600 ms, 1,254 calls: the least and most are within
+    // 3 x 500/1,254 = 1.2 ms of the bounds.
+    let crm = &tool("crm_lookup")["latency"];
+    assert_eq!(crm["dist"].as_str(), Some("uniform"));
+    assert!((f(&crm["min_ms"]) - 100.0).abs() < 1.2, "{crm}");
+    assert!((f(&crm["max_ms"]) - 600.0).abs() < 1.2, "{crm}");
+    // The tool mix: 3 to 1, by calls (5,052 calls: a share's standard error is 0.006).
+    let share = f(&tool("kb_search")["weight"])
+        / (f(&tool("kb_search")["weight"]) + f(&tool("crm_lookup")["weight"]));
+    assert!((share - 0.75).abs() < 3.0 * 0.0061, "{share}");
+    // Every fit is written down with its distance, and each fits.
+    let fits = report(&out)["fits"].as_array().unwrap().clone();
+    assert_eq!(fits.len(), 6, "{fits:?}");
+    assert!(fits
+        .iter()
+        .all(|f| f["ks"].as_f64().unwrap() <= f["accept"].as_f64().unwrap()));
+}
+
+#[test]
+fn the_calibrated_scenario_predicts_the_observed_queries_within_ten_percent() {
+    let t = Temp::new("calibrate", "check");
+    let out = calibrated(&t, &Agent::default());
+    let check = report(&out)["check"].as_array().unwrap().clone();
+    let row = |name: &str| {
+        check
+            .iter()
+            .find(|r| r["figure"].as_str() == Some(name))
+            .unwrap_or_else(|| panic!("no {name} in {check:?}"))
+            .clone()
+    };
+    for name in ["query p50", "query p95"] {
+        let r = row(name);
+        assert_eq!(r["met"].as_bool(), Some(true), "{r}");
+        assert!((r["ratio"].as_f64().unwrap() - 1.0).abs() <= 0.10, "{r}");
+    }
+    // The same calls per query, and the throughput of the same sessions.
+    assert_eq!(
+        row("openai requests per query")["ratio"].as_f64(),
+        Some(1.0)
+    );
+    assert!((row("throughput")["ratio"].as_f64().unwrap() - 1.0).abs() < 0.05);
+}
+
+#[test]
+fn older_attribute_names_give_the_same_scenario() {
+    let t = Temp::new("calibrate", "old-names");
+    let new = calibrated(&t, &Agent::default());
+    let text = std::fs::read_to_string(new.join("scenario.toml")).unwrap();
+    let old = t.write(
+        "old.jsonl",
+        &traces(
+            &Agent {
+                old_names: true,
+                ..Agent::default()
+            },
+            1,
+        ),
+    );
+    let out = t.path("old-out");
+    let o = calibrate(&[&old], &out, &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let old_text = std::fs::read_to_string(out.join("scenario.toml")).unwrap();
+    assert_eq!(old_text.replace("old.jsonl", "traces.jsonl"), text);
+}
+
+#[test]
+fn the_same_input_gives_byte_identical_outputs() {
+    let t = Temp::new("calibrate", "determinism");
+    let input = t.write("traces.jsonl", &traces(&Agent::default(), 3));
+    let (a, b) = (t.path("a"), t.path("b"));
+    for out in [&a, &b] {
+        assert!(calibrate(&[&input], out, &[]).status.success());
+    }
+    for name in [
+        "scenario.toml",
+        "calibration.md",
+        "calibration.html",
+        "calibration.json",
+    ] {
+        let read = |d: &Path| std::fs::read(d.join(name)).unwrap();
+        assert!(read(&a) == read(&b), "{name} differs");
+    }
+}
+
+#[test]
+fn what_the_input_cannot_say_is_given_with_set_and_asked_what_if_of() {
+    let t = Temp::new("calibrate", "what-if");
     let input = t.write("traces.jsonl", &traces(&Agent::default(), 1));
     let out = t.path("out");
-    let o = capsize(&["calibrate", input.to_str().unwrap(), "--out", out.to_str().unwrap()]);
-    println!("{}", String::from_utf8_lossy(&o.stdout));
-    println!("{}", stderr(&o));
-    println!("{}", std::fs::read_to_string(out.join("scenario.toml")).unwrap_or_default());
-    println!("{}", std::fs::read_to_string(out.join("calibration.md")).unwrap_or_default());
-    panic!();
+    let o = calibrate(
+        &[&input],
+        &out,
+        &[
+            "--set",
+            "providers.openai.tpm=60000",
+            "--set",
+            "scheduler.max_concurrency=8",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = std::fs::read_to_string(out.join("scenario.toml")).unwrap();
+    assert!(
+        text.contains("tpm = 60000  # given: --set providers.openai.tpm=60000"),
+        "{text}"
+    );
+    assert!(text.contains("max_concurrency = 8  # given: --set scheduler.max_concurrency=8"));
+    // Twice the users, on the calibrated scenario, is one command.
+    let scenario = out.join("scenario.toml");
+    let run = capsize(&[
+        "run",
+        scenario.to_str().unwrap(),
+        "--set",
+        "workload.sessions=12",
+        "--out",
+        t.path("run").to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(run.status.success(), "{}", stderr(&run));
+    let summary: Value = serde_json::from_slice(&run.stdout).unwrap();
+    assert!(summary["queries"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn a_request_log_in_the_azure_traces_columns_is_an_open_workload_of_single_calls() {
+    use rand::rngs::Xoshiro256PlusPlus;
+    use rand::{RngExt, SeedableRng};
+    use rand_distr::{Distribution, Exp};
+    let t = Temp::new("calibrate", "azure");
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(5);
+    let gap = Exp::new(2.0).unwrap(); // 2 requests a second
+    let mut csv = String::from("TIMESTAMP,ContextTokens,GeneratedTokens\n");
+    let mut t_s = 0.0f64;
+    for _ in 0..2000 {
+        t_s += gap.sample(&mut rng);
+        let whole = t_s.floor() as i64;
+        let frac = ((t_s - whole as f64) * 1e7) as i64;
+        let (m, s) = (whole / 60, whole % 60);
+        csv.push_str(&format!(
+            "2023-11-16 18:{m:02}:{s:02}.{frac:07},{},{}\n",
+            rng.random_range(500..1500),
+            rng.random_range(50..300)
+        ));
+    }
+    let input = t.write("azure.csv", &csv);
+    let out = t.path("out");
+    let o = calibrate(&[&input], &out, &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let s = scenario(&out);
+    let w = &s["workload"];
+    assert_eq!(w["mode"].as_str(), Some("open"));
+    // 1,999 gaps: the rate's standard error is 2/sqrt(1,999) = 0.045.
+    assert!((f(&w["arrival_rate"]) - 2.0).abs() < 3.0 * 0.045, "{w}");
+    assert_eq!(w["calls_per_query"].as_integer(), Some(1));
+    let r = report(&out);
+    assert_eq!(r["arrival"]["mode"].as_str(), Some("open"));
+    assert!(r["arrival"]["poisson_ks"].as_f64() <= r["arrival"]["accept"].as_f64());
+    // The log has no latency: said to be assumed.
+    let assumed = r["assumed"].to_string();
+    assert!(
+        assumed.contains("latency: the input has no call times"),
+        "{assumed}"
+    );
+}
+
+#[test]
+fn a_burstgpt_row_with_no_response_tokens_is_a_failed_request() {
+    let t = Temp::new("calibrate", "burstgpt");
+    let mut csv =
+        String::from("Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n");
+    for i in 0..100 {
+        let response = if i % 10 == 0 { 0 } else { 200 };
+        csv.push_str(&format!(
+            "{},ChatGPT,600,{response},{},Conversation log\n",
+            i * 2,
+            600 + response
+        ));
+    }
+    let input = t.write("burst.csv", &csv);
+    let out = t.path("out");
+    let o = calibrate(&[&input], &out, &["--no-check"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let s = scenario(&out);
+    let p = s["providers"].as_table().unwrap().values().next().unwrap();
+    assert_eq!(f(&p["error_rate"]), 0.1, "{p}");
+    // The columns not read are said.
+    let md = std::fs::read_to_string(out.join("calibration.md")).unwrap();
+    assert!(md.contains("column \"Total tokens\" is not read"), "{md}");
+    assert_eq!(
+        report(&out)["check"],
+        Value::Array(vec![]),
+        "--no-check runs no check"
+    );
+}
+
+#[test]
+fn a_truncated_trace_is_read_up_to_its_cut_and_the_cut_is_counted() {
+    let t = Temp::new("calibrate", "truncated");
+    let text = traces(&Agent::default(), 1);
+    let cut = &text[..text.len() - 500];
+    let input = t.write("cut.jsonl", cut);
+    let out = t.path("out");
+    let o = calibrate(&[&input], &out, &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let skipped = report(&out)["skipped"].to_string();
+    assert!(skipped.contains("a truncated line"), "{skipped}");
+}
+
+#[test]
+fn an_input_that_cannot_be_read_is_refused_in_one_line_and_nothing_is_written() {
+    let t = Temp::new("calibrate", "bad");
+    let out = t.path("out");
+    let no_model = t.write(
+        "tools-only.jsonl",
+        r#"{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"0000000000000000000000000000000a","spanId":"000000000000000b","name":"x","startTimeUnixNano":"1000","endTimeUnixNano":"2000","attributes":[{"key":"gen_ai.operation.name","value":{"stringValue":"execute_tool"}}]}]}]}]}"#,
+    );
+    let cases: Vec<(PathBuf, &str)> = vec![
+        (t.write("empty.jsonl", ""), "is empty"),
+        (t.write("binary.pb", "\u{0}\u{1}\u{2}binary"), "is binary"),
+        (t.dir().to_path_buf(), "not a regular file (a folder)"),
+        (t.path("missing.jsonl"), "missing.jsonl"),
+        (t.write("nothing.csv", "a,b\n1,2\n"), "needs a timestamp"),
+        (no_model, "no model call could be read"),
+    ];
+    for (input, says) in cases {
+        let o = calibrate(&[&input], &out, &[]);
+        assert_eq!(
+            o.status.code(),
+            Some(2),
+            "{}: {}",
+            input.display(),
+            stderr(&o)
+        );
+        let err = stderr(&o);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(says), "{says}: {err}");
+        assert!(!out.exists(), "{}", input.display());
+    }
+    let good = t.write("traces.jsonl", &traces(&Agent::default(), 1));
+    let o = calibrate(&[&good], &out, &["--set", "providers.openai.rpm=-5"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("providers.openai.rpm"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!out.exists());
 }

@@ -89,6 +89,10 @@ fn run(args: &CalibrateArgs) -> Result<String, Failure> {
     }
     set.put(dir.join("calibration.md"), md.into_bytes());
     set.put(dir.join("calibration.html"), html.into_bytes());
+    set.put(
+        dir.join("calibration.json"),
+        crate::output::calibrate::json::json(&cal, check.as_ref(), &written.assumed).into_bytes(),
+    );
     set.check().map_err(|e| Failure::output(&e))?;
     set.commit().map_err(|e| Failure::output(&e))?;
     Ok(terminal(&cal, check.as_ref(), &dir, written.files.len()))
@@ -111,7 +115,11 @@ fn describe_inputs(inputs: &[PathBuf]) -> String {
 /// Validates the scenario as it will be written: its text and files put in a staging folder,
 /// parsed from there (so its empirical files are read as a run will read them). An error
 /// names the scenario where it will be written.
-fn staged_parse(text: &str, files: &[(String, String)], target: &Path) -> Result<Scenario, Failure> {
+fn staged_parse(
+    text: &str,
+    files: &[(String, String)],
+    target: &Path,
+) -> Result<Scenario, Failure> {
     let staging = std::env::temp_dir().join(format!("capsize-calibrate-{}", std::process::id()));
     let result = (|| {
         std::fs::create_dir_all(&staging)
@@ -168,7 +176,9 @@ fn terminal(cal: &Calibration, check: Option<&FitCheck>, dir: &Path, extra: usiz
         ));
     }
     if let Some(c) = check {
-        s.push_str("check (the calibrated scenario under the observed conditions, virtual time):\n");
+        s.push_str(
+            "check (the calibrated scenario under the observed conditions, virtual time):\n",
+        );
         for r in &c.rows {
             let ratio = r.ratio().map_or("n/a".into(), |x| format!("{x:.3}"));
             let verdict = match (r.target, r.met()) {
@@ -185,7 +195,7 @@ fn terminal(cal: &Calibration, check: Option<&FitCheck>, dir: &Path, extra: usiz
         }
     }
     s.push_str(&format!(
-        "wrote {}: scenario.toml, calibration.md, calibration.html{}\n",
+        "wrote {}: scenario.toml, calibration.md, calibration.html, calibration.json{}\n",
         dir.display(),
         if extra > 0 {
             format!(" and {extra} empirical file(s)")

@@ -1,9 +1,9 @@
 //! Helpers shared by the command-line integration tests (each test file uses a subset).
 #![allow(dead_code)]
 
+pub mod otel;
 #[path = "../../capsize-scheduler/tests/common/redis.rs"]
 pub mod redis;
-pub mod otel;
 pub mod temp;
 
 /// The `capsize` binary with `args`, run to the end.

@@ -89,32 +89,33 @@ pub fn traces(agent: &Agent, seed: u64) -> String {
             let (q_start, root) = (t, next_id);
             next_id += 1;
             let mut now = t;
-            let turn = |now: &mut f64, rng: &mut Xoshiro256PlusPlus, spans: &mut Vec<Span>, id: u64| {
-                let d = model.sample(rng);
-                let input = rng.random_range(agent.input.0..=agent.input.1);
-                let (provider_key, in_key) = if agent.old_names {
-                    ("gen_ai.system", "gen_ai.usage.prompt_tokens")
-                } else {
-                    ("gen_ai.provider.name", "gen_ai.usage.input_tokens")
+            let turn =
+                |now: &mut f64, rng: &mut Xoshiro256PlusPlus, spans: &mut Vec<Span>, id: u64| {
+                    let d = model.sample(rng);
+                    let input = rng.random_range(agent.input.0..=agent.input.1);
+                    let (provider_key, in_key) = if agent.old_names {
+                        ("gen_ai.system", "gen_ai.usage.prompt_tokens")
+                    } else {
+                        ("gen_ai.provider.name", "gen_ai.usage.input_tokens")
+                    };
+                    spans.push(Span {
+                        trace,
+                        id,
+                        parent: root,
+                        name: "chat gpt-4o".into(),
+                        start_ns: epoch + ms(*now),
+                        end_ns: epoch + ms(*now + d),
+                        attrs: vec![
+                            attr("gen_ai.operation.name", json!("chat")),
+                            attr(provider_key, json!("openai")),
+                            attr("gen_ai.request.model", json!("gpt-4o")),
+                            attr(in_key, json!(input)),
+                            attr("gen_ai.usage.output_tokens", json!(200)),
+                            attr("gen_ai.request.max_tokens", json!(500)),
+                        ],
+                    });
+                    *now += d;
                 };
-                spans.push(Span {
-                    trace,
-                    id,
-                    parent: root,
-                    name: "chat gpt-4o".into(),
-                    start_ns: epoch + ms(*now),
-                    end_ns: epoch + ms(*now + d),
-                    attrs: vec![
-                        attr("gen_ai.operation.name", json!("chat")),
-                        attr(provider_key, json!("openai")),
-                        attr("gen_ai.request.model", json!("gpt-4o")),
-                        attr(in_key, json!(input)),
-                        attr("gen_ai.usage.output_tokens", json!(200)),
-                        attr("gen_ai.request.max_tokens", json!(500)),
-                    ],
-                });
-                *now += d;
-            };
             for _ in 0..agent.rounds {
                 turn(&mut now, &mut rng, &mut spans, next_id);
                 next_id += 1;
@@ -153,7 +154,10 @@ pub fn traces(agent: &Agent, seed: u64) -> String {
                 end_ns: epoch + ms(now),
                 attrs: vec![
                     attr("gen_ai.operation.name", json!("invoke_agent")),
-                    attr("gen_ai.conversation.id", json!(format!("session-{session}"))),
+                    attr(
+                        "gen_ai.conversation.id",
+                        json!(format!("session-{session}")),
+                    ),
                 ],
             });
             trace += 1;

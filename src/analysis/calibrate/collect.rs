@@ -235,6 +235,7 @@ impl Collector {
                 session: s.session.clone(),
                 steps: vec![node],
                 nested: 0,
+                skewed: 0,
             });
         } else {
             self.assembler
@@ -364,6 +365,17 @@ impl Collector {
         seen.count += 1;
         seen.nested += q.nested;
         seen.starts.push(q.start);
+        self.skipped.add_n(
+            "a span outside its parent's time by more than 1 ms (clock skew between services?): kept as timed",
+            q.skewed,
+            String::new,
+        );
+        if !q.bounded {
+            self.skipped.add(
+                "a trace without a root span (spans whose parent never arrived): its calls are fitted and shape it, its time is no query's",
+                String::new,
+            );
+        }
         if q.bounded {
             seen.bounded += 1;
             seen.latency.add((q.end - q.start) as f64 / 1e6);
@@ -463,7 +475,14 @@ mod tests {
     fn an_agent_loop_is_turns_around_rounds() {
         let m = |s, e| step(Role::Model(0), s, e);
         let t = |s, e| step(Role::Tool(0), s, e);
-        let (shape_, rounds) = shape(&[m(0, 10), t(10, 20), t(11, 25), m(25, 30), t(30, 31), m(31, 40)]);
+        let (shape_, rounds) = shape(&[
+            m(0, 10),
+            t(10, 20),
+            t(11, 25),
+            m(25, 30),
+            t(30, 31),
+            m(31, 40),
+        ]);
         assert_eq!(shape_, Shape::Around);
         assert_eq!(rounds.iter().map(Vec::len).collect::<Vec<_>>(), [2, 1]);
         let (shape_, rounds) = shape(&[t(0, 5), m(5, 10), t(10, 20)]);
@@ -481,6 +500,7 @@ mod tests {
             session: None,
             steps: vec![step(Role::Model(0), 10, 30), step(Role::Tool(0), 20, 50)],
             nested: 0,
+            skewed: 0,
         };
         assert_eq!(own_time(&q), 60);
     }

@@ -207,7 +207,9 @@ pub fn distance(sorted: &[f64], family: &Family) -> f64 {
             Family::Constant(_) | Family::Empirical(_) => family.cdf(x - x.abs() * 1e-12 - 1e-12),
             _ => f,
         };
-        d = d.max((f - j as f64 / n).abs()).max((below - i as f64 / n).abs());
+        d = d
+            .max((f - j as f64 / n).abs())
+            .max((below - i as f64 / n).abs());
         i = j;
     }
     d

@@ -305,8 +305,12 @@ fn structure(c: &Collector) -> Structure {
         .unwrap_or(1)
         .max(1);
     let per_round = count_fit(&q.per_round);
-    let sequential = (q.multi_rounds.0 > 0)
-        .then(|| (q.multi_rounds.0, q.multi_rounds.1 as f64 / q.multi_rounds.0 as f64));
+    let sequential = (q.multi_rounds.0 > 0).then(|| {
+        (
+            q.multi_rounds.0,
+            q.multi_rounds.1 as f64 / q.multi_rounds.0 as f64,
+        )
+    });
     Structure {
         shape,
         shapes: q.shapes.clone(),

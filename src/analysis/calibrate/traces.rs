@@ -10,6 +10,8 @@ use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 pub const GRACE_NS: i64 = 30_000_000_000;
 /// The most traces held open at once.
 pub const MAX_OPEN: usize = 100_000;
+/// How far a span may stand outside its parent's time before it is counted as skewed.
+const SKEW_NS: i64 = 1_000_000;
 /// How many closed traces are remembered, to recognize their late spans.
 const REMEMBERED: usize = 100_000;
 
@@ -57,6 +59,9 @@ pub struct Query {
     pub steps: Vec<Node>,
     /// Model calls made from inside a tool (a subagent's): not steps of this query.
     pub nested: u64,
+    /// Spans that start before their parent or end after it by more than a millisecond (clock
+    /// skew between services, most likely).
+    pub skewed: u64,
 }
 
 #[derive(Debug, Default)]
@@ -160,7 +165,8 @@ fn query(mut nodes: Vec<Node>, session: Option<String>) -> Query {
         .find(|n| !ancestors(&nodes, &parents, n).any(|a| a.role == Role::Agent));
     let root = nodes.iter().find(|n| n.parent == 0);
     let boundary = outermost_agent.or(root).copied();
-    let inside_tool = |n: &Node| ancestors(&nodes, &parents, n).any(|a| matches!(a.role, Role::Tool(_)));
+    let inside_tool =
+        |n: &Node| ancestors(&nodes, &parents, n).any(|a| matches!(a.role, Role::Tool(_)));
     let mut nested = 0;
     let mut steps = Vec::new();
     for n in &nodes {
@@ -170,6 +176,15 @@ fn query(mut nodes: Vec<Node>, session: Option<String>) -> Query {
             _ => {}
         }
     }
+    let skewed = nodes
+        .iter()
+        .filter(|n| {
+            parents.get(&n.parent).is_some_and(|&p| {
+                let p = &nodes[p];
+                n.start + SKEW_NS < p.start || n.end > p.end + SKEW_NS
+            })
+        })
+        .count() as u64;
     let (start, end) = match boundary {
         Some(b) => (b.start, b.end),
         None => (
@@ -184,6 +199,7 @@ fn query(mut nodes: Vec<Node>, session: Option<String>) -> Query {
         session,
         steps,
         nested,
+        skewed,
     }
 }
 
@@ -223,23 +239,32 @@ mod tests {
     #[test]
     fn a_trace_is_closed_once_the_input_moves_past_its_root() {
         let mut a = Assembler::default();
-        let mut got = Vec::new();
-        let mut done = |q: Query| got.push(q);
+        let got = std::cell::RefCell::new(Vec::new());
+        let mut done = |q: Query| got.borrow_mut().push(q);
         a.add(1, node(2, 1, Role::Model(0), 10, 20), None, &mut done);
         a.add(1, node(3, 1, Role::Tool(0), 25, 30), None, &mut done);
         a.add(1, node(1, 0, Role::Agent, 0, 40), Some("s1"), &mut done);
+        assert!(got.borrow().is_empty(), "held open within the grace");
         // A later trace, far enough on, closes the first.
-        a.add(2, node(9, 0, Role::Other, 0, 40 + GRACE_NS + 1), None, &mut done);
-        assert_eq!(got.len(), 1);
-        assert_eq!((got[0].start, got[0].end, got[0].bounded), (0, 40, true));
-        assert_eq!(got[0].session.as_deref(), Some("s1"));
-        assert_eq!(got[0].steps.len(), 2);
+        a.add(
+            2,
+            node(9, 0, Role::Other, 0, 40 + GRACE_NS + 1),
+            None,
+            &mut done,
+        );
+        {
+            let got = got.borrow();
+            assert_eq!(got.len(), 1);
+            assert_eq!((got[0].start, got[0].end, got[0].bounded), (0, 40, true));
+            assert_eq!(got[0].session.as_deref(), Some("s1"));
+            assert_eq!(got[0].steps.len(), 2);
+        }
         // A span of the closed trace is late.
         a.add(1, node(4, 1, Role::Tool(0), 31, 32), None, &mut done);
         assert_eq!(a.late, 1);
         a.finish(&mut done);
-        assert_eq!(got.len(), 2);
-        assert!(!got[1].steps.iter().any(|_| true));
+        assert_eq!(got.borrow().len(), 2);
+        assert!(got.borrow()[1].steps.is_empty());
     }
 
     #[test]
@@ -258,7 +283,10 @@ mod tests {
     #[test]
     fn a_trace_without_a_root_is_timed_by_its_calls() {
         let q = query(
-            vec![node(2, 7, Role::Model(0), 5, 9), node(3, 7, Role::Tool(0), 10, 12)],
+            vec![
+                node(2, 7, Role::Model(0), 5, 9),
+                node(3, 7, Role::Tool(0), 10, 12),
+            ],
             None,
         );
         assert_eq!((q.start, q.end, q.bounded), (5, 12, false));

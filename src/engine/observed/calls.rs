@@ -77,9 +77,7 @@ pub(super) fn read(
                 sink(span(call));
             }
             Err(e) if e.is_eof() => skipped.add("a truncated line", || place(path, n)),
-            Err(_) => skipped.add("a line that is not one of exec's calls", || {
-                place(path, n)
-            }),
+            Err(_) => skipped.add("a line that is not one of exec's calls", || place(path, n)),
         }
         Ok(())
     })?;

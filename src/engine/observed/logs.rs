@@ -188,7 +188,7 @@ impl Cell<'_> {
             Cell::Json(Value::String(s)) => s.trim().parse().ok()?,
             Cell::Json(_) => return None,
         };
-        (v as f64).is_finite().then_some(v)
+        v.is_finite().then_some(v)
     }
     fn count(&self) -> Option<u64> {
         self.number()
@@ -263,7 +263,7 @@ fn timestamp(v: &Cell) -> Option<i64> {
         } else {
             x * 1e9
         };
-        return (ns >= 0.0 && ns < 9.2e18).then_some(ns as i64);
+        return (0.0..9.2e18).contains(&ns).then_some(ns as i64);
     }
     date_time(&v.text()?)
 }

@@ -127,7 +127,10 @@ impl Tally {
         if n == 0 {
             return;
         }
-        let entry = self.counts.entry(reason.into()).or_insert_with(|| (0, at()));
+        let entry = self
+            .counts
+            .entry(reason.into())
+            .or_insert_with(|| (0, at()));
         entry.0 += n;
     }
 

@@ -165,9 +165,7 @@ pub(super) fn read(
                     place(path, n)
                 });
             }
-            Err(_) => skipped.add("a line that is not an OTLP JSON request", || {
-                place(path, n)
-            }),
+            Err(_) => skipped.add("a line that is not an OTLP JSON request", || place(path, n)),
         }
         Ok(())
     })?;
@@ -254,7 +252,11 @@ fn span(raw: RawSpan, skipped: &mut Tally, at: &dyn Fn() -> String) -> Option<Sp
     s.end_ns = Some(end);
     s.status = a.status;
     s.error = a.error.or_else(|| {
-        let failed = raw.status.as_ref().and_then(|st| st.code.as_ref()?.as_i64()) == Some(2);
+        let failed = raw
+            .status
+            .as_ref()
+            .and_then(|st| st.code.as_ref()?.as_i64())
+            == Some(2);
         failed.then(|| {
             raw.status
                 .and_then(|st| st.message)
@@ -348,7 +350,9 @@ impl Attributes {
             Some("invoke_agent") => Kind::Agent,
             Some(other) => {
                 skipped.add(
-                    format!("gen_ai.operation.name \"{other}\": neither a model call nor a tool call"),
+                    format!(
+                        "gen_ai.operation.name \"{other}\": neither a model call nor a tool call"
+                    ),
                     at,
                 );
                 Kind::Other

@@ -159,7 +159,11 @@ fn render_entry(out: &mut String, e: &Entry) {
         out.push_str("]\n");
         return;
     }
-    let line = format!("{} = {}", e.key, inline(e.value.as_ref().expect("checked above")));
+    let line = format!(
+        "{} = {}",
+        e.key,
+        inline(e.value.as_ref().expect("checked above"))
+    );
     push_with_comment(out, &line, &e.comment);
 }
 
@@ -227,8 +231,7 @@ pub fn inline(v: &toml::Value) -> String {
 /// A key, quoted when it is not bare.
 fn key(k: &str) -> String {
     if !k.is_empty()
-        && k
-            .chars()
+        && k.chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
     {
         k.to_string()
@@ -254,9 +257,15 @@ mod tests {
         doc.apply_set("scheduler.retry.max_retries=3").unwrap();
         doc.apply_set("fleet.replicas=2").unwrap();
         let text = doc.render();
-        assert!(text.contains("rpm = 500  # given: --set providers.llm.rpm=500"), "{text}");
+        assert!(
+            text.contains("rpm = 500  # given: --set providers.llm.rpm=500"),
+            "{text}"
+        );
         assert!(text.contains("tpm = 9000  # given"), "{text}");
-        assert!(text.contains("[scheduler]\nretry.max_retries = 3"), "{text}");
+        assert!(
+            text.contains("[scheduler]\nretry.max_retries = 3"),
+            "{text}"
+        );
         assert!(text.contains("[fleet]\nreplicas = 2"), "{text}");
         let parsed: toml::Table = text.parse().unwrap();
         assert_eq!(parsed["providers"]["llm"]["rpm"].as_integer(), Some(500));

@@ -1,8 +1,10 @@
 //! What `capsize calibrate` writes: the calibrated scenario ([`scenario`]: `scenario.toml`,
 //! commented, and its empirical files), and `calibration.md` / `.html` ([`report`]: the fit
-//! table, the structure and arrivals found, the check, what was assumed and skipped).
+//! table, the structure and arrivals found, the check, what was assumed and skipped), and
+//! `calibration.json` ([`json`]: the same as data).
 
 pub mod doc;
+pub mod json;
 pub mod report;
 pub mod scenario;
 

@@ -8,8 +8,40 @@ use crate::analysis::calibrate::{Arrival, Calibration, FitCheck, Fitted, Shape};
 use crate::fmt::fmt_num;
 use crate::output::report::escape;
 
+/// Every fitted quantity, named as the fit table names it.
+pub fn fitted(cal: &Calibration) -> Vec<(String, &Fitted)> {
+    let mut rows = Vec::new();
+    if let Some(p) = &cal.provider {
+        let model = if p.model.is_empty() {
+            "model not named"
+        } else {
+            &p.model
+        };
+        for (what, f) in [
+            ("latency, ms", &p.latency),
+            ("time to first chunk, ms", &p.ttft),
+            ("time per output token, ms", &p.tpot),
+            ("input tokens", &p.input),
+            ("output tokens", &p.output),
+        ] {
+            if let Some(f) = f {
+                rows.push((format!("{} ({model}): {what}", p.name), f));
+            }
+        }
+    }
+    for t in &cal.tools {
+        if let Some(f) = &t.latency {
+            rows.push((format!("tool {}: latency, ms", t.name), f));
+        }
+    }
+    if let Some(Arrival::Closed { think: Some(f), .. }) = &cal.arrival {
+        rows.push(("think time, ms".into(), f));
+    }
+    rows
+}
+
 /// One quantity's row of the fit table.
-fn fit_row(out: &mut String, what: &str, f: &Fitted, unit: &str) {
+fn fit_row(out: &mut String, what: &str, f: &Fitted) {
     let o = &f.observed;
     let fam = &f.fit.family;
     let q = |x: f64| fmt_num(x);
@@ -32,7 +64,6 @@ fn fit_row(out: &mut String, what: &str, f: &Fitted, unit: &str) {
             "does not fit"
         },
     );
-    let _ = unit;
 }
 
 /// The whole report.
@@ -63,30 +94,12 @@ pub fn markdown(
     );
 
     out.push_str("## The fit\n\nEach quantity's observed quantiles (p50 / p90 / p99) beside the fitted distribution's, the family chosen and its Kolmogorov-Smirnov distance (the largest gap between the two CDFs). A family is kept if within 1.36/sqrt(n) (at least 0.03); otherwise the observed values are (empirical).\n\n");
-    out.push_str("| quantity | n | observed | fitted | family | KS |\n|---|---:|---|---|---|---|\n");
-    if let Some(p) = &cal.provider {
-        let named = format!("{} ({})", p.name, if p.model.is_empty() { "model not named" } else { &p.model });
-        for (what, f, unit) in [
-            ("latency, ms", &p.latency, "ms"),
-            ("time to first chunk, ms", &p.ttft, "ms"),
-            ("time per output token, ms", &p.tpot, "ms"),
-            ("input tokens", &p.input, ""),
-            ("output tokens", &p.output, ""),
-        ] {
-            if let Some(f) = f {
-                fit_row(&mut out, &format!("{named}: {what}"), f, unit);
-            }
-        }
+    out.push_str(
+        "| quantity | n | observed | fitted | family | KS |\n|---|---:|---|---|---|---|\n",
+    );
+    for (what, f) in fitted(cal) {
+        fit_row(&mut out, &what, f);
     }
-    for t in &cal.tools {
-        if let Some(f) = &t.latency {
-            fit_row(&mut out, &format!("tool {}: latency, ms", t.name), f, "ms");
-        }
-    }
-    if let Some(Arrival::Closed { think: Some(f), .. }) = &cal.arrival {
-        fit_row(&mut out, "think time, ms", f, "ms");
-    }
-
     out.push_str("\n## The structure found\n\n");
     let s = &cal.structure;
     let total: u64 = s.shapes.values().sum();
@@ -106,15 +119,32 @@ pub fn markdown(
         );
     }
     if !s.rounds_seen.is_empty() {
-        let r: Vec<String> = s.rounds_seen.iter().map(|(k, n)| format!("{k}: {}", fmt_num(*n as f64))).collect();
+        let r: Vec<String> = s
+            .rounds_seen
+            .iter()
+            .map(|(k, n)| format!("{k}: {}", fmt_num(*n as f64)))
+            .collect();
         let _ = writeln!(out, "- rounds per query (count: queries): {}", r.join(", "));
     }
     if !s.per_round_seen.is_empty() {
-        let r: Vec<String> = s.per_round_seen.iter().map(|(k, n)| format!("{k}: {}", fmt_num(*n as f64))).collect();
-        let _ = writeln!(out, "- tool calls per round (count: rounds): {}", r.join(", "));
+        let r: Vec<String> = s
+            .per_round_seen
+            .iter()
+            .map(|(k, n)| format!("{k}: {}", fmt_num(*n as f64)))
+            .collect();
+        let _ = writeln!(
+            out,
+            "- tool calls per round (count: rounds): {}",
+            r.join(", ")
+        );
     }
     if let Some((n, seq)) = s.sequential {
-        let _ = writeln!(out, "- rounds of two or more calls: {}, {:.0} % of them run one call after another", fmt_num(n as f64), 100.0 * seq);
+        let _ = writeln!(
+            out,
+            "- rounds of two or more calls: {}, {:.0} % of them run one call after another",
+            fmt_num(n as f64),
+            100.0 * seq
+        );
     }
     if let Some(o) = &s.own {
         let _ = writeln!(
@@ -137,7 +167,12 @@ pub fn markdown(
         );
     }
     match &cal.arrival {
-        Some(Arrival::Open { rate_per_s, cv, poisson_distance, accept }) => {
+        Some(Arrival::Open {
+            rate_per_s,
+            cv,
+            poisson_distance,
+            accept,
+        }) => {
             let _ = writeln!(
                 out,
                 "- arrivals: open, {} queries/s; gaps' CV {cv:.2}, KS to an exponential {poisson_distance:.3} ({})",
@@ -145,7 +180,12 @@ pub fn markdown(
                 if poisson_distance <= accept { "Poisson fits" } else { "Poisson does not fit" }
             );
         }
-        Some(Arrival::Closed { seen, active, per_session, .. }) => {
+        Some(Arrival::Closed {
+            seen,
+            active,
+            per_session,
+            ..
+        }) => {
             let _ = writeln!(
                 out,
                 "- arrivals: closed, {} sessions seen, {} active at once on average, {} queries each",
@@ -170,7 +210,11 @@ pub fn markdown(
                 out,
                 "| {}{} | {} | {} | {ratio} | {target} |",
                 escape::markdown(&r.what),
-                if r.unit.is_empty() { String::new() } else { format!(", {}", r.unit) },
+                if r.unit.is_empty() {
+                    String::new()
+                } else {
+                    format!(", {}", r.unit)
+                },
                 fmt_num(r.observed),
                 fmt_num(r.predicted)
             );
@@ -183,7 +227,13 @@ pub fn markdown(
     if cal.skipped.total() > 0 {
         out.push_str("\n## What was skipped, or read by assumption\n\n| what | count | first at |\n|---|---:|---|\n");
         for (reason, n, at) in cal.skipped.iter() {
-            let _ = writeln!(out, "| {} | {} | {} |", escape::markdown(reason), fmt_num(n as f64), escape::markdown(at));
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} |",
+                escape::markdown(reason),
+                fmt_num(n as f64),
+                escape::markdown(at)
+            );
         }
     }
     out

@@ -39,7 +39,11 @@ fn sig(x: f64) -> f64 {
 /// How a fit is described in a comment: "lognormal, KS 0.012 (n 3,150; p50 2,010 ms, p95 4,700 ms)".
 fn source(f: &Fitted, what: &str, unit: &str) -> String {
     let o = &f.observed;
-    let sampled = if f.exact { "" } else { ", fitted to a sample of 20,000" };
+    let sampled = if f.exact {
+        ""
+    } else {
+        ", fitted to a sample of 20,000"
+    };
     format!(
         "{} {what}: p50 {}{unit}, p95 {}{unit}; {}, KS {:.3}{sampled}",
         fmt_num(o.n as f64),
@@ -131,10 +135,18 @@ fn count(c: &CountFit) -> toml::Value {
 
 /// The share `part / whole` as a scenario's rate, with its comment.
 fn rate(part: u64, whole: u64, what: &str) -> (f64, String) {
-    let r = if whole == 0 { 0.0 } else { part as f64 / whole as f64 };
+    let r = if whole == 0 {
+        0.0
+    } else {
+        part as f64 / whole as f64
+    };
     (
         sig(r),
-        format!("{} of {} calls {what}", fmt_num(part as f64), fmt_num(whole as f64)),
+        format!(
+            "{} of {} calls {what}",
+            fmt_num(part as f64),
+            fmt_num(whole as f64)
+        ),
     )
 }
 
@@ -184,7 +196,11 @@ pub fn scenario(cal: &Calibration, name: &str, inputs: &str) -> Result<Written, 
         } else {
             format!("{} ", p.said)
         },
-        if p.model.is_empty() { "(not named)" } else { &p.model },
+        if p.model.is_empty() {
+            "(not named)"
+        } else {
+            &p.model
+        },
         fmt_num(p.calls as f64),
         fmt_num(p.answered as f64),
         fmt_num(p.rate_limited as f64),
@@ -309,7 +325,11 @@ fn workload(
             per_session,
             think,
         }) => {
-            w.put("mode", "closed", "queries came in sessions (gen_ai.conversation.id or session.id)");
+            w.put(
+                "mode",
+                "closed",
+                "queries came in sessions (gen_ai.conversation.id or session.id)",
+            );
             w.put(
                 "sessions",
                 (active.round().max(1.0)) as i64,
@@ -334,7 +354,11 @@ fn workload(
             poisson_distance,
             accept,
         }) => {
-            w.put("mode", "open", "no sessions in the input: queries arrive by themselves");
+            w.put(
+                "mode",
+                "open",
+                "no sessions in the input: queries arrive by themselves",
+            );
             w.put(
                 "arrival_rate",
                 sig(*rate_per_s),
@@ -364,7 +388,11 @@ fn workload(
             }
         }
         None => {
-            w.put("mode", "closed", "ASSUMED: fewer than two queries seen; one session");
+            w.put(
+                "mode",
+                "closed",
+                "ASSUMED: fewer than two queries seen; one session",
+            );
             w.put("sessions", 1, "");
             assumed.push("arrivals: fewer than two queries seen; one session".into());
         }
@@ -376,9 +404,16 @@ fn workload(
     );
     let shares = |n: u64| {
         let total: u64 = s.shapes.values().sum();
-        format!("{:.0} % of {} queries", 100.0 * n as f64 / total.max(1) as f64, fmt_num(total as f64))
+        format!(
+            "{:.0} % of {} queries",
+            100.0 * n as f64 / total.max(1) as f64,
+            fmt_num(total as f64)
+        )
     };
-    let model_tokens = p.input.as_ref().map_or(0, |f| f.observed.mean.round() as i64);
+    let model_tokens = p
+        .input
+        .as_ref()
+        .map_or(0, |f| f.observed.mean.round() as i64);
     let tokens_comment = match &p.input {
         Some(f) => format!(
             "mean input tokens of {} calls (p50 {}, p95 {}): a model turn sends a fixed prompt",
@@ -393,7 +428,11 @@ fn workload(
     }
     if s.shape == Shape::Single {
         let shape_n = s.shapes.get(&Shape::Single).copied().unwrap_or(0);
-        w.put("calls_per_query", 1, format!("one model call a query ({})", shares(shape_n)));
+        w.put(
+            "calls_per_query",
+            1,
+            format!("one model call a query ({})", shares(shape_n)),
+        );
         let out = p
             .max_tokens
             .map(|m| m as f64)
@@ -428,7 +467,10 @@ fn workload(
     w.put(
         "rounds",
         s.rounds as i64,
-        format!("the most common count (queries by rounds: {})", rounds_note.join(", ")),
+        format!(
+            "the most common count (queries by rounds: {})",
+            rounds_note.join(", ")
+        ),
     );
     match &s.per_round {
         Some(c) => w.put(
@@ -448,8 +490,16 @@ fn workload(
         ),
         None => w.put("calls_per_query", 0, "no tool calls seen"),
     }
-    w.put("tokens_per_call", 0, "tool calls run in the agent: no provider counts their tokens");
-    w.put("provider", "none", "tool calls go to no rate-limited provider");
+    w.put(
+        "tokens_per_call",
+        0,
+        "tool calls run in the agent: no provider counts their tokens",
+    );
+    w.put(
+        "provider",
+        "none",
+        "tool calls go to no rate-limited provider",
+    );
     let mut turn = toml::Table::new();
     turn.insert("tokens".into(), toml::Value::Integer(model_tokens));
     if let Some(m) = p.max_tokens {
@@ -463,7 +513,10 @@ fn workload(
     w.put(
         "model_turn",
         toml::Value::Table(turn),
-        format!("{turns_note} ({}); {tokens_comment}", shares(s.shapes.get(&s.shape).copied().unwrap_or(0))),
+        format!(
+            "{turns_note} ({}); {tokens_comment}",
+            shares(s.shapes.get(&s.shape).copied().unwrap_or(0))
+        ),
     );
     if let Some((rounds, seq)) = s.sequential {
         if seq >= 0.5 {
