@@ -155,6 +155,42 @@ fn older_attribute_names_give_the_same_scenario() {
 }
 
 #[test]
+fn protobuf_traces_give_the_scenario_their_json_gives() {
+    let t = Temp::new("calibrate", "proto");
+    let json = calibrated(&t, &Agent::default());
+    let text = std::fs::read_to_string(json.join("scenario.toml")).unwrap();
+    let proto = t.path("traces.pb");
+    std::fs::write(
+        &proto,
+        common::otel::to_proto(&traces(&Agent::default(), 1)),
+    )
+    .unwrap();
+    let out = t.path("proto-out");
+    let o = calibrate(&[&proto], &out, &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let proto_text = std::fs::read_to_string(out.join("scenario.toml")).unwrap();
+    assert_eq!(proto_text.replace("traces.pb", "traces.jsonl"), text);
+    assert_eq!(
+        report(&out)["inputs"][0]["format"].as_str(),
+        Some("OTLP protobuf traces")
+    );
+    // One message (an OTLP/HTTP body) reads as well: the first request alone.
+    let bytes = std::fs::read(&proto).unwrap();
+    let len = u32::from_be_bytes(bytes[..4].try_into().unwrap()) as usize;
+    let one = t.path("one.pb");
+    std::fs::write(&one, &bytes[4..4 + len]).unwrap();
+    let o = calibrate(&[&one], &t.path("one-out"), &["--no-check"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // A file cut mid-message keeps what came before, and says so.
+    let cut = t.path("cut.pb");
+    std::fs::write(&cut, &bytes[..bytes.len() - 100]).unwrap();
+    let o = calibrate(&[&cut], &t.path("cut-out"), &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let skipped = report(&t.path("cut-out"))["skipped"].to_string();
+    assert!(skipped.contains("a truncated message"), "{skipped}");
+}
+
+#[test]
 fn the_same_input_gives_byte_identical_outputs() {
     let t = Temp::new("calibrate", "determinism");
     let input = t.write("traces.jsonl", &traces(&Agent::default(), 3));
@@ -306,7 +342,10 @@ fn an_input_that_cannot_be_read_is_refused_in_one_line_and_nothing_is_written() 
     );
     let cases: Vec<(PathBuf, &str)> = vec![
         (t.write("empty.jsonl", ""), "is empty"),
-        (t.write("binary.pb", "\u{0}\u{1}\u{2}binary"), "is binary"),
+        (
+            t.write("binary.pb", "\u{0}\u{1}\u{2}binary"),
+            "not OTLP protobuf traces",
+        ),
         (t.dir().to_path_buf(), "not a regular file (a folder)"),
         (t.path("missing.jsonl"), "missing.jsonl"),
         (t.write("nothing.csv", "a,b\n1,2\n"), "needs a timestamp"),

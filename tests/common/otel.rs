@@ -200,3 +200,72 @@ pub fn traces(agent: &Agent, seed: u64) -> String {
     }
     out
 }
+
+/// OTLP JSON lines (as [`traces`] writes them) as the Collector's protobuf file: each request
+/// after its length, 4 bytes big-endian.
+pub fn to_proto(json_lines: &str) -> Vec<u8> {
+    use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+    use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, KeyValue};
+    use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span as PSpan};
+    use prost::Message;
+    let hex = |v: &Value| {
+        let s = v.as_str().unwrap_or("");
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+            .collect::<Vec<u8>>()
+    };
+    let mut out = Vec::new();
+    for line in json_lines.lines() {
+        let v: Value = serde_json::from_str(line).unwrap();
+        let mut spans = Vec::new();
+        for s in v["resourceSpans"][0]["scopeSpans"][0]["spans"]
+            .as_array()
+            .unwrap()
+        {
+            let attributes = s["attributes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|kv| {
+                    let val = &kv["value"];
+                    let value = if let Some(t) = val["stringValue"].as_str() {
+                        any_value::Value::StringValue(t.into())
+                    } else {
+                        any_value::Value::IntValue(
+                            val["intValue"].as_str().unwrap().parse().unwrap(),
+                        )
+                    };
+                    KeyValue {
+                        key: kv["key"].as_str().unwrap().into(),
+                        value: Some(AnyValue { value: Some(value) }),
+                        ..Default::default()
+                    }
+                })
+                .collect();
+            spans.push(PSpan {
+                trace_id: hex(&s["traceId"]),
+                span_id: hex(&s["spanId"]),
+                parent_span_id: hex(&s["parentSpanId"]),
+                name: s["name"].as_str().unwrap().into(),
+                start_time_unix_nano: s["startTimeUnixNano"].as_str().unwrap().parse().unwrap(),
+                end_time_unix_nano: s["endTimeUnixNano"].as_str().unwrap().parse().unwrap(),
+                attributes,
+                ..Default::default()
+            });
+        }
+        let request = ExportTraceServiceRequest {
+            resource_spans: vec![ResourceSpans {
+                scope_spans: vec![ScopeSpans {
+                    spans,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+        };
+        let bytes = request.encode_to_vec();
+        out.extend_from_slice(&(bytes.len() as u32).to_be_bytes());
+        out.extend_from_slice(&bytes);
+    }
+    out
+}

@@ -1,5 +1,5 @@
 //! What a user's own system was seen doing, read from the files they have: OpenTelemetry traces
-//! (the Collector's OTLP JSON, [`otlp`]), `capsize exec`'s `calls.jsonl` ([`calls`]), and flat
+//! (the Collector's OTLP JSON, [`otlp`], or protobuf, [`otlp_proto`]), `capsize exec`'s `calls.jsonl` ([`calls`]), and flat
 //! request logs ([`logs`]). Each reader hands over one [`Span`] at a time, so memory does not
 //! grow with the input; what it could not use is counted by reason in [`Tally`], never guessed.
 //! `capsize calibrate` fits a scenario to what is read here.
@@ -7,6 +7,7 @@
 pub mod calls;
 pub mod logs;
 pub mod otlp;
+pub mod otlp_proto;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -160,6 +161,9 @@ pub enum Format {
     /// OTLP JSON: the Collector's file exporter (`resourceSpans[]`), one request a line or one
     /// document.
     OtlpJson,
+    /// OTLP protobuf: length-prefixed requests (the Collector's file exporter, `format:
+    /// proto`) or one request (an OTLP/HTTP body).
+    OtlpProto,
     /// `capsize exec`'s `calls.jsonl`: one line per request the mock saw.
     Calls,
     /// A flat request log, CSV.
@@ -172,6 +176,7 @@ impl fmt::Display for Format {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             Format::OtlpJson => "OTLP JSON traces",
+            Format::OtlpProto => "OTLP protobuf traces",
             Format::Calls => "capsize exec calls.jsonl",
             Format::LogCsv => "request log (CSV)",
             Format::LogJsonl => "request log (JSON lines)",
@@ -251,13 +256,9 @@ pub fn detect(path: &Path) -> Result<Format, ReadError> {
         }
         return Ok(Format::LogJsonl);
     }
-    if head.contains(&0) {
-        return Err(ReadError::new(
-            path,
-            None,
-            "is binary: OTLP protobuf is not read yet (export JSON: the Collector's file \
-             exporter, or OTLP/HTTP JSON)",
-        ));
+    // Text has no NUL and is UTF-8; a protobuf message almost always has one or the other.
+    if head.contains(&0) || std::str::from_utf8(&head).is_err_and(|e| e.error_len().is_some()) {
+        return Ok(Format::OtlpProto);
     }
     Ok(Format::LogCsv)
 }
@@ -266,8 +267,10 @@ pub fn detect(path: &Path) -> Result<Format, ReadError> {
 pub fn read(path: &Path, sink: &mut dyn FnMut(Span)) -> Result<FileRead, ReadError> {
     let format = detect(path)?;
     let reader = open(path)?;
+    let size = reader.get_ref().metadata().map_or(0, |m| m.len());
     let (spans, skipped) = match format {
         Format::OtlpJson => otlp::read(path, reader, sink)?,
+        Format::OtlpProto => otlp_proto::read(path, reader, size, sink)?,
         Format::Calls => calls::read(path, reader, sink)?,
         Format::LogCsv => logs::read_csv(path, reader, sink)?,
         Format::LogJsonl => logs::read_jsonl(path, reader, sink)?,

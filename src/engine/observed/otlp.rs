@@ -101,31 +101,82 @@ impl Num {
 }
 
 impl AnyValue {
-    fn text(&self) -> Option<String> {
-        if let Some(s) = &self.string_value {
-            return Some(s.clone());
+    fn val(&self) -> Val<'_> {
+        if let Some(v) = &self.string_value {
+            return Val::Str(v);
         }
-        if let Some(i) = self.int_value.as_ref().and_then(Num::as_i64) {
-            return Some(i.to_string());
+        if let Some(n) = &self.int_value {
+            return match n {
+                Num::Int(i) => Val::Int(*i),
+                Num::Float(f) => Val::Double(*f),
+                Num::Text(t) => t.trim().parse().map_or(Val::Str(t), Val::Int),
+            };
         }
-        self.bool_value.map(|b| b.to_string())
+        if let Some(n) = self.double_value.as_ref().and_then(Num::as_f64) {
+            return Val::Double(n);
+        }
+        self.bool_value.map_or(Val::Other, Val::Bool)
     }
-    fn count(&self) -> Option<u64> {
-        let v = match (&self.int_value, &self.double_value, &self.string_value) {
-            (Some(n), _, _) | (_, Some(n), _) => n.as_f64()?,
-            (_, _, Some(s)) => s.trim().parse().ok()?,
-            _ => return None,
+}
+
+/// An attribute's value, as either encoding gives it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) enum Val<'a> {
+    /// A string.
+    Str(&'a str),
+    /// An integer.
+    Int(i64),
+    /// A double.
+    Double(f64),
+    /// A boolean.
+    Bool(bool),
+    /// Anything else (an array, a map, bytes).
+    Other,
+}
+
+impl Val<'_> {
+    fn text(self) -> Option<String> {
+        match self {
+            Val::Str(s) => Some(s.to_string()),
+            Val::Int(i) => Some(i.to_string()),
+            Val::Bool(b) => Some(b.to_string()),
+            Val::Double(_) | Val::Other => None,
+        }
+    }
+    fn number(self) -> Option<f64> {
+        let v = match self {
+            Val::Int(i) => i as f64,
+            Val::Double(d) => d,
+            Val::Str(s) => s.trim().parse().ok()?,
+            Val::Bool(_) | Val::Other => return None,
         };
-        (v.is_finite() && v >= 0.0 && v.fract() == 0.0).then_some(v as u64)
+        v.is_finite().then_some(v)
     }
-    fn seconds(&self) -> Option<f64> {
-        let v = match (&self.double_value, &self.int_value, &self.string_value) {
-            (Some(n), _, _) | (_, Some(n), _) => n.as_f64()?,
-            (_, _, Some(s)) => s.trim().parse().ok()?,
-            _ => return None,
-        };
-        (v.is_finite() && v >= 0.0).then_some(v)
+    fn count(self) -> Option<u64> {
+        self.number()
+            .filter(|v| *v >= 0.0 && v.fract() == 0.0)
+            .map(|v| v as u64)
     }
+    fn seconds(self) -> Option<f64> {
+        self.number().filter(|v| *v >= 0.0)
+    }
+}
+
+/// What every span has, as either encoding gives it: ids (`None` when malformed), times, and
+/// whether its status is an error.
+pub(super) struct Head<'a> {
+    /// The trace id.
+    pub(super) trace: Option<u128>,
+    /// The span id.
+    pub(super) id: Option<u64>,
+    /// The parent's id (0: a root).
+    pub(super) parent: u64,
+    /// Start, ns since the epoch.
+    pub(super) start: Option<i64>,
+    /// End, ns since the epoch.
+    pub(super) end: Option<i64>,
+    /// Its status says it failed (code 2), with this message.
+    pub(super) failed: Option<&'a str>,
 }
 
 /// The operations that are a call to a model.
@@ -217,51 +268,67 @@ fn spans_of(
     count
 }
 
-/// One span, or `None` (counted in `skipped`) when it cannot be used.
+/// One JSON span, or `None` (counted in `skipped`) when it cannot be used.
 fn span(raw: RawSpan, skipped: &mut Tally, at: &dyn Fn() -> String) -> Option<Span> {
-    let (Some(trace), Some(id)) = (hex_u128(&raw.trace_id), hex_u64(&raw.span_id)) else {
+    let failed = raw
+        .status
+        .as_ref()
+        .filter(|st| st.code.as_ref().and_then(Num::as_i64) == Some(2))
+        .map(|st| st.message.as_deref().unwrap_or(""));
+    let head = Head {
+        trace: hex_u128(&raw.trace_id),
+        id: hex_u64(&raw.span_id),
+        parent: hex_u64(&raw.parent_span_id).unwrap_or(0),
+        start: raw.start_time_unix_nano.as_ref().and_then(Num::as_i64),
+        end: raw.end_time_unix_nano.as_ref().and_then(Num::as_i64),
+        failed,
+    };
+    let attrs = raw
+        .attributes
+        .iter()
+        .filter_map(|kv| Some((kv.key.as_str(), kv.value.as_ref()?.val())));
+    build(head, attrs, skipped, at)
+}
+
+/// A span from its head and attributes (either encoding), or `None` (counted in `skipped`)
+/// when it cannot be used.
+pub(super) fn build<'a>(
+    head: Head,
+    attrs: impl Iterator<Item = (&'a str, Val<'a>)>,
+    skipped: &mut Tally,
+    at: &dyn Fn() -> String,
+) -> Option<Span> {
+    let (Some(trace), Some(id)) = (head.trace.filter(|t| *t != 0), head.id.filter(|i| *i != 0))
+    else {
         skipped.add(
-            "a span whose traceId or spanId is not hex (OTLP JSON writes ids in hex)",
+            "a span without a trace id and span id (16 and 8 bytes; OTLP JSON writes them in hex)",
             at,
         );
         return None;
     };
-    let parent = if raw.parent_span_id.is_empty() {
-        0
-    } else {
-        hex_u64(&raw.parent_span_id).unwrap_or(0)
-    };
-    let start = raw.start_time_unix_nano.as_ref().and_then(Num::as_i64);
-    let end = raw.end_time_unix_nano.as_ref().and_then(Num::as_i64);
-    let (Some(start), Some(end)) = (start.filter(|s| *s > 0), end) else {
+    let (Some(start), Some(end)) = (head.start.filter(|s| *s > 0), head.end) else {
         skipped.add("a span without its start or end time", at);
         return None;
     };
     let mut a = Attributes::default();
-    for kv in &raw.attributes {
-        if let Some(v) = &kv.value {
-            a.take(&kv.key, v);
-        }
+    for (key, v) in attrs {
+        a.take(key, v);
     }
     let kind = a.kind(skipped, at);
     let kind_is_http = kind == Kind::Http;
     let mut s = Span::new(kind, start);
     s.trace = trace;
     s.id = id;
-    s.parent = parent;
+    s.parent = head.parent;
     s.end_ns = Some(end);
     s.status = a.status;
     s.error = a.error.or_else(|| {
-        let failed = raw
-            .status
-            .as_ref()
-            .and_then(|st| st.code.as_ref()?.as_i64())
-            == Some(2);
-        failed.then(|| {
-            raw.status
-                .and_then(|st| st.message)
-                .filter(|m| !m.is_empty())
-                .unwrap_or_else(|| "error".into())
+        head.failed.map(|m| {
+            if m.is_empty() {
+                "error".into()
+            } else {
+                m.to_string()
+            }
         })
     });
     s.input_tokens = a.input_tokens;
@@ -301,7 +368,7 @@ struct Attributes {
 }
 
 impl Attributes {
-    fn take(&mut self, key: &str, v: &AnyValue) {
+    fn take(&mut self, key: &str, v: Val) {
         match key {
             "gen_ai.operation.name" => self.operation = v.text(),
             "gen_ai.provider.name" => self.provider = v.text(),
