@@ -12,7 +12,8 @@
 # 4. The tests that run real Python clients against the mock, ignored by a bare `cargo test`,
 #    with CAPSIZE_SDK_PYTHON naming the venv's python: tests/sdk_clients.rs (the SDKs and our
 #    own clients against their models), tests/sdk_streaming.rs (the SDKs' streaming helpers
-#    against the mock's events) and tests/exec_sdk.rs (an SDK agent under capsize exec).
+#    against the mock's events), tests/exec_sdk.rs (an SDK agent under capsize exec) and
+#    tests/calibrate_exec.rs (an agent traced by OpenTelemetry, calibrated, predicting itself).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -64,3 +65,4 @@ trap - EXIT
 CAPSIZE_SDK_PYTHON="$PWD/$venv/bin/python" cargo test --test sdk_clients -- --ignored --test-threads=1
 CAPSIZE_SDK_PYTHON="$PWD/$venv/bin/python" cargo test --test sdk_streaming -- --ignored
 CAPSIZE_SDK_PYTHON="$PWD/$venv/bin/python" cargo test --test exec_sdk -- --ignored
+CAPSIZE_SDK_PYTHON="$PWD/$venv/bin/python" cargo test --test calibrate_exec -- --ignored --nocapture

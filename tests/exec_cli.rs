@@ -41,6 +41,8 @@ orphaned_requests = "== 1"
 "#;
 
 const AGENT_ENV: &str = "CAPSIZE_EXEC_TEST_AGENT";
+/// The W3C trace context the agent sends with its first served request.
+const TRACEPARENT: &str = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
 
 /// One attempt: POST /v1/chat/completions (path from OPENAI_BASE_URL) with `headers`; the
 /// status, or `None` if the client gave up after `give_up`.
@@ -68,6 +70,24 @@ fn post(base: &str, headers: &[(&str, &str)], give_up: Duration) -> Option<u16> 
     }
 }
 
+/// POST /v1/traces to `endpoint` (OTEL_EXPORTER_OTLP_ENDPOINT) with an OTLP JSON body: the
+/// status.
+fn post_traces(endpoint: &str) -> u16 {
+    let host = endpoint
+        .strip_prefix("http://")
+        .expect("an http:// endpoint");
+    let body = r#"{"resourceSpans":[{"scopeSpans":[{"spans":[]}]}]}"#;
+    let req = format!(
+        "POST /v1/traces HTTP/1.1\r\nhost: {host}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let mut s = TcpStream::connect(host).expect("connect to the mock");
+    s.write_all(req.as_bytes()).unwrap();
+    let mut head = [0u8; 12];
+    s.read_exact(&mut head).unwrap();
+    String::from_utf8_lossy(&head[9..12]).parse().unwrap()
+}
+
 /// The agent, when this binary is run as one: a model turn it gives up on after 300 ms (charged:
 /// the orphan), 6 first attempts (4 served, the minute's 5 spent, 2 refused), and a retry of
 /// the last, linked by its Idempotency-Key (refused). It writes what it saw and was given.
@@ -91,11 +111,14 @@ fn agent() {
     ));
     for i in 0..6 {
         let key = format!("req-{i}");
-        seen.push(post(
-            &base,
-            &[("idempotency-key", &key), ("x-stainless-retry-count", "0")],
-            long,
-        ));
+        let mut headers = vec![
+            ("idempotency-key", key.as_str()),
+            ("x-stainless-retry-count", "0"),
+        ];
+        if i == 0 {
+            headers.push(("traceparent", TRACEPARENT));
+        }
+        seen.push(post(&base, &headers, long));
     }
     // A retry of the last, linked by its key.
     seen.push(post(
@@ -117,7 +140,11 @@ fn agent() {
     .map(|k| format!("{k}={}", std::env::var(k).unwrap_or_default()))
     .collect();
     let addr = std::env::var("CAPSIZE_TEST_ADDR").unwrap_or_default();
-    let report = format!("{seen:?}\n{}\n--addr={addr}\n", env.join("\n"));
+    let traces = post_traces(&std::env::var("OTEL_EXPORTER_OTLP_ENDPOINT").unwrap());
+    let report = format!(
+        "{seen:?}\n{}\n--addr={addr}\ntraces={traces}\n",
+        env.join("\n")
+    );
     std::fs::write(out, report).unwrap();
 }
 
@@ -313,6 +340,33 @@ fn what_the_agent_sent_is_counted_exactly() {
             assert!(out.join(format!("{stem}.{ext}")).is_file(), "{stem}.{ext}");
         }
     }
+    // Every request the mock saw, as calibrate reads it: in arrival order, the one given up on
+    // with no status, the retry counts and the trace context as sent.
+    let calls = std::fs::read_to_string(out.join("calls.jsonl")).unwrap();
+    let lines: Vec<serde_json::Value> = calls
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let statuses: Vec<u64> = lines
+        .iter()
+        .map(|l| l["status"].as_u64().unwrap())
+        .collect();
+    assert_eq!(statuses, [0, 200, 200, 200, 200, 429, 429, 429], "{calls}");
+    assert!(lines
+        .iter()
+        .all(|l| l["route"] == "model" && l["provider"] == "provider"));
+    assert_eq!(lines[7]["retry_count"], 1);
+    assert_eq!(lines[1]["traceparent"], TRACEPARENT);
+    assert!(lines
+        .windows(2)
+        .all(|w| w[0]["unix_ns"].as_i64() <= w[1]["unix_ns"].as_i64()));
+    // The traces the agent exported are kept as they came, one request a line.
+    assert!(agent.contains("traces=200"), "{agent}");
+    assert_eq!(
+        std::fs::read_to_string(out.join("traces.jsonl")).unwrap(),
+        "{\"resourceSpans\":[{\"scopeSpans\":[{\"spans\":[]}]}]}\n"
+    );
+    assert!(table.contains("recorded 8 requests in"), "{table}");
     // The keys in a fixed order (read from the text: serde_json's map here sorts them).
     let text = std::fs::read_to_string(out.join("summary.json")).unwrap();
     let keys: Vec<&str> = text

@@ -18,6 +18,8 @@ fn config(table: &str) -> ServerConfig {
         time_scale: 1.0,
         latencies: Default::default(),
         max_body_bytes: capsize_mock::limits::MAX_BODY_BYTES,
+        request_log: None,
+        trace_sink: None,
         error_rates: Default::default(),
     }
 }

@@ -163,6 +163,8 @@ pub async fn local_provider() -> capsize_mock::MockProvider {
         time_scale: 1.0,
         latencies: Default::default(),
         max_body_bytes: capsize_mock::limits::MAX_BODY_BYTES,
+        request_log: None,
+        trace_sink: None,
         error_rates: Default::default(),
     };
     capsize_mock::MockProvider::start(config, "127.0.0.1:0".parse().expect("an address"))

@@ -318,6 +318,8 @@ impl MockArgs {
             time_scale: self.time_scale,
             latencies,
             max_body_bytes: self.max_body_bytes,
+            request_log: None,
+            trace_sink: None,
             error_rates: Default::default(),
         })
     }

@@ -5,7 +5,8 @@
 //! `POST /v1/chat/completions`, Anthropic-compatible `POST /v1/messages`, a generic
 //! `POST /tools/{name}`, plus `GET /stats` (the model's counters and the clients' traffic),
 //! `GET /config` (the values the model is built from), `GET /healthz` and `POST /reset`, which
-//! do not reach the model. The model sits behind a `std::sync::Mutex`.
+//! do not reach the model, and `POST /v1/traces` (OTLP/HTTP traces an instrumented agent
+//! exports), served only when the caller gives a trace sink. The model sits behind a `std::sync::Mutex`.
 //!
 //! `POST /reset` (no body needed) puts the provider back to the state of a freshly started server
 //! with the same config and seed: a new model (windows, counters, randomness, phases' clock),
@@ -32,7 +33,8 @@
 //!   gets a reset, and sees the 413 if it reads before it finishes writing), a body not complete
 //!   within [`BODY_TIMEOUT`] 408, a body cut short (the client shut its side, or the chunked
 //!   framing is broken) 400, and one whose client has gone is dropped without an answer;
-//! - nothing of a request is kept once its response is built (no request log);
+//! - nothing of a request is kept once its response is built (a caller that wants a request log
+//!   gives `ServerConfig::request_log`, and gets each request's record as it leaves);
 //! - HTTP/1 only: hyper closes a connection that opens with the HTTP/2 preface.
 //!
 //! Real time is read through `tokio::time::Instant`: start the server from a runtime whose clock
@@ -40,6 +42,7 @@
 
 mod describe;
 mod render;
+mod requests;
 mod respond;
 #[cfg(feature = "wiremock")]
 mod responder;
@@ -66,6 +69,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{oneshot, watch};
 
 pub use describe::{differences, Described};
+pub use requests::{RequestLog, RequestRecord, TraceSink, TRACEPARENT_HEADER};
 pub use respond::{CHARGED_HEADER, LATENCY_HEADER, NEVER, TOKENS_HEADER};
 #[cfg(feature = "wiremock")]
 pub use responder::ProviderResponder;
@@ -106,6 +110,11 @@ pub struct ServerConfig {
     /// The largest request body read ([`MAX_BODY_BYTES`](crate::limits::MAX_BODY_BYTES) by
     /// default); a larger one is a 413.
     pub max_body_bytes: usize,
+    /// Where each model-facing request's [`RequestRecord`] goes when it leaves (`None`: no
+    /// request log).
+    pub request_log: Option<RequestLog>,
+    /// Where OTLP traces an agent posts to `POST /v1/traces` go (`None`: the route is unknown).
+    pub trace_sink: Option<TraceSink>,
 }
 
 impl ServerConfig {
@@ -385,13 +394,49 @@ async fn handle(
     let mut visit = None;
     let reply = match shared.route(&parts.method, parts.uri.path()) {
         Route::Answer(reply) => reply,
+        Route::Traces => {
+            let json = parts
+                .headers
+                .get(hyper::header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|v| v.contains("json"));
+            match read_body(body, shared.max_body_bytes).await {
+                Ok(bytes) => {
+                    if let Some(sink) = &shared.trace_sink {
+                        (sink.0)(&bytes, json);
+                    }
+                    // An empty ExportTraceServiceResponse: all accepted.
+                    let mut ok = Reply::json(200, &serde_json::json!({}));
+                    if !json {
+                        ok.content_type = "application/x-protobuf";
+                        ok.body = Vec::new();
+                    }
+                    ok
+                }
+                Err(BodyError::TooLarge) => {
+                    body_too_large(wire::Api::OpenAi, shared.max_body_bytes)
+                }
+                Err(_) => refuse(wire::Api::OpenAi, 400, "Trace body cut short or too slow."),
+            }
+        }
         Route::Model(call) => match read_body(body, shared.max_body_bytes).await {
             // The body is dropped here, before the answer's delay.
             // The run it arrives in decides it and counts it, even if a reset comes meanwhile.
             Ok(bytes) => {
                 let run = shared.run();
                 let v = visit.insert(run.traffic.enter(&parts.headers));
-                let reply = shared.model_call(&run, &call, &parts.headers, &bytes);
+                if let Some(log) = &shared.request_log {
+                    let arrived = shared.wall_start.saturating_add(shared.start.elapsed());
+                    v.pending = Some(Box::new(requests::Pending::start(
+                        log,
+                        arrived,
+                        &parts.headers,
+                    )));
+                }
+                let mut reply = shared.model_call(&run, &call, &parts.headers, &bytes);
+                if let (Some(p), Some(seen)) = (v.pending.as_mut(), reply.seen.take()) {
+                    p.seen = *seen;
+                }
                 v.charged = reply.orphanable;
                 if let Some(d) = reply.decided {
                     run.traffic.decided(d);

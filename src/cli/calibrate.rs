@@ -8,8 +8,8 @@ use std::process::ExitCode;
 use clap::Args as ClapArgs;
 
 use super::{out, Failure, DEFAULT_OUT};
-use crate::analysis::calibrate::{self, Calibration, Collector, FitCheck};
-use crate::engine::observed;
+use crate::analysis::calibrate::{self, Calibration, Collector, FitCheck, View};
+use crate::engine::observed::{self, Format};
 use crate::engine::scenario::{self, Scenario};
 use crate::fmt::fmt_num;
 use crate::output::calibrate::{reports, scenario::scenario as written_scenario};
@@ -56,8 +56,23 @@ fn run(args: &CalibrateArgs) -> Result<String, Failure> {
         .unwrap_or_else(|| Path::new(DEFAULT_OUT).join(&args.name));
     let mut collector = Collector::default();
     let mut reads = Vec::new();
-    for path in &args.inputs {
-        let read = observed::read(path, &mut |s| collector.add(s)).map_err(Failure::bad_input)?;
+    let formats = args
+        .inputs
+        .iter()
+        .map(|p| observed::detect(p))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(Failure::bad_input)?;
+    let traces = |f: &Format| matches!(f, Format::OtlpJson | Format::OtlpProto);
+    // The provider's record and the agent's traces together: each gives what it sees best.
+    let both = formats.contains(&Format::Calls) && formats.iter().any(traces);
+    for (path, format) in args.inputs.iter().zip(&formats) {
+        let view = match format {
+            Format::Calls if both => View::PROVIDER,
+            f if both && traces(f) => View::AGENT,
+            _ => View::ALL,
+        };
+        let read =
+            observed::read(path, &mut |s| collector.add(s, view)).map_err(Failure::bad_input)?;
         reads.push(read);
     }
     collector.finish();
@@ -176,9 +191,12 @@ fn terminal(cal: &Calibration, check: Option<&FitCheck>, dir: &Path, extra: usiz
         ));
     }
     if let Some(c) = check {
-        s.push_str(
-            "check (the calibrated scenario under the observed conditions, virtual time):\n",
-        );
+        s.push_str(&format!(
+            "check (the calibrated scenario under the observed conditions, virtual time, {} \
+             seed{} pooled):\n",
+            c.runs,
+            if c.runs == 1 { "" } else { "s" }
+        ));
         for r in &c.rows {
             let ratio = r.ratio().map_or("n/a".into(), |x| format!("{x:.3}"));
             let verdict = match (r.target, r.met()) {

@@ -169,6 +169,15 @@ impl Prepared<'_> {
         for ((stem, chart), svg) in charts.iter().zip(svgs) {
             crate::output::report::charts::put(&mut outputs, chart, &self.dir, stem, svg);
         }
+        let recorded = &outcome.recorded;
+        for name in &recorded.files {
+            let from = recorded.path(name);
+            outputs.put_with(self.dir.join(name), move |to| {
+                std::fs::copy(&from, to)
+                    .map(drop)
+                    .map_err(|e| format!("{}: {e}", from.display()))
+            });
+        }
         outputs.commit().map_err(|e| Failure::output(&e))?;
         if report::agent_failed(&summary.agent) {
             eprintln!(
@@ -180,6 +189,20 @@ impl Prepared<'_> {
         let mut text = report::table(&summary);
         text.push_str(&format!(
             "  wrote {dir}/{{summary.json, requests_per_minute, tokens_per_minute, in_flight, rate_limited (.svg, .png)}}\n"
+        ));
+        let counts = recorded.counts;
+        text.push_str(&format!(
+            "  recorded {} requests in {dir}/calls.jsonl{}: capsize calibrate reads them\n",
+            counts.calls,
+            if counts.trace_requests > 0 {
+                format!(
+                    " and {} trace exports in {dir}/{}",
+                    counts.trace_requests,
+                    recorded.files[1..].join(", ")
+                )
+            } else {
+                String::new()
+            }
         ));
         if args.check {
             text.push_str(&format!(

@@ -18,6 +18,7 @@ use tokio::time::Instant;
 
 use super::describe::Described;
 use super::render::{render, scaled};
+use super::requests::{RequestLog, Seen, TraceSink};
 use super::run::{Run, Runs};
 use super::series::Decided;
 use super::sse::Stream;
@@ -56,6 +57,8 @@ pub(crate) struct Reply {
     pub(crate) decided: Option<Decided>,
     /// A streamed answer: its events, sent from `delay` on (the first token) instead of `body`.
     pub(crate) stream: Option<Stream>,
+    /// What the model decided, for the request log (only when one is kept).
+    pub(crate) seen: Option<Box<Seen>>,
 }
 
 impl Reply {
@@ -71,6 +74,7 @@ impl Reply {
             orphanable: false,
             decided: None,
             stream: None,
+            seen: None,
         }
     }
 
@@ -121,6 +125,8 @@ pub(crate) enum Route {
     Answer(Reply),
     /// To the model, once the body is read.
     Model(Call),
+    /// OTLP traces for the trace sink, once read.
+    Traces,
 }
 
 /// A request bound for the model: whose API, and the tool's name for `/tools/{name}`.
@@ -194,12 +200,16 @@ pub(crate) struct Shared {
     named: Named,
     time_scale: f64,
     /// Real time at start (model time is counted from the current run's start).
-    start: Instant,
+    pub(crate) start: Instant,
     /// Wall-clock time since the Unix epoch at start (for `created` and Anthropic resets).
-    wall_start: Duration,
+    pub(crate) wall_start: Duration,
     next_id: AtomicU64,
     /// The largest request body read.
     pub(crate) max_body_bytes: usize,
+    /// Where each model-facing request's record goes, if anywhere.
+    pub(crate) request_log: Option<RequestLog>,
+    /// Where OTLP traces posted to `/v1/traces` go, if anywhere.
+    pub(crate) trace_sink: Option<TraceSink>,
 }
 
 /// `POST /reset`'s answer: the provider starts afresh, this many resets since it started.
@@ -246,6 +256,8 @@ impl Shared {
             wall_start,
             next_id: AtomicU64::new(1),
             max_body_bytes: config.max_body_bytes,
+            request_log: config.request_log,
+            trace_sink: config.trace_sink,
         }
     }
 
@@ -305,6 +317,10 @@ impl Shared {
                 ))
             }
             "/reset" => answer(not_allowed(Api::OpenAi, "POST", method, path)),
+            "/v1/traces" if self.trace_sink.is_some() && post => Route::Traces,
+            "/v1/traces" if self.trace_sink.is_some() => {
+                answer(not_allowed(Api::OpenAi, "POST", method, path))
+            }
             "/v1/chat/completions" if post => model(Api::OpenAi, None),
             "/v1/chat/completions" => answer(not_allowed(Api::OpenAi, "POST", method, path)),
             "/v1/messages" if post => model(Api::Anthropic, None),
@@ -406,6 +422,28 @@ impl Shared {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let real_decision = scaled(&decision, self.time_scale);
         let wall_now = self.wall_start.saturating_add(real);
-        render(&ask, &real_decision, id, wall_now)
+        let mut reply = render(&ask, &real_decision, id, wall_now);
+        if self.request_log.is_some() {
+            let (model, input_tokens, max_tokens, tool) = match &ask.kind {
+                Kind::Chat(p) => (
+                    Some(p.model.clone()),
+                    Some(p.prompt_tokens),
+                    (p.max_tokens > 0).then_some(p.max_tokens),
+                    None,
+                ),
+                Kind::Tool(name) => (None, None, None, Some(name.to_string())),
+            };
+            reply.seen = Some(Box::new(Seen {
+                tool,
+                model,
+                status: real_decision.status(),
+                first_token: real_decision.generated.map(|g| g.first_token),
+                input_tokens,
+                max_tokens,
+                output_tokens: real_decision.generated.map(|g| g.output_tokens),
+                tokens: ask.tokens,
+            }));
+        }
+        reply
     }
 }

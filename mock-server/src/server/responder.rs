@@ -18,6 +18,8 @@
 //!     latencies: Default::default(),
 //!     error_rates: Default::default(),
 //!     max_body_bytes: capsize_mock::limits::MAX_BODY_BYTES,
+//!     request_log: None,
+//!     trace_sink: None,
 //! };
 //! let server = wiremock::MockServer::start().await;
 //! wiremock::Mock::given(wiremock::matchers::any())
@@ -34,7 +36,8 @@
 
 use wiremock::{Request, Respond, ResponseTemplate};
 
-use super::respond::{body_too_large, Route, Shared};
+use super::respond::{body_too_large, refuse, Route, Shared};
+use super::wire::Api;
 use super::{wall_clock, ServerConfig, ServerError};
 
 /// The provider model, answering wiremock's requests.
@@ -66,6 +69,8 @@ impl Respond for ProviderResponder {
                 self.shared
                     .model_call(&run, &call, &request.headers, &request.body)
             }
+            // Traces go to the trace sink of a server; this face has none to give them to.
+            Route::Traces => refuse(Api::OpenAi, 404, "unknown path /v1/traces"),
         };
         // wiremock cannot pace a body: a streamed answer comes whole, at its last token.
         let (body, delay) = match &reply.stream {

@@ -210,6 +210,7 @@ impl TrafficLog {
             key: key.map(|k| (k, now)),
             charged: false,
             answered: false,
+            pending: None,
         }
     }
 
@@ -264,6 +265,8 @@ pub(crate) struct Visit {
     pub(crate) charged: bool,
     /// Its answer was handed to the connection.
     pub(crate) answered: bool,
+    /// Its record, when a request log is kept: handed over as it leaves.
+    pub(crate) pending: Option<Box<super::requests::Pending>>,
 }
 
 impl Drop for Visit {
@@ -275,6 +278,10 @@ impl Drop for Visit {
         s.orphaned += u64::from(self.charged && !self.answered);
         if let Some((key, arrived)) = self.key.take() {
             s.ended(key, arrived, now);
+        }
+        drop(s);
+        if let Some(p) = self.pending.take() {
+            p.finish(self.answered);
         }
     }
 }

@@ -39,6 +39,8 @@ pub async fn start_with(table: &str, time_scale: f64, latencies: &[(&str, &str)]
         time_scale,
         latencies,
         max_body_bytes: capsize_mock::limits::MAX_BODY_BYTES,
+        request_log: None,
+        trace_sink: None,
         error_rates: Default::default(),
     };
     MockProvider::start(config, "127.0.0.1:0".parse().unwrap())

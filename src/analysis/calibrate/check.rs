@@ -1,10 +1,11 @@
 //! Checking a fit: the calibrated scenario (which carries the observed conditions: the same
 //! sessions or arrival rate, for as long, under the client settings given) is run in virtual
-//! time, and what it predicts is set beside what was observed, each with its ratio.
+//! time, under as many seeds as it takes to pool [`POOLED_QUERIES`] queries, and what it
+//! predicts is set beside what was observed, each with its ratio.
 
 use crate::engine::scenario::Scenario;
 use crate::engine::sim::{self, SimError};
-use crate::engine::summary::Summary;
+use crate::engine::summary::{Percentiles, Summary};
 
 use super::model::Calibration;
 
@@ -44,21 +45,70 @@ impl Row {
 pub struct FitCheck {
     /// The figures.
     pub rows: Vec<Row>,
-    /// The predicting run's record.
-    pub summary: Summary,
+    /// How many seeds were run and pooled.
+    pub runs: u32,
 }
 
-/// Runs `scenario` and sets its figures beside `cal`'s observations.
+/// How many query latencies the prediction pools, at least: runs of the same conditions under
+/// further seeds are added until it has them (at most [`MAX_RUNS`]), so the predicted side's
+/// quantiles carry little sampling error of their own.
+pub const POOLED_QUERIES: u64 = 2_000;
+/// The most runs pooled.
+pub const MAX_RUNS: u32 = 20;
+
+/// What the runs predict, pooled.
+struct Pooled {
+    query: hdrhistogram::Histogram<u64>,
+    queries_started: u64,
+    queries_per_s: f64,
+    counters: capsize_mock::Counters,
+}
+
+/// Runs `scenario` (its seed, then the next ones, until [`POOLED_QUERIES`] queries or
+/// [`MAX_RUNS`] runs) and sets what the runs predict, pooled, beside `cal`'s observations.
 pub fn check(scenario: &Scenario, cal: &Calibration) -> Result<FitCheck, SimError> {
-    let outcome = sim::run(scenario)?;
-    let summary = Summary::new(scenario, &outcome);
+    let mut pooled: Option<Pooled> = None;
+    let mut runs = 0u32;
+    let provider = cal.provider.as_ref().map(|p| p.name.as_str());
+    while runs < MAX_RUNS
+        && pooled
+            .as_ref()
+            .is_none_or(|p| p.query.len() < POOLED_QUERIES)
+    {
+        let mut s = scenario.clone();
+        s.seed = scenario.seed.wrapping_add(u64::from(runs));
+        let outcome = sim::run(&s)?;
+        let summary = Summary::new(&s, &outcome);
+        let counters = provider
+            .and_then(|name| summary.providers.get(name))
+            .map_or(summary.provider.counters, |n| n.counts.counters);
+        match &mut pooled {
+            None => {
+                pooled = Some(Pooled {
+                    query: outcome.recording.query.clone(),
+                    queries_started: summary.queries_started,
+                    queries_per_s: summary.throughput.queries_per_s,
+                    counters,
+                })
+            }
+            Some(p) => {
+                // Both histograms have the recorder's bounds: adding cannot fail.
+                let _ = p.query.add(&outcome.recording.query);
+                p.queries_started += summary.queries_started;
+                p.queries_per_s += summary.throughput.queries_per_s;
+                p.counters = p.counters.plus(counters);
+            }
+        }
+        runs += 1;
+    }
+    let p = pooled.expect("one run at least");
+    let q = Percentiles::of(&p.query);
     let mut rows = Vec::new();
-    if let Some(q) = &cal.query_latency {
-        let p = &summary.latency_ms.query;
+    if let Some(o) = &cal.query_latency {
         for (name, o, v, target) in [
-            ("query p50", q.p50, p.p50, Some(TARGET)),
-            ("query p95", q.p95, p.p95, Some(TARGET)),
-            ("query p99", q.p99, p.p99, None),
+            ("query p50", o.p50, q.p50, Some(TARGET)),
+            ("query p95", o.p95, q.p95, Some(TARGET)),
+            ("query p99", o.p99, q.p99, None),
         ] {
             rows.push(Row {
                 what: name.into(),
@@ -74,40 +124,42 @@ pub fn check(scenario: &Scenario, cal: &Calibration) -> Result<FitCheck, SimErro
             what: "throughput".into(),
             unit: "queries/s",
             observed: (cal.queries - 1) as f64 / cal.window_s,
-            predicted: summary.throughput.queries_per_s,
+            predicted: p.queries_per_s / f64::from(runs),
             target: None,
         });
     }
-    if let Some(p) = &cal.provider {
-        let counts = summary
-            .providers
-            .get(&p.name)
-            .map(|n| n.counts.counters)
-            .unwrap_or(summary.provider.counters);
+    if let Some(prov) = &cal.provider {
         let per_query = |n: u64| n as f64 / cal.queries.max(1) as f64;
-        let predicted_per_query = |n: u64| n as f64 / summary.queries_started.max(1) as f64;
-        rows.push(Row {
-            what: format!("{} requests per query", p.name),
-            unit: "",
-            observed: per_query(p.calls),
-            predicted: predicted_per_query(counts.received),
-            target: None,
-        });
-        let http_429 = if cal.http.0 > 0 { cal.http.1 } else { 0 };
-        rows.push(Row {
-            what: format!("{} 429s per query", p.name),
-            unit: "",
-            observed: per_query(p.rate_limited.max(http_429)),
-            predicted: predicted_per_query(counts.rate_limited),
-            target: None,
-        });
-        rows.push(Row {
-            what: format!("{} failures per query", p.name),
-            unit: "",
-            observed: per_query(p.errors + p.timeouts),
-            predicted: predicted_per_query(counts.errored + counts.timed_out),
-            target: None,
-        });
+        let predicted = |n: u64| n as f64 / p.queries_started.max(1) as f64;
+        let c = p.counters;
+        for (what, observed, predicted) in [
+            (
+                "requests per query",
+                per_query(prov.calls),
+                predicted(c.received),
+            ),
+            (
+                "429s per query",
+                per_query(
+                    prov.rate_limited
+                        .max(if cal.http.0 > 0 { cal.http.1 } else { 0 }),
+                ),
+                predicted(c.rate_limited),
+            ),
+            (
+                "failures per query",
+                per_query(prov.errors + prov.timeouts),
+                predicted(c.errored + c.timed_out),
+            ),
+        ] {
+            rows.push(Row {
+                what: format!("{} {what}", prov.name),
+                unit: "",
+                observed,
+                predicted,
+                target: None,
+            });
+        }
     }
-    Ok(FitCheck { rows, summary })
+    Ok(FitCheck { rows, runs })
 }

@@ -119,6 +119,42 @@ pub struct SessionSeen {
     pub last_end: i64,
 }
 
+/// What one input's spans give: the calls' figures (of models, of tools), and the queries'
+/// structure. When a provider's own record of the calls (exec's `calls.jsonl`) is read beside
+/// the agent's traces, the calls' figures come from the first (each attempt, as the provider
+/// timed it) and the structure from the second, so no call is counted twice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct View {
+    /// Model calls are fitted.
+    pub model_stats: bool,
+    /// Tool calls are fitted.
+    pub tool_stats: bool,
+    /// Spans shape queries.
+    pub structure: bool,
+}
+
+impl View {
+    /// Everything from this input.
+    pub const ALL: View = View {
+        model_stats: true,
+        tool_stats: true,
+        structure: true,
+    };
+    /// A provider's record beside the agent's traces: its model calls' figures only.
+    pub const PROVIDER: View = View {
+        model_stats: true,
+        tool_stats: false,
+        structure: false,
+    };
+    /// The agent's traces beside a provider's record: the structure, and the tool calls (each
+    /// timed as the agent saw it, whether it ran there or at the provider).
+    pub const AGENT: View = View {
+        model_stats: false,
+        tool_stats: true,
+        structure: true,
+    };
+}
+
 /// Everything gathered.
 #[derive(Debug)]
 pub struct Collector {
@@ -196,10 +232,12 @@ fn outcome(s: &Span) -> Outcome {
 }
 
 impl Collector {
-    /// Takes one span; `at` names where it was read, for the tally.
-    pub fn add(&mut self, s: Span) {
+    /// Takes one span, for what `view` says it gives.
+    pub fn add(&mut self, s: Span, view: View) {
         let role = match &s.kind {
+            Kind::Model { .. } if !view.model_stats => Role::Model(u32::MAX),
             Kind::Model { provider, model } => Role::Model(self.model_seen(&s, provider, model)),
+            Kind::Tool { .. } if !view.tool_stats => Role::Tool(u32::MAX),
             Kind::Tool { name, provider } => Role::Tool(self.tool_seen(&s, name, provider)),
             Kind::Agent => Role::Agent,
             Kind::Http => {
@@ -209,6 +247,9 @@ impl Collector {
             }
             Kind::Other => Role::Other,
         };
+        if !view.structure {
+            return;
+        }
         let Some(end) = s.end_ns else {
             if s.trace == 0 {
                 // A log row without its time: a query we know the start of only.

@@ -13,5 +13,5 @@ pub mod sample;
 pub mod traces;
 
 pub use check::{check, FitCheck};
-pub use collect::{Collector, Shape};
+pub use collect::{Collector, Shape, View};
 pub use model::{calibrate, Arrival, Calibration, Fitted, ProviderFit};

@@ -231,6 +231,9 @@ impl Agent {
             .env("OPENAI_BASE_URL", format!("{uri}/v1"))
             .env("ANTHROPIC_BASE_URL", &uri)
             .env("CAPSIZE_MOCK_URL", &uri)
+            // An instrumented agent exports its spans to the mock, which records them.
+            .env("OTEL_EXPORTER_OTLP_ENDPOINT", &uri)
+            .env("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
             .env("OPENAI_API_KEY", DUMMY_KEY)
             .env("ANTHROPIC_API_KEY", DUMMY_KEY)
             .env("NO_PROXY", no_proxy("NO_PROXY"))

@@ -1,6 +1,7 @@
 //! `capsize exec`: bring your own agent. The scenario's provider is served by the mock on a
 //! free loopback port, in real time; the agent (any command, in any language) runs with the
 //! mock's address in its environment (`OPENAI_BASE_URL`, `ANTHROPIC_BASE_URL`,
+//! `OTEL_EXPORTER_OTLP_ENDPOINT` for the traces it exports,
 //! `CAPSIZE_MOCK_URL`; dummy API keys, [`DUMMY_KEY`]; loopback in `NO_PROXY`) and in its
 //! arguments ([`ADDRESS`]) until it exits, is timed out or is interrupted; what the mock saw of
 //! it is the outcome.
@@ -16,6 +17,7 @@
 #![allow(clippy::disallowed_methods)] // real time: tokio's clock and signals by design
 
 mod child;
+pub mod record;
 
 use std::ffi::OsString;
 use std::net::SocketAddr;
@@ -87,7 +89,7 @@ pub struct AgentEnd {
 }
 
 /// What the mock saw of the agent, and how the agent ended.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct ExecOutcome {
     /// The agent's end.
     pub agent: AgentEnd,
@@ -97,6 +99,8 @@ pub struct ExecOutcome {
     pub phases: Vec<Counters>,
     /// The clients' side: in flight, retries, orphans, the series.
     pub traffic: TrafficReport,
+    /// Every request the mock saw, and the traces the agent exported to it.
+    pub recorded: record::Recorded,
 }
 
 /// Why the agent could not be run.
@@ -150,7 +154,11 @@ async fn exec(s: &Scenario, request: &ExecRequest) -> Result<ExecOutcome, ExecEr
     let mut sigterm = signal(SignalKind::terminate()).map_err(system)?;
     // The terminal or session going away stops the agent too, rather than orphaning it.
     let mut sighup = signal(SignalKind::hangup()).map_err(system)?;
-    let config = mock_for(s)?;
+    let mut config = mock_for(s)?;
+    let recorder = record::Recorder::start()
+        .map_err(|e| ExecError::System(format!("cannot record the agent's calls: {e}")))?;
+    config.request_log = Some(recorder.request_log(&s.providers[0].name));
+    config.trace_sink = Some(recorder.trace_sink());
     let mock = MockProvider::start(config, SocketAddr::from(([127, 0, 0, 1], 0))).await?;
     let address = mock.address();
     let start = Instant::now();
@@ -209,19 +217,28 @@ async fn exec(s: &Scenario, request: &ExecRequest) -> Result<ExecOutcome, ExecEr
         .reap()
         .map_err(|e| ExecError::System(format!("cannot collect the agent's exit: {e}")))?;
     settle(&mock).await;
-    let outcome = ExecOutcome {
+    let (counters, phases, traffic) = (
+        mock.counters(),
+        mock.phase_counters(),
+        mock.traffic_report(),
+    );
+    // The mock stopped, every request has left and been recorded.
+    drop(mock);
+    let recorded = recorder
+        .finish()
+        .map_err(|e| ExecError::System(format!("cannot record the agent's calls: {e}")))?;
+    Ok(ExecOutcome {
         agent: AgentEnd {
             ending,
             exit_code: status.0,
             signal: status.1,
             wall,
         },
-        counters: mock.counters(),
-        phases: mock.phase_counters(),
-        traffic: mock.traffic_report(),
-    };
-    drop(mock);
-    Ok(outcome)
+        counters,
+        phases,
+        traffic,
+        recorded,
+    })
 }
 
 /// The mock for `s`'s one provider (with the named latencies and error rates its calls may ask

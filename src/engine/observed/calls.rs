@@ -59,6 +59,29 @@ pub struct CallLine {
     pub traceparent: Option<String>,
 }
 
+impl CallLine {
+    /// The line for a request the mock saw, to a provider named `provider`.
+    pub fn of(provider: &str, r: &capsize_mock::server::RequestRecord) -> CallLine {
+        let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+        CallLine {
+            capsize_call: 1,
+            unix_ns: i64::try_from(r.arrived.as_nanos()).unwrap_or(i64::MAX),
+            provider: provider.to_string(),
+            route: if r.tool.is_some() { "tool" } else { "model" }.into(),
+            tool: r.tool.clone(),
+            model: r.model.clone(),
+            status: if r.answered { r.status } else { 0 },
+            latency_ms: Some(ms(r.held)),
+            ttft_ms: r.first_token.map(ms),
+            input_tokens: r.input_tokens,
+            max_tokens: r.max_tokens,
+            output_tokens: r.output_tokens,
+            retry_count: r.retry_count,
+            traceparent: r.traceparent.clone(),
+        }
+    }
+}
+
 /// Reads `calls.jsonl`.
 pub(super) fn read(
     path: &Path,

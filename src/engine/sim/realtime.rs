@@ -107,6 +107,8 @@ pub fn mock_configs(s: &Scenario, time_scale: f64) -> Vec<ServerConfig> {
             latencies: e.latencies,
             error_rates: e.error_rates,
             max_body_bytes: capsize_mock::limits::MAX_BODY_BYTES,
+            request_log: None,
+            trace_sink: None,
         })
         .collect()
 }

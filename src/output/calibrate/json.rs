@@ -76,6 +76,10 @@ pub fn json(cal: &Calibration, check: Option<&FitCheck>, assumed: &[String]) -> 
             "spans": r.spans, "skipped": r.skipped.total(),
         })).collect::<Vec<_>>(),
         "queries": cal.queries,
+        "query_latency_ms": cal.query_latency.map(|q| json!({
+            "n": q.n, "mean": q.mean, "p50": q.p50, "p90": q.p90, "p95": q.p95, "p99": q.p99,
+            "max": q.max,
+        })),
         "window_s": cal.window_s,
         "fits": fits,
         "structure": {
@@ -87,6 +91,7 @@ pub fn json(cal: &Calibration, check: Option<&FitCheck>, assumed: &[String]) -> 
         },
         "arrival": arrival,
         "check": rows,
+        "check_runs": check.map(|c| c.runs),
         "assumed": assumed,
         "skipped": skipped,
     });

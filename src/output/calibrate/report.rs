@@ -198,7 +198,12 @@ pub fn markdown(
     }
 
     if let Some(c) = check {
-        out.push_str("\n## The check: observed against predicted\n\nThe calibrated scenario run in virtual time under the observed conditions (the same sessions or arrival rate, for as long, with the client settings below).\n\n| figure | observed | predicted | predicted / observed | target |\n|---|---:|---:|---:|---|\n");
+        let _ = write!(
+            out,
+            "\n## The check: observed against predicted\n\nThe calibrated scenario run in virtual time under the observed conditions (the same sessions or arrival rate, for as long, with the client settings the scenario gives), under {} seed{} pooled.\n\n| figure | observed | predicted | predicted / observed | target |\n|---|---:|---:|---:|---|\n",
+            c.runs,
+            if c.runs == 1 { "" } else { "s" }
+        );
         for r in &c.rows {
             let ratio = r.ratio().map_or("n/a".into(), |x| format!("{x:.3}"));
             let target = match (r.target, r.met()) {
