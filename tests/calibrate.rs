@@ -102,6 +102,21 @@ fn a_trace_drawn_from_known_distributions_gives_them_back() {
     // Every fit is written down with its distance, and each fits.
     let fits = report(&out)["fits"].as_array().unwrap().clone();
     assert_eq!(fits.len(), 6, "{fits:?}");
+    // Each is drawn: observed and fitted CDFs, in the HTML in place.
+    let html = std::fs::read_to_string(out.join("calibration.html")).unwrap();
+    for stem in [
+        "fit-openai-gpt-4o-latency-ms",
+        "fit-tool-kb-search-latency-ms",
+        "fit-think-time-ms",
+    ] {
+        assert!(out.join(format!("{stem}.png")).is_file(), "{stem}");
+        let svg = std::fs::read_to_string(out.join(format!("{stem}.svg"))).unwrap();
+        assert!(svg.contains("observed ("), "{stem}");
+        assert!(
+            html.contains(&svg[svg.find("<svg").unwrap()..][..200]),
+            "{stem} inlined"
+        );
+    }
     assert!(fits
         .iter()
         .all(|f| f["ks"].as_f64().unwrap() <= f["accept"].as_f64().unwrap()));

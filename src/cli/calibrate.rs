@@ -93,7 +93,13 @@ fn run(args: &CalibrateArgs) -> Result<String, Failure> {
     } else {
         Some(calibrate::check(&parsed, &cal).map_err(Failure::run_failed)?)
     };
-    let (md, html) = reports(&args.name, &cal, check.as_ref(), &written.assumed);
+    let charts = crate::output::calibrate::charts::charts(&cal);
+    let mut svgs = Vec::with_capacity(charts.len());
+    for (stem, _, chart) in &charts {
+        let svg = crate::output::report::charts::svg(chart).map_err(Failure::write_failed)?;
+        svgs.push((stem.clone(), svg));
+    }
+    let (md, html) = reports(&args.name, &cal, check.as_ref(), &written.assumed, &svgs);
     let mut set = OutputSet::new();
     for p in &args.inputs {
         set.input(p, "an input");
@@ -101,6 +107,9 @@ fn run(args: &CalibrateArgs) -> Result<String, Failure> {
     set.put(&target, text.into_bytes());
     for (name, content) in &written.files {
         set.put(dir.join(name), content.clone().into_bytes());
+    }
+    for ((stem, _, chart), (_, svg)) in charts.iter().zip(&svgs) {
+        crate::output::report::charts::put(&mut set, chart, &dir, stem, svg.clone());
     }
     set.put(dir.join("calibration.md"), md.into_bytes());
     set.put(dir.join("calibration.html"), html.into_bytes());

@@ -18,14 +18,28 @@ pub struct Fitted {
     pub exact: bool,
     /// The fit.
     pub fit: Fit,
+    /// The observed values' quantiles at (k + ½)/[`CURVE`], k = 0, 1, ...: their CDF, to draw.
+    pub curve: Vec<f64>,
 }
+
+/// How many points of an observed CDF are kept to draw.
+pub const CURVE: usize = 100;
 
 impl Fitted {
     fn of(s: &Sample, kind: Kind) -> Option<Fitted> {
+        let sorted = s.sorted();
+        let curve = if sorted.is_empty() {
+            Vec::new()
+        } else {
+            (0..CURVE)
+                .map(|k| fit::quantile_sorted(&sorted, (k as f64 + 0.5) / CURVE as f64))
+                .collect()
+        };
         Some(Fitted {
             observed: s.quantiles()?,
             exact: s.exact(),
             fit: s.fit(kind)?,
+            curve,
         })
     }
 }

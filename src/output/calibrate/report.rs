@@ -100,6 +100,15 @@ pub fn markdown(
     for (what, f) in fitted(cal) {
         fit_row(&mut out, &what, f);
     }
+    out.push('\n');
+    for (what, _) in fitted(cal) {
+        let stem = super::charts::stem(&what);
+        let _ = writeln!(
+            out,
+            "![{}: observed and fitted CDFs]({stem}.png)\n",
+            escape::markdown(&what)
+        );
+    }
     out.push_str("\n## The structure found\n\n");
     let s = &cal.structure;
     let total: u64 = s.shapes.values().sum();

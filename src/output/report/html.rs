@@ -48,7 +48,7 @@ pub struct Page<'a> {
     pub boxed: Option<&'a str>,
     /// Charts to inline: an image line whose destination is `STEM.png` is replaced by the SVG
     /// of the chart named `STEM`.
-    pub charts: &'a [(&'static str, String)],
+    pub charts: &'a [(&'a str, String)],
 }
 
 /// The anchor of a heading: its text in lower case, runs of anything but letters and digits as
