@@ -2,7 +2,8 @@
 """OTLP JSON traces of an agent, as the OpenTelemetry Collector's file exporter writes them, for
 the calibration benchmark (scripts/calibrate-bench.sh): SPANS spans (about), closed-loop sessions,
 each query a model turn around 3 rounds of 4 tool calls. Drawn from a seeded RNG: the same
-arguments write the same file. Usage: gen_traces.py SPANS OUT"""
+arguments write the same file. Usage: gen_traces.py SPANS OUT [SESSIONS]
+(tests/data/calibrate/support-agent.jsonl is `gen_traces.py 1700 ... 4`)"""
 import json
 import math
 import random
@@ -12,7 +13,7 @@ spans_wanted, out = int(sys.argv[1]), sys.argv[2]
 rng = random.Random(7)
 per_query = 4 + 12 + 1
 queries = max(1, spans_wanted // per_query)
-sessions = max(1, queries // 60)
+sessions = int(sys.argv[3]) if len(sys.argv) > 3 else max(1, queries // 60)
 epoch = 1_760_000_000_000_000_000
 
 

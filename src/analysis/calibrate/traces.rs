@@ -1,6 +1,7 @@
 //! Spans put back together into queries, in bounded memory. A trace is held open until the input
 //! (by span end times) has moved [`GRACE_NS`] past its last span's end (spans from other
-//! services may be exported later than their root), then it is closed into a [`Query`] and
+//! services may be exported later than their root) and [`GRACE_SPANS`] spans have been read
+//! since its last one (an input out of time order), then it is closed into a [`Query`] and
 //! forgotten. At most [`MAX_OPEN`] traces are held at once (beyond that, the one that ended
 //! first is closed as it is). A span of a trace already closed is counted, not used.
 
@@ -8,6 +9,9 @@ use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 
 /// How far (in span end times) the input must move past a trace's end before it is closed.
 pub const GRACE_NS: i64 = 30_000_000_000;
+/// How many spans must be read after a trace's last one before it is closed: an input not in
+/// time order (files merged, a writer that batches by query) still gets each trace whole.
+pub const GRACE_SPANS: u64 = 10_000;
 /// The most traces held open at once.
 pub const MAX_OPEN: usize = 100_000;
 /// How far a span may stand outside its parent's time before it is counted as skewed.
@@ -69,6 +73,8 @@ struct Open {
     nodes: Vec<Node>,
     session: Option<String>,
     last_end: i64,
+    /// The input's span count when its last span came.
+    last_seen: u64,
 }
 
 /// Puts spans back together into queries.
@@ -80,6 +86,8 @@ pub struct Assembler {
     closed: HashSet<u128>,
     closed_order: VecDeque<u128>,
     watermark: i64,
+    /// Spans read.
+    seen: u64,
     /// Spans of traces already closed.
     pub late: u64,
     /// Traces closed because too many were open.
@@ -95,11 +103,13 @@ impl Assembler {
         session: Option<&str>,
         done: &mut dyn FnMut(Query),
     ) {
+        self.seen += 1;
         if self.closed.contains(&trace) {
             self.late += 1;
             return;
         }
         let t = self.open.entry(trace).or_default();
+        t.last_seen = self.seen;
         if !t.nodes.is_empty() {
             self.by_end.remove(&(t.last_end, trace));
         }
@@ -115,7 +125,11 @@ impl Assembler {
         self.by_end.insert((t.last_end, trace));
         self.watermark = self.watermark.max(node.end);
         while let Some(&(end, oldest)) = self.by_end.first() {
-            let ripe = end.saturating_add(GRACE_NS) < self.watermark;
+            let quiet = self
+                .open
+                .get(&oldest)
+                .is_some_and(|t| self.seen - t.last_seen >= GRACE_SPANS);
+            let ripe = quiet && end.saturating_add(GRACE_NS) < self.watermark;
             if !ripe && self.open.len() <= MAX_OPEN {
                 break;
             }
@@ -245,13 +259,11 @@ mod tests {
         a.add(1, node(3, 1, Role::Tool(0), 25, 30), None, &mut done);
         a.add(1, node(1, 0, Role::Agent, 0, 40), Some("s1"), &mut done);
         assert!(got.borrow().is_empty(), "held open within the grace");
-        // A later trace, far enough on, closes the first.
-        a.add(
-            2,
-            node(9, 0, Role::Other, 0, 40 + GRACE_NS + 1),
-            None,
-            &mut done,
-        );
+        // Later traces, far enough on in time and in spans, close the first.
+        for i in 0..GRACE_SPANS {
+            let far = node(9, 0, Role::Other, 0, 40 + GRACE_NS + 1);
+            a.add(2 + u128::from(i), far, None, &mut done);
+        }
         {
             let got = got.borrow();
             assert_eq!(got.len(), 1);
@@ -263,8 +275,29 @@ mod tests {
         a.add(1, node(4, 1, Role::Tool(0), 31, 32), None, &mut done);
         assert_eq!(a.late, 1);
         a.finish(&mut done);
-        assert_eq!(got.borrow().len(), 2);
+        assert_eq!(got.borrow().len(), 1 + GRACE_SPANS as usize);
         assert!(got.borrow()[1].steps.is_empty());
+    }
+
+    #[test]
+    fn a_trace_written_out_of_time_order_is_still_read_whole() {
+        let mut a = Assembler::default();
+        let got = std::cell::RefCell::new(Vec::new());
+        let mut done = |q: Query| got.borrow_mut().push(q);
+        // A trace far in the future first, then an old one span by span.
+        a.add(
+            1,
+            node(1, 0, Role::Agent, 1_000 * GRACE_NS, 1_001 * GRACE_NS),
+            None,
+            &mut done,
+        );
+        a.add(2, node(3, 2, Role::Model(0), 10, 20), None, &mut done);
+        a.add(2, node(4, 2, Role::Tool(0), 20, 30), None, &mut done);
+        a.add(2, node(2, 0, Role::Agent, 0, 40), None, &mut done);
+        a.finish(&mut done);
+        let got = got.borrow();
+        let old = got.iter().find(|q| q.start == 0).unwrap();
+        assert_eq!((old.steps.len(), old.bounded), (2, true));
     }
 
     #[test]
