@@ -161,7 +161,8 @@ pub enum Arrival {
     Closed {
         /// Sessions seen.
         seen: u64,
-        /// How many were active at once, on average.
+        /// How many were alive at once (between their first query's start and their last one's
+        /// end), on average over the middle half of the input.
         active: f64,
         /// Queries per session, on average.
         per_session: f64,
@@ -373,16 +374,20 @@ fn arrival(c: &Collector, starts: &[i64]) -> Option<Arrival> {
     if in_sessions * 10 >= q.count * 9 && repeat {
         let first = q.sessions.values().map(|s| s.first).min()?;
         let last = q.sessions.values().map(|s| s.last_end).max()?;
+        // Sessions alive (from their first query's start to their last one's end), on average
+        // over the middle half of the input: its edges, where users are still arriving or
+        // already done, would count too few.
+        let (from, to) = (first + (last - first) / 4, last - (last - first) / 4);
         let lived: f64 = q
             .sessions
             .values()
-            .map(|s| (s.last_end - s.first).max(0) as f64)
+            .map(|s| (s.last_end.min(to) - s.first.max(from)).max(0) as f64)
             .sum();
         let seen = q.sessions.len() as u64;
         return Some(Arrival::Closed {
             seen,
-            active: if last > first {
-                lived / (last - first) as f64
+            active: if to > from {
+                lived / (to - from) as f64
             } else {
                 1.0
             },

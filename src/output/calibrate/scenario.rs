@@ -334,7 +334,8 @@ fn workload(
                 "sessions",
                 (active.round().max(1.0)) as i64,
                 format!(
-                    "{} active at once on average; {} sessions seen, {} queries each",
+                    "{} alive at once on average over the middle half of the input; {} sessions \
+                     seen, {} queries each",
                     fmt_num(sig(*active)),
                     fmt_num(*seen as f64),
                     fmt_num(sig(*per_session))
