@@ -5,7 +5,7 @@
 //! forgotten. At most [`MAX_OPEN`] traces are held at once (beyond that, the one that ended
 //! first is closed as it is). A span of a trace already closed is counted, not used.
 
-use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 
 /// How far (in span end times) the input must move past a trace's end before it is closed.
 pub const GRACE_NS: i64 = 30_000_000_000;
@@ -75,14 +75,18 @@ struct Open {
     last_end: i64,
     /// The input's span count when its last span came.
     last_seen: u64,
+    /// Quiet (no span for [`GRACE_SPANS`]), waiting for the input's time to pass its end.
+    waiting: bool,
 }
 
 /// Puts spans back together into queries.
 #[derive(Debug, Default)]
 pub struct Assembler {
     open: HashMap<u128, Open>,
-    /// Open traces by their last span's end: the first are the next to close.
-    by_end: BTreeSet<(i64, u128)>,
+    /// Open traces by when their last span came (in spans read): the quiet ones first.
+    by_seen: BTreeMap<u64, u128>,
+    /// Quiet traces by their last span's end: the next to close once the input's time passes.
+    waiting: BTreeSet<(i64, u128)>,
     closed: HashSet<u128>,
     closed_order: VecDeque<u128>,
     watermark: i64,
@@ -109,9 +113,13 @@ impl Assembler {
             return;
         }
         let t = self.open.entry(trace).or_default();
-        t.last_seen = self.seen;
         if !t.nodes.is_empty() {
-            self.by_end.remove(&(t.last_end, trace));
+            if t.waiting {
+                self.waiting.remove(&(t.last_end, trace));
+                t.waiting = false;
+            } else {
+                self.by_seen.remove(&t.last_seen);
+            }
         }
         t.last_end = if t.nodes.is_empty() {
             node.end
@@ -119,39 +127,58 @@ impl Assembler {
             t.last_end.max(node.end)
         };
         t.nodes.push(node);
+        t.last_seen = self.seen;
         if t.session.is_none() {
             t.session = session.map(str::to_owned);
         }
-        self.by_end.insert((t.last_end, trace));
+        self.by_seen.insert(self.seen, trace);
         self.watermark = self.watermark.max(node.end);
-        while let Some(&(end, oldest)) = self.by_end.first() {
-            let quiet = self
-                .open
-                .get(&oldest)
-                .is_some_and(|t| self.seen - t.last_seen >= GRACE_SPANS);
-            let ripe = quiet && end.saturating_add(GRACE_NS) < self.watermark;
-            if !ripe && self.open.len() <= MAX_OPEN {
+        // The quiet ones close, or wait for the input's time to pass them.
+        while let Some((&seen, &quiet)) = self.by_seen.first_key_value() {
+            if self.seen - seen < GRACE_SPANS {
                 break;
             }
-            if !ripe {
-                self.evicted += 1;
+            self.by_seen.pop_first();
+            let t = self.open.get_mut(&quiet).expect("an open trace");
+            if t.last_end.saturating_add(GRACE_NS) < self.watermark {
+                self.close(quiet, done);
+            } else {
+                t.waiting = true;
+                self.waiting.insert((t.last_end, quiet));
             }
+        }
+        while let Some(&(end, ripe)) = self.waiting.first() {
+            if end.saturating_add(GRACE_NS) >= self.watermark {
+                break;
+            }
+            self.waiting.pop_first();
+            self.close(ripe, done);
+        }
+        while self.open.len() > MAX_OPEN {
+            let oldest = match self.waiting.pop_first() {
+                Some((_, t)) => t,
+                None => self.by_seen.pop_first().expect("open traces are queued").1,
+            };
+            self.evicted += 1;
             self.close(oldest, done);
         }
     }
 
-    /// Closes every trace still open (at the end of the input).
+    /// Closes every trace still open (at the end of the input), the longest quiet first.
     pub fn finish(&mut self, done: &mut dyn FnMut(Query)) {
-        while let Some(&(_, trace)) = self.by_end.first() {
+        while let Some((_, trace)) = self.waiting.pop_first() {
+            self.close(trace, done);
+        }
+        while let Some((_, trace)) = self.by_seen.pop_first() {
             self.close(trace, done);
         }
     }
 
+    /// Closes `trace` (already out of `by_seen` and `waiting`).
     fn close(&mut self, trace: u128, done: &mut dyn FnMut(Query)) {
         let Some(t) = self.open.remove(&trace) else {
             return;
         };
-        self.by_end.remove(&(t.last_end, trace));
         if self.closed_order.len() == REMEMBERED {
             if let Some(old) = self.closed_order.pop_front() {
                 self.closed.remove(&old);
