@@ -335,6 +335,39 @@ fn a_burstgpt_row_with_no_response_tokens_is_a_failed_request() {
 }
 
 #[test]
+fn exec_calls_give_the_limits_the_provider_answered_with() {
+    let t = Temp::new("calibrate", "calls");
+    let mut lines = String::new();
+    for i in 0..50u64 {
+        let status = if i % 10 == 9 { 429 } else { 200 };
+        lines.push_str(&format!(
+            "{{\"capsize_call\":1,\"unix_ns\":{},\"provider\":\"llm\",\"route\":\"model\",\"model\":\"m\",\"status\":{status},\"latency_ms\":{},\"input_tokens\":900,\"max_tokens\":100,\"rpm_limit\":500,\"tpm_limit\":200000}}\n",
+            1_760_000_000_000_000_000u64 + i * 1_000_000_000,
+            200 + i * 10
+        ));
+    }
+    let input = t.write("calls.jsonl", &lines);
+    let out = t.path("out");
+    let o = calibrate(&[&input], &out, &["--no-check"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = std::fs::read_to_string(out.join("scenario.toml")).unwrap();
+    assert!(
+        text.contains("rpm = 500.0  # from the rate-limit headers"),
+        "{text}"
+    );
+    assert!(
+        text.contains("tpm = 200000.0  # from the rate-limit headers"),
+        "{text}"
+    );
+    let s = scenario(&out);
+    // 45 answered, 5 refused with 429: those are not latencies.
+    assert!(text.contains("45 answered, 5 429s"), "{text}");
+    assert_eq!(s["workload"]["tokens_per_call"].as_integer(), Some(1000));
+    let assumed = report(&out)["assumed"].to_string();
+    assert!(!assumed.contains("rate limits"), "{assumed}");
+}
+
+#[test]
 fn a_truncated_trace_is_read_up_to_its_cut_and_the_cut_is_counted() {
     let t = Temp::new("calibrate", "truncated");
     let text = traces(&Agent::default(), 1);

@@ -357,6 +357,7 @@ fn what_the_agent_sent_is_counted_exactly() {
         .all(|l| l["route"] == "model" && l["provider"] == "provider"));
     assert_eq!(lines[7]["retry_count"], 1);
     assert_eq!(lines[1]["traceparent"], TRACEPARENT);
+    assert_eq!(lines[1]["rpm_limit"], 5.0, "the limit its headers gave");
     assert!(lines
         .windows(2)
         .all(|w| w[0]["unix_ns"].as_i64() <= w[1]["unix_ns"].as_i64()));

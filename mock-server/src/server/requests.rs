@@ -47,6 +47,10 @@ pub struct RequestRecord {
     pub retry_count: Option<u64>,
     /// The client's `traceparent`.
     pub traceparent: Option<String>,
+    /// The requests-per-minute limit its rate-limit headers gave (`None`: unlimited).
+    pub rpm_limit: Option<f64>,
+    /// The tokens-per-minute limit its rate-limit headers gave (`None`: unlimited).
+    pub tpm_limit: Option<f64>,
 }
 
 /// Where records go: called once per request, from the server's thread, when it leaves.
@@ -76,6 +80,8 @@ pub(crate) struct Seen {
     pub(crate) max_tokens: Option<u64>,
     pub(crate) output_tokens: Option<u64>,
     pub(crate) tokens: u64,
+    pub(crate) rpm_limit: Option<f64>,
+    pub(crate) tpm_limit: Option<f64>,
 }
 
 /// A record being made: started on arrival, finished when the request leaves.
@@ -123,6 +129,8 @@ impl Pending {
             tokens: s.tokens,
             retry_count: self.retry_count,
             traceparent: self.traceparent,
+            rpm_limit: s.rpm_limit,
+            tpm_limit: s.tpm_limit,
         });
     }
 }

@@ -442,6 +442,8 @@ impl Shared {
                 max_tokens,
                 output_tokens: real_decision.generated.map(|g| g.output_tokens),
                 tokens: ask.tokens,
+                rpm_limit: real_decision.requests.map(|u| u.limit),
+                tpm_limit: real_decision.tokens.map(|u| u.limit),
             }));
         }
         reply

@@ -44,6 +44,8 @@ pub struct ModelSeen {
     pub max_tokens: BTreeMap<u64, u64>,
     /// Calls without token counts.
     pub untokened: u64,
+    /// The most requests and tokens per minute the provider's headers said it allowed.
+    pub limits: (Option<f64>, Option<f64>),
 }
 
 /// What was seen of one tool.
@@ -332,12 +334,18 @@ impl Collector {
                     output: Sample::new(seed("output", &key)),
                     max_tokens: BTreeMap::new(),
                     untokened: 0,
+                    limits: (None, None),
                 });
                 self.models.len() - 1
             }
         };
         let m = &mut self.models[i];
         m.calls += 1;
+        let most = |a: Option<f64>, b: Option<f64>| match (a, b) {
+            (Some(x), Some(y)) => Some(x.max(y)),
+            (x, y) => x.or(y),
+        };
+        m.limits = (most(m.limits.0, s.limits.0), most(m.limits.1, s.limits.1));
         match outcome(s) {
             Outcome::RateLimited => m.rate_limited += 1,
             Outcome::TimedOut => m.timeouts += 1,
@@ -358,7 +366,13 @@ impl Collector {
                 }
                 match s.input_tokens {
                     Some(n) => m.input.add(n as f64),
-                    None => m.untokened += 1,
+                    None => {
+                        m.untokened += 1;
+                        self.skipped.add(
+                            "an answered model call without input tokens (gen_ai.usage.input_tokens): its time is fitted, its tokens are not",
+                            String::new,
+                        );
+                    }
                 }
                 if let Some(n) = s.output_tokens {
                     m.output.add(n as f64);

@@ -79,6 +79,8 @@ pub struct ProviderFit {
     pub max_tokens: Option<u64>,
     /// Answered calls without token counts.
     pub untokened: u64,
+    /// The requests- and tokens-per-minute limits the provider's headers gave, where recorded.
+    pub limits: (Option<f64>, Option<f64>),
 }
 
 /// A model the scenario does not call: its queries' turns go to one model.
@@ -279,6 +281,7 @@ fn provider(models: &[ModelSeen]) -> (Option<ProviderFit>, Vec<OtherModel>) {
             .max_by_key(|(v, n)| (**n, std::cmp::Reverse(**v)))
             .map(|(v, _)| *v),
         untokened: main.untokened,
+        limits: main.limits,
     };
     (Some(fit), others)
 }

@@ -4,7 +4,8 @@
 //!
 //! A line: `{"capsize_call": 1, "unix_ns": ..., "provider": "llm", "route": "model" | "tool",
 //! "tool": "kb_search", "model": "gpt-4o", "status": 200, "latency_ms": 812.5, "input_tokens":
-//! 2600, "max_tokens": 500, "output_tokens": 312, "retry_count": 0, "traceparent": "00-…"}`;
+//! 2600, "max_tokens": 500, "output_tokens": 312, "retry_count": 0, "traceparent": "00-…",
+//! "rpm_limit": 500, "tpm_limit": 200000}` (the limits as the provider's headers gave them);
 //! every key but `capsize_call`, `unix_ns`, `provider`, `route` and `status` may be absent.
 
 use std::io::BufRead;
@@ -57,6 +58,12 @@ pub struct CallLine {
     /// The W3C `traceparent` the agent sent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traceparent: Option<String>,
+    /// The requests-per-minute limit the provider's rate-limit headers gave.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rpm_limit: Option<f64>,
+    /// The tokens-per-minute limit the provider's rate-limit headers gave.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tpm_limit: Option<f64>,
 }
 
 impl CallLine {
@@ -78,6 +85,8 @@ impl CallLine {
             output_tokens: r.output_tokens,
             retry_count: r.retry_count,
             traceparent: r.traceparent.clone(),
+            rpm_limit: r.rpm_limit,
+            tpm_limit: r.tpm_limit,
         }
     }
 }
@@ -137,6 +146,7 @@ fn span(c: CallLine) -> Span {
     s.max_tokens = c.max_tokens;
     s.resend_count = c.retry_count;
     s.first_chunk_ns = c.ttft_ms.map(|ms| (ms * 1e6) as i64);
+    s.limits = (c.rpm_limit, c.tpm_limit);
     s
 }
 

@@ -79,6 +79,9 @@ pub struct Span {
     /// Whether it is one attempt as the provider saw it (its time is the provider's alone), not
     /// a client's call that may hold retries and waits.
     pub attempt: bool,
+    /// The provider's requests- and tokens-per-minute limits, as its rate-limit headers gave
+    /// them (where recorded).
+    pub limits: (Option<f64>, Option<f64>),
 }
 
 impl Span {
@@ -100,6 +103,7 @@ impl Span {
             first_chunk_ns: None,
             session: None,
             attempt: false,
+            limits: (None, None),
         }
     }
 

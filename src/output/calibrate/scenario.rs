@@ -262,15 +262,29 @@ pub fn scenario(cal: &Calibration, name: &str, inputs: &str) -> Result<Written, 
         let (r, c) = rate(p.timeouts, failed, "timed out");
         prov.put("timeout_rate", r, c);
     }
-    prov.say(format!(
-        "rpm, tpm: the provider's limits are not in the input: none here (unlimited). Give \
-         them with --set providers.{}.rpm=N (and tpm, itpm, otpm)",
-        p.name
-    ));
-    assumed.push(format!(
-        "{}'s rate limits: not in the input; unlimited unless given with --set",
-        p.name
-    ));
+    let headers = "from the rate-limit headers the provider answered with";
+    if let Some(rpm) = p.limits.0 {
+        prov.put("rpm", sig(rpm), headers);
+    }
+    if let Some(tpm) = p.limits.1 {
+        prov.put("tpm", sig(tpm), headers);
+    }
+    if p.limits.0.is_none() || p.limits.1.is_none() {
+        prov.say(format!(
+            "{}: not in the input: none here (unlimited). Give them with --set \
+             providers.{}.rpm=N (and tpm, itpm, otpm)",
+            match p.limits {
+                (None, None) => "rpm, tpm",
+                (Some(_), _) => "tpm",
+                _ => "rpm",
+            },
+            p.name
+        ));
+        assumed.push(format!(
+            "{}'s rate limits: not in the input; unlimited unless given with --set",
+            p.name
+        ));
+    }
     if p.rate_limited > 0 {
         assumed.push(format!(
             "{} answered 429 {} times: the check can only show them with its limits given",
