@@ -123,6 +123,47 @@ fn a_trace_drawn_from_known_distributions_gives_them_back() {
 }
 
 #[test]
+fn streamed_answers_are_fitted_as_a_generating_provider() {
+    let t = Temp::new("calibrate", "stream");
+    let agent = Agent {
+        stream: Some(((6.2, 0.4), (15.0, 25.0), (100, 300))),
+        ..Agent::default()
+    };
+    let out = calibrated(&t, &agent);
+    let s = scenario(&out);
+    let p = &s["providers"]["openai"];
+    let n = report(&out)["fits"][1]["n"].as_f64().unwrap();
+    // Time to first chunk: ln N(6.2, 0.4) over n answers: within 3 standard errors,
+    // 0.4/sqrt(n) for mu and 0.4/sqrt(2n) for sigma.
+    assert_eq!(p["ttft"]["dist"].as_str(), Some("lognormal"), "{p}");
+    assert!(
+        (f(&p["ttft"]["mu"]) - 6.2).abs() < 3.0 * 0.4 / n.sqrt(),
+        "{p}"
+    );
+    assert!(
+        (f(&p["ttft"]["sigma"]) - 0.4).abs() < 3.0 * 0.4 / (2.0 * n).sqrt(),
+        "{p}"
+    );
+    // Time per token: uniform 15..25 ms; output tokens uniform 100..=300.
+    assert_eq!(p["tpot"]["dist"].as_str(), Some("uniform"), "{p}");
+    assert!((f(&p["tpot"]["min_ms"]) - 15.0).abs() < 0.1, "{p}");
+    assert!((f(&p["tpot"]["max_ms"]) - 25.0).abs() < 0.1, "{p}");
+    let o = &p["output_tokens"];
+    assert_eq!(o["dist"].as_str(), Some("uniform"), "{p}");
+    assert_eq!(
+        (o["min"].as_integer(), o["max"].as_integer()),
+        (Some(100), Some(300))
+    );
+    assert_eq!(s["workload"]["model_turn"]["stream"].as_bool(), Some(true));
+    // And the generating provider predicts the queries.
+    for row in report(&out)["check"].as_array().unwrap() {
+        if row["target"].is_number() {
+            assert_eq!(row["met"].as_bool(), Some(true), "{row}");
+        }
+    }
+}
+
+#[test]
 fn the_calibrated_scenario_predicts_the_observed_queries_within_ten_percent() {
     let t = Temp::new("calibrate", "check");
     let out = calibrated(&t, &Agent::default());

@@ -31,7 +31,14 @@ pub struct Agent {
     pub crm: (f64, f64),
     /// Older attribute names (`gen_ai.system`, `prompt_tokens`).
     pub old_names: bool,
+    /// Streamed answers: `Some((ttft ln-ms (mu, sigma), tpot uniform ms (lo, hi), output tokens
+    /// uniform (lo, hi)))`, the model's latency then ttft + (output − 1) × tpot, and
+    /// `gen_ai.response.time_to_first_chunk` on each model span.
+    pub stream: Option<Stream>,
 }
+
+/// Streamed answers' time to first chunk, time per token and output tokens.
+pub type Stream = ((f64, f64), (f64, f64), (u64, u64));
 
 impl Default for Agent {
     fn default() -> Self {
@@ -46,6 +53,7 @@ impl Default for Agent {
             kb: (5.5, 0.6),
             crm: (100.0, 600.0),
             old_names: false,
+            stream: None,
         }
     }
 }
@@ -91,7 +99,14 @@ pub fn traces(agent: &Agent, seed: u64) -> String {
             let mut now = t;
             let turn =
                 |now: &mut f64, rng: &mut Xoshiro256PlusPlus, spans: &mut Vec<Span>, id: u64| {
-                    let d = model.sample(rng);
+                    let (mut d, mut output, mut first) = (model.sample(rng), 200u64, None);
+                    if let Some(((mu, sigma), (t_lo, t_hi), (o_lo, o_hi))) = agent.stream {
+                        let ttft = LogNormal::new(mu, sigma).unwrap().sample(rng);
+                        output = rng.random_range(o_lo..=o_hi);
+                        let tpot = Uniform::new(t_lo, t_hi).unwrap().sample(rng);
+                        d = ttft + (output - 1) as f64 * tpot;
+                        first = Some(ttft / 1e3);
+                    }
                     let input = rng.random_range(agent.input.0..=agent.input.1);
                     let (provider_key, in_key) = if agent.old_names {
                         ("gen_ai.system", "gen_ai.usage.prompt_tokens")
@@ -110,9 +125,12 @@ pub fn traces(agent: &Agent, seed: u64) -> String {
                             attr(provider_key, json!("openai")),
                             attr("gen_ai.request.model", json!("gpt-4o")),
                             attr(in_key, json!(input)),
-                            attr("gen_ai.usage.output_tokens", json!(200)),
+                            attr("gen_ai.usage.output_tokens", json!(output)),
                             attr("gen_ai.request.max_tokens", json!(500)),
-                        ],
+                        ]
+                        .into_iter()
+                        .chain(first.map(|s| attr("gen_ai.response.time_to_first_chunk", json!(s))))
+                        .collect(),
                     });
                     *now += d;
                 };
@@ -231,6 +249,8 @@ pub fn to_proto(json_lines: &str) -> Vec<u8> {
                     let val = &kv["value"];
                     let value = if let Some(t) = val["stringValue"].as_str() {
                         any_value::Value::StringValue(t.into())
+                    } else if let Some(d) = val["doubleValue"].as_f64() {
+                        any_value::Value::DoubleValue(d)
                     } else {
                         any_value::Value::IntValue(
                             val["intValue"].as_str().unwrap().parse().unwrap(),
