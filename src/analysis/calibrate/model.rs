@@ -35,10 +35,11 @@ impl Fitted {
                 .map(|k| fit::quantile_sorted(&sorted, (k as f64 + 0.5) / CURVE as f64))
                 .collect()
         };
+        // One sort of the kept values serves the quantiles, the fit and the curve.
         Some(Fitted {
-            observed: s.quantiles()?,
+            observed: s.quantiles_of(&sorted)?,
             exact: s.exact(),
-            fit: s.fit(kind)?,
+            fit: fit::fit(&sorted, kind),
             curve,
         })
     }

@@ -5,7 +5,7 @@
 use rand::rngs::Xoshiro256PlusPlus;
 use rand::{RngExt, SeedableRng};
 
-use super::fit::{self, Fit, Kind};
+use super::fit;
 
 /// The most values a sample keeps.
 pub const CAP: usize = 20_000;
@@ -76,11 +76,15 @@ impl Sample {
 
     /// The observed quantiles p50, p90, p95, p99 (and the least and most, exact).
     pub fn quantiles(&self) -> Option<Quantiles> {
+        self.quantiles_of(&self.sorted())
+    }
+
+    /// [`Sample::quantiles`], from the values kept already sorted (`sorted()`'s result).
+    pub fn quantiles_of(&self, v: &[f64]) -> Option<Quantiles> {
         if self.n == 0 {
             return None;
         }
-        let v = self.sorted();
-        let q = |p| fit::quantile_sorted(&v, p);
+        let q = |p| fit::quantile_sorted(v, p);
         Some(Quantiles {
             n: self.n,
             mean: self.mean(),
@@ -91,11 +95,6 @@ impl Sample {
             min: self.min,
             max: self.max,
         })
-    }
-
-    /// The best fit to the values kept (`None` when there are none).
-    pub fn fit(&self, kind: Kind) -> Option<Fit> {
-        (self.n > 0).then(|| fit::fit(&self.sorted(), kind))
     }
 }
 
