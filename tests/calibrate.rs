@@ -180,7 +180,12 @@ fn the_calibrated_scenario_predicts_the_observed_queries_within_ten_percent() {
         assert_eq!(r["met"].as_bool(), Some(true), "{r}");
         assert!((r["ratio"].as_f64().unwrap() - 1.0).abs() <= 0.10, "{r}");
     }
-    // The same calls per query, and the throughput of the same sessions.
+    // Each model call as the client saw it, the same calls per query, and the throughput of
+    // the same sessions.
+    for name in ["openai call p50", "openai call p95"] {
+        let r = row(name);
+        assert!((r["ratio"].as_f64().unwrap() - 1.0).abs() <= 0.10, "{r}");
+    }
     assert_eq!(
         row("openai requests per query")["ratio"].as_f64(),
         Some(1.0)

@@ -144,8 +144,8 @@ enum Command {
     /// source and fit; empirical distributions as files beside it) and calibration.md / .html
     /// (the fit table, the structure found, the check, what was assumed and skipped) into --out
     /// (default capsize-out/<--name>/). The check replays the observed conditions through the
-    /// calibrated scenario in virtual time and compares query p50/p95/p99, throughput, requests,
-    /// 429s and failures. What the input cannot say (the provider's limits, the client's
+    /// calibrated scenario in virtual time and compares query p50/p95/p99, model call p50/p95,
+    /// throughput, requests, 429s and failures. What the input cannot say (the provider's limits, the client's
     /// settings) comes from --set and is otherwise written as assumed. Exit 2 on an input that
     /// cannot be read, 4 if the check cannot run, 5 if an output cannot be written.
     Calibrate(calibrate::CalibrateArgs),
@@ -486,6 +486,7 @@ fn run(args: RunArgs) -> ExitCode {
         timeseries: args.timeseries,
         // The live status line, on a terminal only (otherwise today's line every 10 s).
         live: std::io::IsTerminal::is_terminal(&std::io::stderr()),
+        ..RunExtras::default()
     };
     let loaded = load_and_run_with(&args.input, extras, |scenario| {
         dir = default_out(&args.out, &scenario.name);

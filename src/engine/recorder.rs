@@ -152,6 +152,9 @@ pub struct Recording {
     /// Each endpoint's arrivals over time, when a run has more than one (empty otherwise:
     /// `series` is its one endpoint's). No call bins: those are the run's.
     pub endpoint_series: Vec<Series>,
+    /// Each answered model turn's time, from its submission to its answer (µs; a turn of no
+    /// time counts as 1 µs), when the run was asked to keep them ([`Recorder::with_model_turns`]).
+    pub model_turns: Option<Histogram<u64>>,
     /// Model calls a generating provider answered (`None`: there were none).
     pub generation: Option<Generation>,
     /// Model µs from the start up to which `series` holds adaptive limits (`None`: the run
@@ -267,6 +270,7 @@ pub struct Recorder<I = Instant> {
     state: Mutex<State<I>>,
     /// Whether the time series is kept (then each call's end reads its limiter's balance).
     timeseries: bool,
+    model_turns: bool,
 }
 
 fn micros(d: Duration) -> u64 {
@@ -317,6 +321,7 @@ impl<I: Moment> Recorder<I> {
                     peak_tokens_60s: 0,
                     endpoints: vec![EndpointLoad::default(); several],
                     endpoint_series: vec![Series::new(false); several],
+                    model_turns: None,
                     generation: None,
                     limits_until_us: None,
                 },
@@ -327,6 +332,7 @@ impl<I: Moment> Recorder<I> {
                 live: Live::default(),
             }),
             timeseries: false,
+            model_turns: false,
         }
     }
 
@@ -336,6 +342,27 @@ impl<I: Moment> Recorder<I> {
         self.lock().rec.series = Series::new(timeseries);
         self.timeseries = timeseries;
         self
+    }
+
+    /// Also keep each answered model turn's time ([`Recording::model_turns`]).
+    pub fn with_model_turns(mut self, on: bool) -> Self {
+        self.lock().rec.model_turns = on.then(histogram);
+        self.model_turns = on;
+        self
+    }
+
+    /// Whether model turns are timed.
+    pub fn times_model_turns(&self) -> bool {
+        self.model_turns
+    }
+
+    /// A model turn was answered `latency` (runtime) after its submission.
+    pub fn model_turn_done(&self, latency: Duration) {
+        let mut s = self.lock();
+        let v = model_micros(s.scale, latency).max(1);
+        if let Some(h) = s.rec.model_turns.as_mut() {
+            h.saturating_record(v);
+        }
     }
 
     /// The run started at `origin` (runtime): call ends are placed in the series from it.

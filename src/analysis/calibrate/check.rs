@@ -4,7 +4,7 @@
 //! predicts is set beside what was observed, each with its ratio.
 
 use crate::engine::scenario::Scenario;
-use crate::engine::sim::{self, SimError};
+use crate::engine::sim::{self, RunExtras, SimError};
 use crate::engine::summary::{Percentiles, Summary};
 
 use super::model::Calibration;
@@ -59,6 +59,7 @@ pub const MAX_RUNS: u32 = 20;
 /// What the runs predict, pooled.
 struct Pooled {
     query: hdrhistogram::Histogram<u64>,
+    turns: hdrhistogram::Histogram<u64>,
     queries_started: u64,
     queries_per_s: f64,
     counters: capsize_mock::Counters,
@@ -77,7 +78,15 @@ pub fn check(scenario: &Scenario, cal: &Calibration) -> Result<FitCheck, SimErro
     {
         let mut s = scenario.clone();
         s.seed = scenario.seed.wrapping_add(u64::from(runs));
-        let outcome = sim::run(&s)?;
+        let extras = RunExtras {
+            model_turns: true,
+            ..RunExtras::default()
+        };
+        let outcome = sim::run_with(&s, extras)?;
+        let turns = outcome.recording.model_turns.clone().unwrap_or_else(|| {
+            hdrhistogram::Histogram::new_with_bounds(1, 1u64 << 50, 3)
+                .expect("static histogram bounds are valid")
+        });
         let summary = Summary::new(&s, &outcome);
         let counters = provider
             .and_then(|name| summary.providers.get(name))
@@ -86,6 +95,7 @@ pub fn check(scenario: &Scenario, cal: &Calibration) -> Result<FitCheck, SimErro
             None => {
                 pooled = Some(Pooled {
                     query: outcome.recording.query.clone(),
+                    turns,
                     queries_started: summary.queries_started,
                     queries_per_s: summary.throughput.queries_per_s,
                     counters,
@@ -94,6 +104,7 @@ pub fn check(scenario: &Scenario, cal: &Calibration) -> Result<FitCheck, SimErro
             Some(p) => {
                 // Both histograms have the recorder's bounds: adding cannot fail.
                 let _ = p.query.add(&outcome.recording.query);
+                let _ = p.turns.add(&turns);
                 p.queries_started += summary.queries_started;
                 p.queries_per_s += summary.throughput.queries_per_s;
                 p.counters = p.counters.plus(counters);
@@ -117,6 +128,20 @@ pub fn check(scenario: &Scenario, cal: &Calibration) -> Result<FitCheck, SimErro
                 predicted: v,
                 target,
             });
+        }
+    }
+    if let (Some(o), Some(prov)) = (&cal.model_calls, &cal.provider) {
+        let t = Percentiles::of(&p.turns);
+        if t.count > 0 {
+            for (name, o, v) in [("p50", o.p50, t.p50), ("p95", o.p95, t.p95)] {
+                rows.push(Row {
+                    what: format!("{} call {name}", prov.name),
+                    unit: "ms",
+                    observed: o,
+                    predicted: v,
+                    target: None,
+                });
+            }
         }
     }
     if cal.window_s > 0.0 && cal.queries > 1 {

@@ -170,6 +170,9 @@ pub struct Collector {
     pub queries: QueriesSeen,
     /// Think times: one session's gap between a query's end and its next start, ms.
     pub think: Sample,
+    /// Model calls as the client saw them (an agent's span, retries and waits included), ms:
+    /// answered ones, from traces only.
+    pub client_calls: Sample,
     /// Skipped or read by assumption.
     pub skipped: Tally,
     assembler: Assembler,
@@ -206,6 +209,7 @@ impl Default for Collector {
                 sessionless: 0,
             },
             think: Sample::new(seed("think", "")),
+            client_calls: Sample::new(seed("client", "")),
             skipped: Tally::default(),
             assembler: Assembler::default(),
         }
@@ -236,6 +240,11 @@ fn outcome(s: &Span) -> Outcome {
 impl Collector {
     /// Takes one span, for what `view` says it gives.
     pub fn add(&mut self, s: Span, view: View) {
+        if matches!(s.kind, Kind::Model { .. }) && view.structure && !s.attempt {
+            if let (Outcome::Answered, Some(ms)) = (outcome(&s), s.duration_ms()) {
+                self.client_calls.add(ms);
+            }
+        }
         let role = match &s.kind {
             Kind::Model { .. } if !view.model_stats => Role::Model(u32::MAX),
             Kind::Model { provider, model } => Role::Model(self.model_seen(&s, provider, model)),

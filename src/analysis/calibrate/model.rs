@@ -195,6 +195,8 @@ pub struct Calibration {
     pub queries: u64,
     /// Query time, ms (queries with a boundary).
     pub query_latency: Option<Quantiles>,
+    /// Model calls' time as the client saw them (retries and waits included), ms: from traces.
+    pub model_calls: Option<Quantiles>,
     /// From the first query's start to the last one's, s.
     pub window_s: f64,
     /// HTTP attempts under calls, and how many were answered 429.
@@ -237,6 +239,7 @@ pub fn calibrate(c: Collector, reads: Vec<FileRead>) -> Calibration {
         arrival: arrival(&c, &starts),
         queries: q.count,
         query_latency: q.latency.quantiles(),
+        model_calls: c.client_calls.quantiles(),
         window_s,
         http: c.http,
     }

@@ -177,9 +177,21 @@ async fn model_turn<P: Provider, R: Runtime>(
     scope: &Scope<R::Instant>,
     abandoned: &Cell<bool>,
 ) -> bool {
-    ctx.call(turn.tokens, routes::MODEL, scope, abandoned)
+    if !ctx.recorder.times_model_turns() {
+        return ctx
+            .call(turn.tokens, routes::MODEL, scope, abandoned)
+            .await
+            .is_err();
+    }
+    let start = ctx.rt.now();
+    let failed = ctx
+        .call(turn.tokens, routes::MODEL, scope, abandoned)
         .await
-        .is_err()
+        .is_err();
+    if !failed {
+        ctx.recorder.model_turn_done(ctx.rt.now() - start);
+    }
+    failed
 }
 
 /// Runs one query: a single agent, or an orchestrator that fans out to budgeted subagents and

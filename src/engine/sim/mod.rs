@@ -239,6 +239,8 @@ pub struct RunExtras {
     /// Real time only: show a live one-line status on stderr (the caller checks that stderr is
     /// a terminal) instead of a progress line every 10 s.
     pub live: bool,
+    /// Keep each answered model turn's time (`Recording::model_turns`: calibrate's check).
+    pub model_turns: bool,
 }
 
 async fn simulate(
@@ -248,8 +250,11 @@ async fn simulate(
 ) -> Result<SimOutcome, SimError> {
     let scale = TimeScale::VIRTUAL;
     let routes = Routes::of(s);
-    let recorder: Arc<Recorder<Nanos>> =
-        Arc::new(Recorder::new(scale, routes.endpoints.len()).with_timeseries(extras.timeseries));
+    let recorder: Arc<Recorder<Nanos>> = Arc::new(
+        Recorder::new(scale, routes.endpoints.len())
+            .with_timeseries(extras.timeseries)
+            .with_model_turns(extras.model_turns),
+    );
     let schedulers = schedulers(s, scale, &recorder, rt.clone())?;
     let provider = Rc::new(VirtualProvider::new(
         &routes,
