@@ -413,6 +413,94 @@ fn exec_calls_give_the_limits_the_provider_answered_with() {
     assert!(!assumed.contains("rate limits"), "{assumed}");
 }
 
+/// One OTLP JSON span as a line's worth of JSON.
+fn span_json(trace: u32, id: u32, parent: u32, start_ms: u64, end_ms: u64, attrs: &str) -> String {
+    let ns = |ms: u64| 1_760_000_000_000_000_000u64 + ms * 1_000_000;
+    let parent = if parent == 0 {
+        String::new()
+    } else {
+        format!("{parent:016x}")
+    };
+    format!(
+        r#"{{"traceId":"{trace:032x}","spanId":"{id:016x}","parentSpanId":"{parent}","name":"s","startTimeUnixNano":"{}","endTimeUnixNano":"{}","attributes":[{attrs}]}}"#,
+        ns(start_ms),
+        ns(end_ms)
+    )
+}
+
+#[test]
+fn what_a_trace_leaves_unsaid_or_gets_wrong_is_counted_and_said() {
+    let t = Temp::new("calibrate", "untidy");
+    let chat = |model: &str, tokens: bool| {
+        let mut a = format!(
+            r#"{{"key":"gen_ai.operation.name","value":{{"stringValue":"chat"}}}},{{"key":"gen_ai.provider.name","value":{{"stringValue":"openai"}}}},{{"key":"gen_ai.request.model","value":{{"stringValue":"{model}"}}}}"#
+        );
+        if tokens {
+            a.push_str(r#",{"key":"gen_ai.usage.input_tokens","value":{"intValue":"900"}}"#);
+        }
+        a
+    };
+    let agent = r#"{"key":"gen_ai.operation.name","value":{"stringValue":"invoke_agent"}}"#;
+    let embed = r#"{"key":"gen_ai.operation.name","value":{"stringValue":"embeddings"}}"#;
+    let mut spans = Vec::new();
+    for q in 0..20u32 {
+        let (trace, at) = (q + 1, u64::from(q) * 10_000);
+        let root = trace * 100;
+        spans.push(span_json(
+            trace,
+            root + 1,
+            root,
+            at,
+            at + 1_000,
+            &chat("gpt-4o", q != 3),
+        ));
+        // One query also asks a second model, and one embeds.
+        if q == 5 {
+            spans.push(span_json(
+                trace,
+                root + 2,
+                root,
+                at + 1_000,
+                at + 1_200,
+                &chat("mini", true),
+            ));
+        }
+        if q == 6 {
+            spans.push(span_json(trace, root + 3, root, at, at + 10, embed));
+        }
+        // One query's call starts before its parent (clock skew between services)...
+        let start = if q == 7 { at + 500 } else { at };
+        // ... and one query's root never arrives.
+        if q != 9 {
+            spans.push(span_json(trace, root, 0, start, at + 1_500, agent));
+        }
+    }
+    let line = format!(
+        r#"{{"resourceSpans":[{{"scopeSpans":[{{"spans":[{}]}}]}}]}}"#,
+        spans.join(",")
+    );
+    let input = t.write("untidy.jsonl", &format!("{line}\n"));
+    let out = t.path("out");
+    let o = calibrate(&[&input], &out, &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let skipped = report(&out)["skipped"].to_string();
+    for said in [
+        "a trace without a root span",
+        "a span outside its parent's time",
+        "an answered model call without input tokens",
+        "gen_ai.operation.name \\\"embeddings\\\"",
+    ] {
+        assert!(skipped.contains(said), "{said}: {skipped}");
+    }
+    let md = std::fs::read_to_string(out.join("calibration.md")).unwrap();
+    assert!(
+        md.contains("not in the scenario: 1 calls to openai mini"),
+        "{md}"
+    );
+    // The queries it could time: 19 of 20.
+    assert_eq!(report(&out)["query_latency_ms"]["n"].as_u64(), Some(19));
+}
+
 #[test]
 fn a_truncated_trace_is_read_up_to_its_cut_and_the_cut_is_counted() {
     let t = Temp::new("calibrate", "truncated");
