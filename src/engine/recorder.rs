@@ -153,7 +153,7 @@ pub struct Recording {
     /// `series` is its one endpoint's). No call bins: those are the run's.
     pub endpoint_series: Vec<Series>,
     /// Each answered model turn's time, from its submission to its answer (µs; a turn of no
-    /// time counts as 1 µs), when the run was asked to keep them ([`Recorder::with_model_turns`]).
+    /// time counts as 1 µs), when the run was asked to keep them (`Recorder::with_model_turns`).
     pub model_turns: Option<Histogram<u64>>,
     /// Model calls a generating provider answered (`None`: there were none).
     pub generation: Option<Generation>,
