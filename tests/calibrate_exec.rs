@@ -26,21 +26,8 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use common::temp::Temp;
-use common::{capsize, stderr};
+use common::{capsize, python, root, stderr};
 use serde_json::Value;
-
-fn python() -> String {
-    std::env::var("CAPSIZE_SDK_PYTHON").expect(
-        "CAPSIZE_SDK_PYTHON names the SDK venv's python: run these tests through scripts/test.sh",
-    )
-}
-
-fn root(rel: &str) -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join(rel)
-        .to_string_lossy()
-        .into_owned()
-}
 
 /// Runs the agent with `users` for 60 s under exec, against the provider of
 /// `scenarios/exec/otel-agent.toml` with `sets`; returns exec's output folder.

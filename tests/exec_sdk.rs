@@ -14,21 +14,7 @@ use std::path::Path;
 use std::process::Output;
 
 use common::temp::Temp;
-use common::{capsize, stderr};
-
-/// The Python of the SDK venv.
-fn python() -> String {
-    std::env::var("CAPSIZE_SDK_PYTHON").expect(
-        "CAPSIZE_SDK_PYTHON names the SDK venv's python: run these tests through scripts/test.sh",
-    )
-}
-
-fn root(rel: &str) -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join(rel)
-        .to_string_lossy()
-        .into_owned()
-}
+use common::{capsize, python, root, stderr};
 
 /// `capsize exec scenarios/exec/sdk-agent.toml --check --out OUT [extra] -- python exec_agent.py`.
 fn exec_agent(out: &Path, extra: &[&str]) -> Output {

@@ -23,6 +23,7 @@ use std::sync::{Mutex, PoisonError};
 
 use capsize::api::scenario::parse;
 use capsize::api::sim;
+use common::python;
 use common::temp::Temp;
 
 /// What the provider and the client saw, latencies in model seconds.
@@ -79,13 +80,6 @@ impl Drop for Mock {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-/// The Python of the SDK venv.
-fn python() -> String {
-    std::env::var("CAPSIZE_SDK_PYTHON").expect(
-        "CAPSIZE_SDK_PYTHON names the SDK venv's python: run these tests through scripts/test.sh",
-    )
 }
 
 /// The SDK client: tasks of requests through `openai` or `anthropic`.

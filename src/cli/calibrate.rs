@@ -208,11 +208,7 @@ fn terminal(cal: &Calibration, check: Option<&FitCheck>, dir: &Path, extra: usiz
         ));
         for r in &c.rows {
             let ratio = r.ratio().map_or("n/a".into(), |x| format!("{x:.3}"));
-            let verdict = match (r.target, r.met()) {
-                (Some(t), Some(true)) => format!("  within {:.0} %", 100.0 * t),
-                (Some(t), _) => format!("  NOT within {:.0} %", 100.0 * t),
-                _ => String::new(),
-            };
+            let verdict = r.verdict().map_or(String::new(), |v| format!("  {v}"));
             s.push_str(&format!(
                 "  {:<28} observed {:>10}  predicted {:>10}  ratio {ratio}{verdict}\n",
                 r.what,

@@ -14,6 +14,21 @@ pub fn capsize(args: &[&str]) -> std::process::Output {
         .expect("the capsize binary runs")
 }
 
+/// The Python of the SDK venv (`CAPSIZE_SDK_PYTHON`, which `scripts/test.sh` sets).
+pub fn python() -> String {
+    std::env::var("CAPSIZE_SDK_PYTHON").expect(
+        "CAPSIZE_SDK_PYTHON names the SDK venv's python: run these tests through scripts/test.sh",
+    )
+}
+
+/// `rel`, a path in the repository, made absolute.
+pub fn root(rel: &str) -> String {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(rel)
+        .to_string_lossy()
+        .into_owned()
+}
+
 /// What a run printed on stderr.
 pub fn stderr(o: &std::process::Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()

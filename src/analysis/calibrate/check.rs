@@ -38,6 +38,13 @@ impl Row {
         let t = self.target?;
         Some((self.ratio()? - 1.0).abs() <= t)
     }
+
+    /// The verdict as both outputs word it, "within 10 %" or "NOT within 10 %" (`None`: no target).
+    pub fn verdict(&self) -> Option<String> {
+        let t = self.target?;
+        let not = if self.met() == Some(true) { "" } else { "NOT " };
+        Some(format!("{not}within {:.0} %", 100.0 * t))
+    }
 }
 
 /// The check's result.

@@ -215,11 +215,7 @@ pub fn markdown(
         );
         for r in &c.rows {
             let ratio = r.ratio().map_or("n/a".into(), |x| format!("{x:.3}"));
-            let target = match (r.target, r.met()) {
-                (Some(t), Some(true)) => format!("within {:.0} %: met", 100.0 * t),
-                (Some(t), _) => format!("within {:.0} %: NOT met", 100.0 * t),
-                (None, _) => String::new(),
-            };
+            let target = r.verdict().unwrap_or_default();
             let _ = writeln!(
                 out,
                 "| {}{} | {} | {} | {ratio} | {target} |",
