@@ -20,6 +20,7 @@ mod check;
 mod compare;
 mod exec;
 mod interrupt;
+mod merge;
 mod plan;
 mod search;
 mod sweep;
@@ -68,6 +69,14 @@ enum Command {
     /// The grid comes from the scenario's [sweep] table and --sweep flags. Writes sweep.csv,
     /// charts (SVG and PNG), report.md and report.html into --out (default capsize-out/<name>/).
     Sweep(sweep::SweepArgs),
+    /// Make a sharded sweep's outputs from its shards (`capsize sweep --shard I/N`).
+    ///
+    /// Checks the shards are the whole of one sweep (the same capsize, scenario file, flags and
+    /// shard count; every shard once, every run in it), reads the scenario again (from where the
+    /// shards were given it, or --scenario) and writes sweep.csv, report.md, report.html and
+    /// the charts into --out (default capsize-out/<name>/): byte for byte what the unsharded
+    /// sweep writes. Exit 2 when a shard is missing, given twice or of another sweep.
+    Merge(merge::MergeArgs),
     /// Find the largest (--max) or smallest (--min) value of one key that meets the objectives.
     ///
     /// Brackets from the scenario's own value (or --from) by doubling or halving, then bisects:
@@ -564,6 +573,7 @@ pub fn main() -> ExitCode {
         Command::Demo => out(&crate::output::demo::render(&crate::output::demo::rows())),
         Command::Run(args) => run(args),
         Command::Sweep(args) => sweep::sweep(args),
+        Command::Merge(args) => merge::merge(args),
         Command::Search(args) => search::search(args),
         Command::Plan(args) => plan::plan(args),
         Command::Article {

@@ -1,16 +1,19 @@
 //! `capsize sweep`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Args as ClapArgs;
 
 use super::interrupt::{exit_code, Interrupt};
-use super::{default_out, out, realtime_options, ClockArgs, Failure};
-use crate::analysis::sweep::{self, Grid, GridError, SweepOptions};
+use super::{default_out, out, realtime_options, ClockArgs, Failure, EXIT_RUN_FAILED};
+use crate::analysis::sweep::shard::{Manifest, Shard};
+use crate::analysis::sweep::{self, Answer, Grid, GridError, SweepOptions};
 use crate::output::files::OutputSet;
 use crate::output::report::escape;
-use crate::output::sweep::{self as written, csv as table, report as capacity};
+use crate::output::sweep::{
+    self as written, csv as table, report as capacity, shard as shard_files,
+};
 
 /// Flags of `capsize sweep`.
 #[derive(Debug, ClapArgs)]
@@ -39,11 +42,37 @@ pub struct SweepArgs {
     /// Run a grid of more than 10,000 points.
     #[arg(long)]
     force: bool,
-    /// Output folder (default: capsize-out/<scenario name>/).
+    /// Output folder (default: capsize-out/<scenario name>/). A shard writes into its own
+    /// folder in it, shard-I-of-N/.
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Run shard I of N of the sweep (1 <= I <= N): every N-th run, whatever N, each with the
+    /// seed the unsharded sweep gives it. It writes shard-I-of-N/{shard.json, runs.jsonl};
+    /// `capsize merge` makes the sweep's outputs from all N, byte for byte as one process
+    /// writes them. Without it, a Kubernetes Indexed Job's JOB_COMPLETION_INDEX or a Slurm
+    /// array's SLURM_ARRAY_TASK_ID picks the shard (the count from --shards, or
+    /// SLURM_ARRAY_TASK_COUNT). Virtual time only.
+    #[arg(long, value_name = "I/N", conflicts_with = "shards")]
+    shard: Option<String>,
+    /// How many shards a batch engine runs (with JOB_COMPLETION_INDEX or SLURM_ARRAY_TASK_ID).
+    #[arg(long, value_name = "N")]
+    shards: Option<u32>,
     #[command(flatten)]
     clock: ClockArgs,
+}
+
+/// The shard this process runs, from `--shard`, or from a batch engine's variables.
+fn shard_of(args: &SweepArgs) -> Result<Option<Shard>, String> {
+    if let Some(text) = &args.shard {
+        return Shard::parse(text).map(Some);
+    }
+    let from_env = Shard::from_env(args.shards, |name| std::env::var(name).ok())?;
+    match (from_env, args.shards) {
+        (None, Some(n)) => Err(format!(
+            "--shards {n}: neither JOB_COMPLETION_INDEX nor SLURM_ARRAY_TASK_ID is set, so which shard this is is unknown: give --shard I/{n}"
+        )),
+        (shard, _) => Ok(shard),
+    }
 }
 
 /// `capsize sweep`.
@@ -52,6 +81,16 @@ pub fn sweep(args: SweepArgs) -> ExitCode {
         Ok(r) => r,
         Err(e) => return Failure::bad_input(e).exit(),
     };
+    let shard = match shard_of(&args) {
+        Ok(s) => s,
+        Err(e) => return Failure::bad_input(e).exit(),
+    };
+    if let (Some(s), Some(_)) = (shard, &realtime) {
+        return Failure::bad_input(format!(
+            "shard {s}: a sharded sweep runs in virtual time only (real-time figures depend on the machine each shard ran on)"
+        ))
+        .exit();
+    }
     let mut sets = args.sets.clone();
     if let Some(seed) = args.seed {
         sets.push(format!("seed={seed}"));
@@ -87,8 +126,10 @@ pub fn sweep(args: SweepArgs) -> ExitCode {
     let dir = default_out(&args.out, &first.name);
     let mut outputs = OutputSet::new();
     outputs.scenario(&args.scenario, &sets);
-    let adaptive = written::limit::any_adaptive(grid.points.iter().map(|(_, s)| s));
-    capacity::declare(&mut outputs, &dir, adaptive);
+    match shard {
+        Some(s) => shard_files::declare(&mut outputs, &dir.join(s.folder())),
+        None => declare(&mut outputs, &grid, &dir),
+    }
     if let Err(e) = outputs.check() {
         return Failure::output(&e).exit();
     }
@@ -118,13 +159,105 @@ pub fn sweep(args: SweepArgs) -> ExitCode {
         progress: true,
         stop: interrupt.as_ref().map(Interrupt::stop),
     };
+    if let Some(shard) = shard {
+        return run_shard(&args, &sets, &grid, &opts, shard, &dir, outputs, interrupt);
+    }
     let answer = match sweep::answer(&grid, &opts) {
         Ok(a) => a,
         Err(e) if super::is_bad_input(&e.source) => return Failure::bad_input(e).exit(),
         Err(e) => return Failure::run_failed(e).exit(),
     };
-    // A signal caught (even after the last point finished) is the exit code: 130 or 143.
+    write(
+        &answer,
+        &grid,
+        &dir,
+        outputs,
+        args.repeats,
+        interrupt.as_ref(),
+    )
+}
+
+/// Declares every file a sweep of `grid` writes into `dir`.
+pub(crate) fn declare(outputs: &mut OutputSet, grid: &Grid, dir: &Path) {
+    let adaptive = written::limit::any_adaptive(grid.points.iter().map(|(_, s)| s));
+    capacity::declare(outputs, dir, adaptive);
+}
+
+/// Runs `shard` of the sweep and writes its folder in `dir`.
+#[allow(clippy::too_many_arguments)]
+fn run_shard(
+    args: &SweepArgs,
+    sets: &[String],
+    grid: &Grid,
+    opts: &SweepOptions,
+    shard: Shard,
+    dir: &Path,
+    mut outputs: OutputSet,
+    interrupt: Option<Interrupt>,
+) -> ExitCode {
+    let bytes = match capsize_files::read_regular_file(&args.scenario, u64::MAX) {
+        Ok(b) => b,
+        Err(e) => {
+            return Failure::bad_input(format!("{}: cannot read: {e}", args.scenario.display()))
+                .exit()
+        }
+    };
+    let runs = match sweep::shard::run(grid, opts, shard) {
+        Ok(r) => r,
+        Err(e) if super::is_bad_input(&e.source) => return Failure::bad_input(e).exit(),
+        Err(e) => return Failure::run_failed(e).exit(),
+    };
     let caught = interrupt.as_ref().and_then(Interrupt::caught);
+    let Some(runs) = runs else {
+        eprintln!("capsize sweep: shard {shard} interrupted: nothing written (a shard is written whole, or not at all)");
+        return ExitCode::from(caught.map_or(EXIT_RUN_FAILED, exit_code));
+    };
+    let manifest = Manifest::new(
+        grid,
+        &args.scenario.to_string_lossy(),
+        &bytes,
+        sets,
+        &args.sweeps,
+        args.force,
+        args.repeats,
+        shard,
+        runs.len(),
+    );
+    let folder = dir.join(shard.folder());
+    if let Err(e) = shard_files::put(&mut outputs, &folder, &manifest, &runs) {
+        return Failure::write_failed(e).exit();
+    }
+    let writing = interrupt.as_ref().map(Interrupt::writing);
+    if let Err(e) = outputs.commit() {
+        return Failure::output(&e).exit();
+    }
+    drop(writing);
+    let shown = escape::terminal(&folder.display().to_string());
+    let printed = out(&format!(
+        "shard {shard}: {} of {} runs of {}\n  wrote {shown}/{{{}, {}}}\n  when all {} are done: capsize merge {}\n",
+        runs.len(),
+        grid.points.len() * args.repeats as usize,
+        escape::terminal(&grid.points[0].1.name),
+        shard_files::MANIFEST,
+        shard_files::RUNS,
+        shard.count,
+        escape::terminal(&dir.display().to_string()),
+    ));
+    caught.map_or(printed, |s| ExitCode::from(exit_code(s)))
+}
+
+/// Writes a sweep's answer into `dir` (the outputs `outputs` declares, see [`declare`]) and
+/// says it on stdout: `capsize sweep`'s, and `capsize merge`'s from shards.
+pub(crate) fn write(
+    answer: &Answer,
+    grid: &Grid,
+    dir: &Path,
+    outputs: OutputSet,
+    repeats: u32,
+    interrupt: Option<&Interrupt>,
+) -> ExitCode {
+    // A signal caught (even after the last point finished) is the exit code: 130 or 143.
+    let caught = interrupt.and_then(Interrupt::caught);
     let code = |done: ExitCode| caught.map_or(done, |s| ExitCode::from(exit_code(s)));
     let interrupted = answer.interrupted;
     if interrupted.is_some_and(|i| i.finished == 0) {
@@ -132,6 +265,7 @@ pub fn sweep(args: SweepArgs) -> ExitCode {
         return code(ExitCode::SUCCESS);
     }
     let (points, rec) = (&answer.points, answer.recommendation.as_ref());
+    let adaptive = written::limit::any_adaptive(grid.points.iter().map(|(_, s)| s));
     let base = &grid.points[0].1;
     let slo = &base.slo;
     let csv = match table::csv(points, slo) {
@@ -161,9 +295,9 @@ pub fn sweep(args: SweepArgs) -> ExitCode {
     // Bound after the charts, which its PNGs borrow until the commit.
     let mut outputs = outputs;
     outputs.put(dir.join(capacity::CSV), csv);
-    capacity::put(&mut outputs, &dir, &md, &html, &charts, svgs);
+    capacity::put(&mut outputs, dir, &md, &html, &charts, svgs);
     // A second Ctrl-C during the commit waits for it: all the files, or none.
-    let writing = interrupt.as_ref().map(Interrupt::writing);
+    let writing = interrupt.map(Interrupt::writing);
     if let Err(e) = outputs.commit() {
         return Failure::output(&e).exit();
     }
@@ -193,7 +327,7 @@ pub fn sweep(args: SweepArgs) -> ExitCode {
     };
     let printed = out(&format!(
         "{of} points x {} runs of {}\n{headline}\n  wrote {shown_dir}/{{sweep.csv, report.md, report.html, *.svg, *.png}}\n",
-        args.repeats,
+        repeats,
         escape::terminal(&base.name),
     ));
     if let Some(i) = interrupted {

@@ -4,7 +4,7 @@
 //! from the points that finished, and runs nothing more.
 
 use super::{recommend, run, Grid, PointResult, Recommendation, SweepError, SweepOptions};
-use crate::engine::sim::{self, SimOutcome};
+use crate::engine::sim::{self, RealtimeOptions, SimOutcome};
 
 /// What a sweep found: its points in grid order, the recommended one (none if no point
 /// passes) and that point's run again (same seed: the same run), for its charts.
@@ -36,6 +36,17 @@ pub struct Interrupted {
 /// did, and the recommended point is not run again (its charts are not drawn).
 pub fn answer(grid: &Grid, opts: &SweepOptions) -> Result<Answer, SweepError> {
     let points = run(grid, opts)?;
+    conclude(grid, points, opts.realtime.as_ref())
+}
+
+/// The answer from `points`, the grid's points that finished (all of them, or the sweep was
+/// interrupted): the recommendation, and the recommended point run again on the sweep's clock
+/// (`realtime`, or virtual time) when every point finished. A merge of shards answers here.
+pub fn conclude(
+    grid: &Grid,
+    points: Vec<PointResult>,
+    realtime: Option<&RealtimeOptions>,
+) -> Result<Answer, SweepError> {
     let total = grid.points.len();
     let interrupted = (points.len() < total).then_some(Interrupted {
         finished: points.len(),
@@ -46,7 +57,7 @@ pub fn answer(grid: &Grid, opts: &SweepOptions) -> Result<Answer, SweepError> {
     let recommended_run = match &recommendation {
         Some(r) if interrupted.is_none() => {
             let s = &points[r.index].scenario;
-            let outcome = match &opts.realtime {
+            let outcome = match realtime {
                 None => sim::run(s),
                 Some(o) => sim::run_realtime(s, o),
             };

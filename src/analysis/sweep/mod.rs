@@ -13,6 +13,7 @@ mod answer;
 pub mod grid;
 mod recommend;
 pub mod search;
+pub mod shard;
 mod stats;
 
 use std::io::IsTerminal;
@@ -24,7 +25,7 @@ use serde_json::Value;
 use crate::engine::scenario::Scenario;
 use crate::engine::sim::{self, RealtimeOptions, SimError};
 use crate::engine::summary::Summary;
-pub use answer::{answer, Interrupted};
+pub use answer::{answer, conclude, Answer, Interrupted};
 pub use grid::{Grid, GridError, Point};
 pub use recommend::{failures, marginal, passes, recommend, Failure, Recommendation};
 pub use stats::{mean_ci, mean_json};
@@ -153,13 +154,65 @@ fn seeded(points: &[(Point, Scenario)], p: usize, r: u32) -> Scenario {
 /// in grid order: fewer than the grid's. A run that fails stops the others from starting, waits
 /// for those in flight, and is the error.
 pub fn run(grid: &Grid, opts: &SweepOptions) -> Result<Vec<PointResult>, SweepError> {
-    let repeats = opts.repeats.max(1) as usize;
-    let numbers = opts.first_repeat..opts.first_repeat + repeats as u32;
-    let jobs: Arc<Vec<(usize, u32)>> = Arc::new(
-        (0..grid.points.len())
-            .flat_map(|p| numbers.clone().map(move |r| (p, r)))
-            .collect(),
+    let repeats = opts.repeats.max(1);
+    let all = jobs(grid, opts.first_repeat, repeats);
+    let (results, stopped) = execute(grid, opts, all)?;
+    assert!(
+        stopped || results.iter().all(Option::is_some),
+        "a sweep's run panicked"
     );
+    Ok(assemble(grid, opts.first_repeat, repeats, results))
+}
+
+/// Every run of a sweep, `(point, repeat)`, point by point: run `k` of the list is repeat
+/// `k % repeats` of point `k / repeats` (a shard's share is a set of these indices).
+pub fn jobs(grid: &Grid, first_repeat: u32, repeats: u32) -> Vec<(usize, u32)> {
+    let numbers = first_repeat..first_repeat + repeats;
+    (0..grid.points.len())
+        .flat_map(|p| numbers.clone().map(move |r| (p, r)))
+        .collect()
+}
+
+/// The points of `grid` from the summaries of its runs, `results[k]` that of run `k` of
+/// [`jobs`]: a point is kept, in grid order, only if every one of its repeats is there.
+pub fn assemble(
+    grid: &Grid,
+    first_repeat: u32,
+    repeats: u32,
+    results: Vec<Option<Value>>,
+) -> Vec<PointResult> {
+    let numbers = first_repeat..first_repeat + repeats;
+    let mut all = results.into_iter();
+    grid.points
+        .iter()
+        .enumerate()
+        .filter_map(|(p, (point, _))| {
+            let runs: Vec<Option<Value>> = all.by_ref().take(repeats as usize).collect();
+            let runs: Vec<Value> = runs.into_iter().collect::<Option<_>>()?;
+            Some(PointResult {
+                point: point.clone(),
+                scenario: seeded(&grid.points, p, first_repeat),
+                seeds: numbers
+                    .clone()
+                    .map(|r| seeded(&grid.points, p, r).seed)
+                    .collect(),
+                mean: mean_json(&runs),
+                runs,
+            })
+        })
+        .collect()
+}
+
+/// Runs `jobs` (`(point, repeat)` of `grid`) on `opts.jobs` threads and returns each one's
+/// summary.json by its place in `jobs` (`None` where it did not finish), and whether the sweep
+/// was stopped (`opts.stop`). A run that fails stops the others from starting, waits for
+/// those in flight, and is the error.
+pub fn execute(
+    grid: &Grid,
+    opts: &SweepOptions,
+    jobs: Vec<(usize, u32)>,
+) -> Result<(Vec<Option<Value>>, bool), SweepError> {
+    let jobs = Arc::new(jobs);
     let points = Arc::new(grid.points.clone());
     let total = jobs.len();
     let stop = opts.stop.clone().unwrap_or_default();
@@ -244,32 +297,8 @@ pub fn run(grid: &Grid, opts: &SweepOptions) -> Result<Vec<PointResult>, SweepEr
         }
     };
     progress.finish();
-    if let Some(e) = failure {
-        return Err(e);
+    match failure {
+        Some(e) => Err(e),
+        None => Ok((results, stopped)),
     }
-    assert!(
-        stopped || results.iter().all(Option::is_some),
-        "a sweep's run panicked"
-    );
-    let mut all = results.into_iter();
-    Ok(grid
-        .points
-        .iter()
-        .enumerate()
-        .filter_map(|(p, (point, _))| {
-            // A point is kept only if every repeat of it finished.
-            let runs: Vec<Option<Value>> = all.by_ref().take(repeats).collect();
-            let runs: Vec<Value> = runs.into_iter().collect::<Option<_>>()?;
-            Some(PointResult {
-                point: point.clone(),
-                scenario: seeded(&points, p, opts.first_repeat),
-                seeds: numbers
-                    .clone()
-                    .map(|r| seeded(&points, p, r).seed)
-                    .collect(),
-                mean: mean_json(&runs),
-                runs,
-            })
-        })
-        .collect())
 }

@@ -1,6 +1,6 @@
 //! What `capsize sweep` and `capsize search` write: `sweep.csv` ([`csv`]), the capacity report
 //! with its charts ([`report`]), why nothing passes ([`why`]), a search's table
-//! and answer in words ([`search`]), the adaptive limit's charts
+//! and answer in words ([`search`]), a shard's runs for `capsize merge` ([`shard`]), the adaptive limit's charts
 //! ([`limit`]). The points and the answer they render come from
 //! [`analysis::sweep`](crate::analysis::sweep).
 
@@ -10,5 +10,6 @@ pub mod limit;
 mod phases;
 pub mod report;
 pub mod search;
+pub mod shard;
 mod usage;
 pub mod why;
