@@ -41,6 +41,7 @@ fn eight_replicas_on_redis_keep_one_limit_as_the_virtual_fleet_does() {
                 target: None,
                 fleet_redis: Some(redis.url()),
                 single_run: true,
+                replica: None,
                 announce: None,
             },
         )

@@ -105,6 +105,7 @@ fn real_time_agrees_with_virtual_time_on_a_streamed_answer() {
             target: None,
             fleet_redis: None,
             single_run: true,
+            replica: None,
             announce: None,
         },
     )
@@ -134,6 +135,7 @@ fn real_time_agrees_with_virtual_time_on_a_generating_provider() {
             target: None,
             fleet_redis: None,
             single_run: true,
+            replica: None,
             announce: None,
         },
     )

@@ -54,6 +54,7 @@ fn outage_body(realtime: Option<f64>) {
                 target: None,
                 fleet_redis: None,
                 single_run: true,
+                replica: None,
                 announce: None,
             },
         ),

@@ -210,6 +210,7 @@ fn the_real_time_arm_serves_each_provider_from_a_mock_of_its_own() {
         target: None,
         fleet_redis: None,
         single_run: true,
+        replica: None,
         announce: None,
     };
     let out = sim::run_realtime(&s, &opts).expect("the run finishes");
@@ -224,6 +225,7 @@ fn the_real_time_arm_serves_each_provider_from_a_mock_of_its_own() {
         target: Some("http://127.0.0.1:9".into()),
         fleet_redis: None,
         single_run: true,
+        replica: None,
         announce: None,
     };
     let err = sim::run_realtime(&s, &opts)

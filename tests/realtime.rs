@@ -42,6 +42,7 @@ fn run(arm: Arm, s: &Scenario) -> SimOutcome {
                 target: None,
                 fleet_redis: None,
                 single_run: true,
+                replica: None,
                 announce: None,
             },
         ),

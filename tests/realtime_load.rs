@@ -82,6 +82,7 @@ fn a_thousand_calls_in_flight_are_all_accounted_for_and_leak_nothing() {
             target: None,
             fleet_redis: None,
             single_run: true,
+            replica: None,
             announce: None,
         },
     )

@@ -1,4 +1,5 @@
-//! `capsize merge`: a sweep's outputs from its shards (`capsize sweep --shard I/N`).
+//! `capsize merge`: a sweep's outputs from its shards (`capsize sweep --shard I/N`), or a
+//! fleet's summary from its replicas run as separate processes (`capsize run --replica I/K`).
 
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
@@ -6,24 +7,31 @@ use std::process::ExitCode;
 
 use clap::Args as ClapArgs;
 
-use super::{default_out, Failure};
+use super::{default_out, out, Failure};
 use crate::analysis::sweep::shard::{self, fnv1a_hex, Manifest, Read, RunLine};
 use crate::analysis::sweep::{self, Grid, GridError};
+use crate::engine::sim::replica::{self, Record};
+use crate::engine::summary::Summary;
 use crate::output::files::OutputSet;
+use crate::output::report::escape;
 use crate::output::sweep::shard::{MANIFEST, RUNS};
+
+/// A replica's record (`capsize run --replica`).
+const RECORD: &str = "replica.json";
 
 /// Flags of `capsize merge`.
 #[derive(Debug, ClapArgs)]
 pub struct MergeArgs {
-    /// Shard folders (each with shard.json and runs.jsonl), or folders holding them
-    /// (shard-I-of-N/), in any order: every shard of the sweep, each once.
+    /// Shard folders (each with shard.json and runs.jsonl) or replica folders (each with
+    /// replica.json), or folders holding them (shard-I-of-N/, replica-I-of-K/), in any order:
+    /// every shard of the sweep, or every replica of the run, each once.
     #[arg(required = true, value_name = "DIR")]
     dirs: Vec<PathBuf>,
-    /// The scenario file, where it is not at the path the shards were given (the same file:
-    /// its FNV-1a must match theirs).
+    /// The scenario file, where it is not at the path the shards (replicas) were given (the
+    /// same file: its FNV-1a must match theirs).
     #[arg(long)]
     scenario: Option<PathBuf>,
-    /// Output folder (default: capsize-out/<scenario name>/, as the sweep's).
+    /// Output folder (default: capsize-out/<scenario name>/, as the sweep's or the run's).
     #[arg(long)]
     out: Option<PathBuf>,
 }
@@ -31,54 +39,138 @@ pub struct MergeArgs {
 /// The largest `shard.json` read.
 const MAX_MANIFEST_BYTES: u64 = 256 << 20;
 
+/// What the folders given hold.
+enum Found {
+    /// A sweep's shards (folders with a shard.json).
+    Shards(Vec<PathBuf>),
+    /// A fleet's replicas (folders with a replica.json).
+    Replicas(Vec<PathBuf>),
+}
+
+/// The shard or replica folders under `dirs`: each a folder with a `shard.json` or a
+/// `replica.json`, or one whose `shard-*` or `replica-*` folders have one (in name order).
+fn find(dirs: &[PathBuf]) -> Result<Found, String> {
+    let kind = |d: &Path| {
+        if d.join(MANIFEST).is_file() {
+            Some(true)
+        } else if d.join(RECORD).is_file() {
+            Some(false)
+        } else {
+            None
+        }
+    };
+    let mut found: Vec<(PathBuf, bool)> = Vec::new();
+    for dir in dirs {
+        if let Some(k) = kind(dir) {
+            found.push((dir.clone(), k));
+            continue;
+        }
+        let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let mut inner: Vec<(PathBuf, bool)> = entries
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| {
+                p.file_name().is_some_and(|n| {
+                    let n = n.to_string_lossy();
+                    n.starts_with("shard-") || n.starts_with("replica-")
+                })
+            })
+            .filter_map(|p| kind(&p).map(|k| (p, k)))
+            .collect();
+        if inner.is_empty() {
+            return Err(format!(
+                "{}: no {MANIFEST} or {RECORD}, and no shard-I-of-N or replica-I-of-K folder with one: not a sweep's shard nor a fleet's replica",
+                dir.display()
+            ));
+        }
+        inner.sort();
+        found.extend(inner);
+    }
+    let shards = found.iter().filter(|(_, k)| *k).count();
+    if shards > 0 && shards < found.len() {
+        return Err(
+            "a sweep's shards and a fleet's replicas cannot be merged together: merge each apart"
+                .into(),
+        );
+    }
+    let dirs = found.into_iter().map(|(d, _)| d).collect();
+    Ok(if shards > 0 {
+        Found::Shards(dirs)
+    } else {
+        Found::Replicas(dirs)
+    })
+}
+
 /// `capsize merge`.
 pub fn merge(args: MergeArgs) -> ExitCode {
-    let shards = match read_all(&args.dirs) {
+    match find(&args.dirs) {
+        Ok(Found::Shards(dirs)) => merge_shards(&args, &dirs),
+        Ok(Found::Replicas(dirs)) => merge_replicas(&args, &dirs),
+        Err(e) => Failure::bad_input(e).exit(),
+    }
+}
+
+/// The scenario file the pieces ran (`--scenario`, or where they were given it), checked
+/// against their FNV-1a.
+fn scenario_of(
+    args: &MergeArgs,
+    recorded: &str,
+    fnv1a: &str,
+    what: &str,
+) -> Result<PathBuf, Failure> {
+    let path = args
+        .scenario
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(recorded));
+    let bytes = capsize_files::read_regular_file(&path, u64::MAX).map_err(|e| {
+        Failure::bad_input(format!(
+            "{}: cannot read the {what}' scenario: {e}{}",
+            path.display(),
+            if args.scenario.is_none() {
+                " (give --scenario where it is on this machine)"
+            } else {
+                ""
+            }
+        ))
+    })?;
+    if fnv1a_hex(&bytes) != fnv1a {
+        return Err(Failure::bad_input(format!(
+            "{}: not the scenario the {what} ran (FNV-1a {}, theirs {fnv1a}): it changed since, or is another file",
+            path.display(),
+            fnv1a_hex(&bytes),
+        )));
+    }
+    Ok(path)
+}
+
+/// The sweep's outputs from its shards.
+fn merge_shards(args: &MergeArgs, dirs: &[PathBuf]) -> ExitCode {
+    let shards = match dirs
+        .iter()
+        .map(|d| read_one(d))
+        .collect::<Result<Vec<_>, _>>()
+    {
         Ok(s) => s,
         Err(e) => return Failure::bad_input(e).exit(),
     };
     let m = &shards[0].manifest;
-    let path = args
-        .scenario
-        .clone()
-        .unwrap_or_else(|| PathBuf::from(&m.scenario));
-    let bytes = match capsize_files::read_regular_file(&path, u64::MAX) {
-        Ok(b) => b,
-        Err(e) => {
-            return Failure::bad_input(format!(
-                "{}: cannot read the shards' scenario: {e}{}",
-                path.display(),
-                if args.scenario.is_none() {
-                    " (give --scenario where it is on this machine)"
-                } else {
-                    ""
-                }
-            ))
-            .exit()
-        }
+    let path = match scenario_of(args, &m.scenario, &m.scenario_fnv1a, "shards") {
+        Ok(p) => p,
+        Err(f) => return f.exit(),
     };
-    if fnv1a_hex(&bytes) != m.scenario_fnv1a {
-        return Failure::bad_input(format!(
-            "{}: not the scenario the shards ran (FNV-1a {}, theirs {}): it changed since, or is another file",
-            path.display(),
-            fnv1a_hex(&bytes),
-            m.scenario_fnv1a
-        ))
-        .exit();
-    }
     let grid = match Grid::build(&path, &m.sets, &m.sweeps, m.force) {
         Ok(g) => g,
         Err(GridError::Scenario(e)) => return Failure::bad_input(e).exit(),
         Err(GridError::Flag(e)) => return Failure::bad_input(e).exit(),
     };
     let repeats = m.repeats;
-    let (sets, first_name) = (m.sets.clone(), grid.points[0].1.name.clone());
-    let dir = default_out(&args.out, &first_name);
+    let sets = m.sets.clone();
+    let dir = default_out(&args.out, &grid.points[0].1.name);
     let mut outputs = OutputSet::new();
     outputs.scenario(&path, &sets);
-    for s in &shards {
-        outputs.input(Path::new(&s.from).join(MANIFEST), "a shard");
-        outputs.input(Path::new(&s.from).join(RUNS), "a shard");
+    for d in dirs {
+        outputs.input(d.join(MANIFEST), "a shard");
+        outputs.input(d.join(RUNS), "a shard");
     }
     super::sweep::declare(&mut outputs, &grid, &dir);
     if let Err(e) = outputs.check() {
@@ -96,37 +188,57 @@ pub fn merge(args: MergeArgs) -> ExitCode {
     super::sweep::write(&answer, &grid, &dir, outputs, repeats, None)
 }
 
-/// Every shard under `dirs`: a folder with a `shard.json`, or one whose `shard-*` folders
-/// have one (taken in name order).
-fn read_all(dirs: &[PathBuf]) -> Result<Vec<Read>, String> {
-    let mut shards = Vec::new();
-    for dir in dirs {
-        if dir.join(MANIFEST).exists() {
-            shards.push(read_one(dir)?);
-            continue;
-        }
-        let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        let mut inner: Vec<PathBuf> = entries
-            .filter_map(Result::ok)
-            .map(|e| e.path())
-            .filter(|p| {
-                p.file_name()
-                    .is_some_and(|n| n.to_string_lossy().starts_with("shard-"))
-                    && p.join(MANIFEST).exists()
+/// The fleet's summary from its replicas.
+fn merge_replicas(args: &MergeArgs, dirs: &[PathBuf]) -> ExitCode {
+    let mut records = Vec::with_capacity(dirs.len());
+    for d in dirs {
+        let at = d.join(RECORD);
+        let read = capsize_files::read_regular_file(&at, MAX_MANIFEST_BYTES)
+            .map_err(|e| format!("{}: cannot read: {e}", at.display()))
+            .and_then(|b| {
+                String::from_utf8(b).map_err(|_| format!("{}: not UTF-8 text", at.display()))
             })
-            .collect();
-        if inner.is_empty() {
-            return Err(format!(
-                "{}: no {MANIFEST}, and no shard-I-of-N folder with one: not a sweep shard",
-                dir.display()
-            ));
-        }
-        inner.sort();
-        for d in inner {
-            shards.push(read_one(&d)?);
+            .and_then(|t| Record::parse(&t).map_err(|e| format!("{}: {e}", at.display())));
+        match read {
+            Ok(r) => records.push((d.display().to_string(), r)),
+            Err(e) => return Failure::bad_input(e).exit(),
         }
     }
-    Ok(shards)
+    let first = records[0].1.clone();
+    let path = match scenario_of(args, &first.scenario, &first.scenario_fnv1a, "replicas") {
+        Ok(p) => p,
+        Err(f) => return f.exit(),
+    };
+    let scenario = match crate::engine::scenario::load(&path, &first.sets) {
+        Ok(s) => s,
+        Err(e) => return Failure::bad_input(e).exit(),
+    };
+    let dir = default_out(&args.out, &scenario.name);
+    let mut outputs = OutputSet::new();
+    outputs.scenario(&path, &first.sets);
+    for d in dirs {
+        outputs.input(d.join(RECORD), "a replica");
+    }
+    crate::output::report::declare_run(&mut outputs, &dir);
+    if let Err(e) = outputs.check() {
+        return Failure::output(&e).exit();
+    }
+    let fleet = match replica::gather(records).and_then(replica::combine) {
+        Ok(o) => o,
+        Err(e) => return Failure::bad_input(e).exit(),
+    };
+    let summary = Summary::new(&scenario, &fleet);
+    crate::output::report::put_run(&mut outputs, &dir, &summary, &fleet.recording);
+    if let Err(e) = outputs.commit() {
+        return Failure::output(&e).exit();
+    }
+    let table = crate::output::report::table(&summary);
+    let shown = escape::terminal(&dir.display().to_string());
+    out(&format!(
+        "{table}\n  merged {} replicas of run {}\n  wrote {shown}/{{summary.json, query_latency.hgrm, call_latency.hgrm}}\n",
+        first.replicas,
+        escape::terminal(&first.run_id)
+    ))
 }
 
 /// The shard in `dir`.

@@ -22,15 +22,16 @@ mod exec;
 mod interrupt;
 mod merge;
 mod plan;
+mod run;
 mod search;
 mod sweep;
 
 use clap::{Args as ClapArgs, Parser, Subcommand};
 
 use crate::engine::scenario::Scenario;
+use crate::engine::sim::replica::ReplicaOf;
 use crate::engine::sim::{RealtimeOptions, RunExtras, SimError, SimOutcome};
-use crate::engine::summary::Summary;
-use crate::output::files::{OutputError, OutputSet};
+use crate::output::files::OutputError;
 use crate::output::report::escape;
 
 /// Exit code for bad input.
@@ -63,19 +64,22 @@ enum Command {
     /// against the mock provider. Writes summary.json, query_latency.hgrm and call_latency.hgrm into --out (default
     /// capsize-out/<name>/) and prints a summary table (or, with --json, summary.json);
     /// --timeseries adds timeseries.csv. A real-time run on a terminal shows a live status line.
-    Run(RunArgs),
+    Run(run::RunArgs),
     /// Run a scenario over a grid of settings and write a capacity report.
     ///
     /// The grid comes from the scenario's [sweep] table and --sweep flags. Writes sweep.csv,
     /// charts (SVG and PNG), report.md and report.html into --out (default capsize-out/<name>/).
     Sweep(sweep::SweepArgs),
-    /// Make a sharded sweep's outputs from its shards (`capsize sweep --shard I/N`).
+    /// Make a sharded sweep's outputs from its shards, or a fleet's summary from its replicas.
     ///
-    /// Checks the shards are the whole of one sweep (the same capsize, scenario file, flags and
-    /// shard count; every shard once, every run in it), reads the scenario again (from where the
-    /// shards were given it, or --scenario) and writes sweep.csv, report.md, report.html and
-    /// the charts into --out (default capsize-out/<name>/): byte for byte what the unsharded
-    /// sweep writes. Exit 2 when a shard is missing, given twice or of another sweep.
+    /// Shards (`capsize sweep --shard I/N`): checks they are the whole of one sweep (the same
+    /// capsize, scenario file, flags and shard count; every shard once, every run in it), reads
+    /// the scenario again (from where the shards were given it, or --scenario) and writes
+    /// sweep.csv, report.md, report.html and the charts into --out (default
+    /// capsize-out/<name>/): byte for byte what the unsharded sweep writes. Replicas (`capsize
+    /// run --replica I/K`): checks they are every replica of one run, adds what they recorded
+    /// (histograms, counters, the per-second series) and writes the fleet's summary.json and
+    /// .hgrm files. Exit 2 when a piece is missing, given twice or of another sweep or run.
     Merge(merge::MergeArgs),
     /// Find the largest (--max) or smallest (--min) value of one key that meets the objectives.
     ///
@@ -165,24 +169,6 @@ enum Command {
     /// GET /healthz). Prints its address as the first line on stdout; stops on Ctrl-C or
     /// SIGTERM. Also installed as the `capsize-mock` binary.
     Mock(capsize_mock::cli::MockArgs),
-}
-
-/// Flags of `capsize run`.
-#[derive(Debug, ClapArgs)]
-struct RunArgs {
-    #[command(flatten)]
-    input: ScenarioArgs,
-    /// Output folder (default: capsize-out/<scenario name>/).
-    #[arg(long)]
-    out: Option<PathBuf>,
-    /// Print summary.json to stdout instead of the table.
-    #[arg(long)]
-    json: bool,
-    /// Also write timeseries.csv: per second of model time (wider bins past 4096 s), requests,
-    /// 429s, calls ended, calls in flight and queued, the adaptive limit, call latency
-    /// percentiles.
-    #[arg(long)]
-    timeseries: bool,
 }
 
 /// The scenario to run and how (shared by `run`, `check` and `baseline`).
@@ -348,10 +334,21 @@ pub(crate) fn realtime_options(
         target: args.target.clone(),
         fleet_redis: args.fleet_redis.clone(),
         single_run,
+        replica: None,
     }))
 }
 
 /// Loads the scenario with its overrides (and seed).
+impl ScenarioArgs {
+    /// The `--set` arguments, and `--seed` as one more (`seed=N`): how the run can be loaded
+    /// again elsewhere (`capsize merge` of a fleet's replicas).
+    pub(crate) fn sets_with_seed(&self) -> Vec<String> {
+        let mut sets = self.sets.clone();
+        sets.extend(self.seed.map(|s| format!("seed={s}")));
+        sets
+    }
+}
+
 pub(crate) fn load(args: &ScenarioArgs) -> Result<Scenario, Failure> {
     let mut scenario =
         crate::engine::scenario::load(&args.scenario, &args.sets).map_err(Failure::bad_input)?;
@@ -460,6 +457,11 @@ pub(crate) fn preflight<'a>(
     let Some(opts) = realtime else {
         return Ok(());
     };
+    if opts.replica.is_some() {
+        // A replica in a process of its own starts on its Redis whatever its limiter; the run
+        // checks the rest.
+        return Ok(());
+    }
     crate::engine::sim::fleet::check(points, opts.fleet_redis.is_some()).map_err(Failure::bad_input)
 }
 
@@ -469,16 +471,28 @@ pub(crate) fn load_and_run(
     args: &ScenarioArgs,
     before_run: impl FnOnce(&Scenario) -> Result<(), Failure>,
 ) -> Result<(Scenario, SimOutcome), Failure> {
-    load_and_run_with(args, RunExtras::default(), before_run)
+    load_and_run_with(args, RunExtras::default(), None, before_run)
 }
 
 /// [`load_and_run`], recording and showing `extras` too.
 pub(crate) fn load_and_run_with(
     args: &ScenarioArgs,
     extras: RunExtras,
+    replica: Option<ReplicaOf>,
     before_run: impl FnOnce(&Scenario) -> Result<(), Failure>,
 ) -> Result<(Scenario, SimOutcome), Failure> {
     let mut realtime = realtime_options(&args.clock, true).map_err(Failure::bad_input)?;
+    if let Some(r) = replica {
+        match realtime.as_mut() {
+            Some(opts) => opts.replica = Some(r),
+            None => {
+                return Err(Failure::bad_input(format!(
+                    "--replica {}: a fleet's replicas in separate processes run in real time: add --mode realtime",
+                    r.label()
+                )))
+            }
+        }
+    }
     let scenario = load(args)?;
     preflight(realtime.as_ref(), [&scenario])?;
     before_run(&scenario)?;
@@ -486,53 +500,6 @@ pub(crate) fn load_and_run_with(
     announce_wall("this run", [&scenario], 1, realtime.as_mut());
     let outcome = run_in_with(&scenario, realtime.as_ref(), extras)?;
     Ok((scenario, outcome))
-}
-
-fn run(args: RunArgs) -> ExitCode {
-    let mut outputs = OutputSet::new();
-    let mut dir = PathBuf::new();
-    let extras = RunExtras {
-        timeseries: args.timeseries,
-        // The live status line, on a terminal only (otherwise today's line every 10 s).
-        live: std::io::IsTerminal::is_terminal(&std::io::stderr()),
-        ..RunExtras::default()
-    };
-    let loaded = load_and_run_with(&args.input, extras, |scenario| {
-        dir = default_out(&args.out, &scenario.name);
-        outputs.scenario(&args.input.scenario, &args.input.sets);
-        crate::output::report::declare_run(&mut outputs, &dir);
-        if args.timeseries {
-            crate::output::timeseries::declare(&mut outputs, &dir);
-        }
-        outputs.check().map_err(|e| Failure::output(&e))
-    });
-    let (scenario, outcome) = match loaded {
-        Ok(r) => r,
-        Err(f) => return f.exit(),
-    };
-    let summary = Summary::new(&scenario, &outcome);
-    crate::output::report::put_run(&mut outputs, &dir, &summary, &outcome.recording);
-    if args.timeseries {
-        crate::output::timeseries::put(&mut outputs, &dir, &outcome.recording, outcome.span);
-    }
-    if let Err(e) = outputs.commit() {
-        return Failure::output(&e).exit();
-    }
-    if args.json {
-        out(&summary.to_json())
-    } else {
-        let files = match args.timeseries {
-            false => "{summary.json, query_latency.hgrm, call_latency.hgrm}",
-            true => "{summary.json, query_latency.hgrm, call_latency.hgrm, timeseries.csv}",
-        };
-        let mut table = crate::output::report::table(&summary);
-        if let Some(line) = crate::output::report::binds::line(&summary, &scenario) {
-            table.push_str(&line);
-            table.push('\n');
-        }
-        let dir = escape::terminal(&dir.display().to_string());
-        out(&format!("{table}\n  wrote {dir}/{files}\n"))
-    }
 }
 
 /// Prints to stdout. A reader that went away (`capsize run ... | head`) is not an error; any
@@ -571,7 +538,7 @@ pub fn main() -> ExitCode {
     };
     match args.command {
         Command::Demo => out(&crate::output::demo::render(&crate::output::demo::rows())),
-        Command::Run(args) => run(args),
+        Command::Run(args) => run::run(args),
         Command::Sweep(args) => sweep::sweep(args),
         Command::Merge(args) => merge::merge(args),
         Command::Search(args) => search::search(args),

@@ -8,13 +8,16 @@ use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
 use crate::engine::timescale::TimeScale;
 use crate::scheduler::observe::{CallEnd, EventKind, LimitChange, Observer};
 use crate::scheduler::{Interrupt, Moment};
 
+mod merge;
 mod series;
+pub mod wire;
 
 pub use series::{CallBin, Second, Series};
 
@@ -24,7 +27,7 @@ fn histogram() -> Histogram<u64> {
 }
 
 /// What an orchestrator had left for its synthesis turn, over the queries that reached it.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Syntheses {
     /// Synthesis turns attempted (the subagents done, the query not abandoned).
     pub attempted: u64,
@@ -37,7 +40,7 @@ pub struct Syntheses {
 }
 
 /// Counts of what happened to calls.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CallCounts {
     /// Calls submitted to the scheduler (not counting "not run").
     pub calls: u64,
@@ -108,23 +111,31 @@ impl Peak60 {
 }
 
 /// Everything recorded, in model time.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Recording {
     /// Latency of queries whose calls all succeeded, from the query's intended start (µs).
+    #[serde(with = "wire")]
     pub query: Histogram<u64>,
     /// Call latency of successful calls, from submission (µs).
+    #[serde(with = "wire")]
     pub call: Histogram<u64>,
     /// Per successful call: waiting for a permit (µs).
+    #[serde(with = "wire")]
     pub queue: Histogram<u64>,
     /// Per successful call: waiting for the rate limiter (µs).
+    #[serde(with = "wire")]
     pub limiter: Histogram<u64>,
     /// Per successful call: backing off before retries (µs).
+    #[serde(with = "wire")]
     pub backoff: Histogram<u64>,
     /// Per successful call: sent and waiting for answers (µs).
+    #[serde(with = "wire")]
     pub service: Histogram<u64>,
     /// Per charged request: time queued at the provider for a free server (µs).
+    #[serde(with = "wire")]
     pub provider_queue: Histogram<u64>,
     /// Per query: how late it started after its intended start (µs; zero in virtual time).
+    #[serde(with = "wire")]
     pub start_lateness: Histogram<u64>,
     /// Call counters.
     pub calls: CallCounts,
@@ -154,6 +165,7 @@ pub struct Recording {
     pub endpoint_series: Vec<Series>,
     /// Each answered model turn's time, from its submission to its answer (µs; a turn of no
     /// time counts as 1 µs), when the run was asked to keep them (`Recorder::with_model_turns`).
+    #[serde(with = "wire::option")]
     pub model_turns: Option<Histogram<u64>>,
     /// Model calls a generating provider answered (`None`: there were none).
     pub generation: Option<Generation>,
@@ -163,24 +175,27 @@ pub struct Recording {
 }
 
 /// What the answers of a generating provider's model calls took, in model time (µs).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Generation {
     /// Answers received.
     pub calls: u64,
     /// Output tokens they carried.
     pub output_tokens: u64,
     /// From sending to the last token, per answer.
+    #[serde(with = "wire")]
     pub end_to_end: Histogram<u64>,
     /// From sending to the first token, per answer whose first token was seen (in real time
     /// only a streamed answer shows it).
+    #[serde(with = "wire")]
     pub first_token: Histogram<u64>,
     /// Per answer of at least two tokens whose first was seen: the time between tokens after
     /// the first, (end to end - first token) / (output tokens - 1).
+    #[serde(with = "wire")]
     pub per_token: Histogram<u64>,
 }
 
 /// What one endpoint (a provider of several) was charged, and its busiest minute.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EndpointLoad {
     /// Requests it charged.
     pub charged_requests: u64,

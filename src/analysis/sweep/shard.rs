@@ -234,13 +234,7 @@ fn point_ids(grid: &Grid) -> Vec<String> {
         .collect()
 }
 
-/// FNV-1a (64-bit) of `bytes`, as 16 hex digits.
-pub fn fnv1a_hex(bytes: &[u8]) -> String {
-    let h = bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
-    });
-    format!("{h:016x}")
-}
+pub use crate::engine::scenario::fnv1a_hex;
 
 /// One run of a shard: a line of `runs.jsonl`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -432,12 +426,5 @@ mod tests {
         let mine: Vec<usize> = (0..9).filter(|k| shard.takes(*k)).collect();
         assert_eq!(mine, [1, 4, 7]);
         assert_eq!(shard.folder(), "shard-2-of-3");
-    }
-
-    #[test]
-    fn fnv1a_of_known_text() {
-        // The reference values of FNV-1a 64.
-        assert_eq!(fnv1a_hex(b""), "cbf29ce484222325");
-        assert_eq!(fnv1a_hex(b"a"), "af63dc4c8601ec8c");
     }
 }

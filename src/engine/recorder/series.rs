@@ -6,9 +6,10 @@
 use std::sync::OnceLock;
 
 use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
 
 /// Requests and tokens the provider received in one bin of model time.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Second {
     /// Requests received (whatever their fate).
     pub requests: u64,
@@ -42,7 +43,7 @@ impl Second {
 /// What the scheduler's calls did in one bin of model time (kept only for a run that asks for
 /// a time series). Every call is folded in once, when it ends, from its submission, the time
 /// it waited for a permit and its end: nothing is sampled.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct CallBin {
     /// Calls that succeeded and ended in the bin.
     pub completed: u64,
@@ -102,7 +103,7 @@ fn buckets() -> &'static Histogram<u64> {
 /// buckets that hold a value, in order, 8 bytes each, no spare capacity), so a bin costs what
 /// its distinct latencies need, not the ~20 KB of a whole histogram. Its quantiles are the
 /// histogram's, value for value. A bucket counts up to 4,294,967,295 calls.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BinLatency {
     /// (a bucket's key, see [`key`], how many values it holds), by key (so by value).
     counts: Vec<(u16, u32)>,
@@ -170,7 +171,7 @@ pub const MAX_BINS: usize = 4096;
 
 /// Provider arrivals over time: bins of `bin_s` seconds, starting at one second and doubling
 /// in width whenever more than [`MAX_BINS`] would be needed, so memory stays fixed.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Series {
     /// Width of a bin, in seconds of model time.
     pub bin_s: u64,
@@ -194,18 +195,7 @@ impl Series {
     /// The index of the bin holding second `at_s`, widening every bin first if needed.
     fn index(&mut self, at_s: u64) -> usize {
         while at_s / self.bin_s >= MAX_BINS as u64 {
-            self.bins = self
-                .bins
-                .chunks(2)
-                .map(|p| p.iter().fold(Second::default(), |a, b| a.merge(*b)))
-                .collect();
-            if let Some(calls) = &mut self.calls {
-                *calls = calls
-                    .chunks(2)
-                    .map(|p| p.iter().fold(CallBin::default(), CallBin::merge))
-                    .collect();
-            }
-            self.bin_s *= 2;
+            self.widen();
         }
         let i = (at_s / self.bin_s) as usize;
         if self.bins.len() <= i {
@@ -217,6 +207,70 @@ impl Series {
             }
         }
         i
+    }
+
+    /// Doubles the bins' width, each new bin the sum of two.
+    fn widen(&mut self) {
+        self.bins = self
+            .bins
+            .chunks(2)
+            .map(|p| p.iter().fold(Second::default(), |a, b| a.merge(*b)))
+            .collect();
+        if let Some(calls) = &mut self.calls {
+            *calls = calls
+                .chunks(2)
+                .map(|p| p.iter().fold(CallBin::default(), CallBin::merge))
+                .collect();
+        }
+        self.bin_s *= 2;
+    }
+
+    /// Adds `other`, a series of the same run seen by another replica from the same start, bin
+    /// by bin (the finer of the two widened to the coarser's width). Call bins are kept only
+    /// if both have them.
+    pub fn absorb(&mut self, other: &Series) {
+        let mut other = other.clone();
+        while other.bin_s < self.bin_s {
+            other.widen();
+        }
+        while self.bin_s < other.bin_s {
+            self.widen();
+        }
+        if self.bins.len() < other.bins.len() {
+            self.bins.resize(other.bins.len(), Second::default());
+        }
+        for (a, b) in self.bins.iter_mut().zip(&other.bins) {
+            *a = a.merge(*b);
+        }
+        self.calls = match (self.calls.take(), &other.calls) {
+            (Some(mut a), Some(b)) => {
+                if a.len() < b.len() {
+                    a.resize(b.len(), CallBin::default());
+                }
+                for (x, y) in a.iter_mut().zip(b) {
+                    *x = std::mem::take(x).merge(y);
+                }
+                Some(a)
+            }
+            _ => None,
+        };
+    }
+
+    /// The most requests and tokens charged in any 60 consecutive seconds, when the bins are
+    /// one second wide (`None` once a long run has widened them).
+    pub fn peak_60s(&self) -> Option<(u64, u64)> {
+        if self.bin_s != 1 {
+            return None;
+        }
+        let (mut sum, mut peak) = ((0u64, 0u64), (0u64, 0u64));
+        for (i, b) in self.bins.iter().enumerate() {
+            sum = (sum.0 + b.charged, sum.1 + b.tokens);
+            if let Some(old) = i.checked_sub(60).map(|j| self.bins[j]) {
+                sum = (sum.0 - old.charged, sum.1 - old.tokens);
+            }
+            peak = (peak.0.max(sum.0), peak.1.max(sum.1));
+        }
+        Some(peak)
     }
 
     /// Adds `one` (an arrival's counts) to the bin holding second `at_s`.

@@ -33,6 +33,31 @@ use crate::scheduler::{
     TurnPolicy, Via, Work,
 };
 
+/// The part of a fleet's workload one process drives: replica `index` (from 0) of `count`
+/// replicas run as separate processes, each taking the sessions `j` and the arrivals `n` with
+/// `j mod count = index` (its round-robin share); [`Slice::WHOLE`] is all of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Slice {
+    /// This process's replica, from 0.
+    pub index: u64,
+    /// How many replicas share the workload.
+    pub count: u64,
+}
+
+impl Slice {
+    /// The whole workload, in one process.
+    pub const WHOLE: Slice = Slice { index: 0, count: 1 };
+
+    fn takes(self, n: u64) -> bool {
+        n % self.count == self.index
+    }
+
+    /// This slice's share of `n` queries.
+    fn share(self, n: u64) -> u64 {
+        n / self.count + u64::from(self.index < n % self.count)
+    }
+}
+
 /// What the replicas of a run share: the workload, the clock, the provider, the recorder.
 struct Ctx<P, R: Runtime> {
     rt: R,
@@ -45,6 +70,13 @@ struct Ctx<P, R: Runtime> {
     subagents: Option<Subagents>,
     t0: R::Instant,
     stop: Stop,
+    /// Queries this process may start, with `Stop::Queries` (its slice's share of a closed
+    /// workload's; every arrival of an open one, which it thins itself).
+    tickets: u64,
+    /// The part of the workload this process drives.
+    slice: Slice,
+    /// Arrivals of an open workload left to the other replicas' processes.
+    skipped: Cell<u64>,
     parent_timeout: Option<Duration>,
     transport_cancel: bool,
     /// The most queries one session runs.
@@ -83,7 +115,7 @@ impl<P: Provider, R: Runtime> Ctx<P, R> {
             return false;
         }
         let ok = match self.stop {
-            Stop::Queries(n) => self.started.get() < n,
+            Stop::Queries(_) => self.started.get() < self.tickets,
             Stop::Duration(d) => self.rt.now() < self.t0 + self.scale.to_runtime(d),
         };
         if ok {
@@ -371,11 +403,16 @@ async fn open_arrivals<P: Provider + 'static, R: Runtime>(
             () = until(&ctx.rt, next.unwrap_or(ctx.t0)), if next.is_some() => {
                 let at = next.unwrap_or(ctx.t0);
                 if ctx.take_ticket() {
-                    let n = usize::try_from(ctx.started.get() - 1).unwrap_or(0);
-                    let query = replicas[n % replicas.len()].clone();
-                    inflight.push(ctx.rt.spawn(async move {
-                        one_query(&query, at, &mut QueryPlan::default()).await;
-                    }));
+                    let n = ctx.started.get() - 1;
+                    if ctx.slice.takes(n) {
+                        let n = usize::try_from(n / ctx.slice.count).unwrap_or(0);
+                        let query = replicas[n % replicas.len()].clone();
+                        inflight.push(ctx.rt.spawn(async move {
+                            one_query(&query, at, &mut QueryPlan::default()).await;
+                        }));
+                    } else {
+                        ctx.skipped.set(ctx.skipped.get() + 1);
+                    }
                     let gap = ctx.planner.borrow_mut().gap().unwrap_or(Duration::ZERO);
                     next = Some(at + ctx.scale.to_runtime(gap));
                 } else {
@@ -467,6 +504,7 @@ pub(super) struct Driven {
 /// and every detached piece of work finished. `None` if `horizon` (model time) passes first.
 pub(super) async fn drive<P: Provider + 'static, R: Runtime>(
     s: &Scenario,
+    slice: Slice,
     schedulers: Vec<Scheduler<R>>,
     provider: Rc<P>,
     recorder: Arc<Recorder<R::Instant>>,
@@ -494,6 +532,13 @@ pub(super) async fn drive<P: Provider + 'static, R: Runtime>(
         subagents: s.workload.subagents,
         t0,
         stop: s.workload.stop,
+        tickets: match (s.workload.stop, s.workload.arrivals) {
+            (Stop::Queries(n), Arrivals::Closed { .. }) => slice.share(n),
+            (Stop::Queries(n), Arrivals::Open { .. }) => n,
+            (Stop::Duration(_), _) => u64::MAX,
+        },
+        slice,
+        skipped: Cell::new(0),
         parent_timeout: s.workload.parent_timeout.map(|t| scale.to_runtime(t)),
         transport_cancel: s.scheduler.transport_cancel,
         per_session: s.workload.per_session,
@@ -529,11 +574,14 @@ pub(super) async fn drive<P: Provider + 'static, R: Runtime>(
                     Stop::Queries(n) => sessions.min(n),
                     Stop::Duration(_) => sessions,
                 };
-                // Session `j` runs on replica `j mod K`.
+                // Session `j` runs on replica `j mod K` (this process's slice: those of its
+                // replica).
                 let k = replicas.len() as u64;
                 let mut all: FuturesUnordered<_> = (0..busy)
+                    .filter(|&j| slice.takes(j))
                     .map(|j| {
-                        let replica = replicas[usize::try_from(j % k).unwrap_or(0)].clone();
+                        let at = (j / slice.count) % k;
+                        let replica = replicas[usize::try_from(at).unwrap_or(0)].clone();
                         rt.spawn(session(replica))
                     })
                     .collect();
@@ -563,7 +611,7 @@ pub(super) async fn drive<P: Provider + 'static, R: Runtime>(
             .collect(),
         elapsed: scale.to_model(ctx.last_end.get() - t0),
         span: scale.to_model(rt.now() - t0),
-        queries_started: ctx.started.get(),
+        queries_started: ctx.started.get() - ctx.skipped.get(),
         replica_queries: replicas.iter().map(|r| r.queries.get()).collect(),
     })
 }

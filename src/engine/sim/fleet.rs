@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use capsize_scheduler::limit::shared::{redact_url, RedisBuckets, SharedLimitError};
 
+use super::replica::ReplicaOf;
 use super::runtime::RealClock;
 use super::{scheduler_config, SimError};
 use crate::engine::recorder::Recorder;
@@ -66,18 +67,23 @@ pub(super) async fn on_redis(
     scale: TimeScale,
     recorder: &Arc<Recorder>,
     url: &str,
+    replica: Option<&ReplicaOf>,
 ) -> Result<Vec<Scheduler<RealClock>>, SimError> {
     let config = scheduler_config(s, scale);
-    // This run's keys: a run never inherits another's buckets.
+    // This run's keys: a run never inherits another's buckets. The processes of a fleet
+    // run as separate processes share theirs: the run id names them.
     let since_epoch = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
-    let prefix = format!(
-        "capsize:{}:{}:{}",
-        s.name,
-        std::process::id(),
-        since_epoch.as_nanos()
-    );
+    let prefix = match replica {
+        Some(r) => r.limiter_prefix(&s.name),
+        None => format!(
+            "capsize:{}:{}:{}",
+            s.name,
+            std::process::id(),
+            since_epoch.as_nanos()
+        ),
+    };
     let k = s.fleet.replicas;
     let shared = |name: String, limits: LimiterConfig| {
         let prefix = prefix.clone();
@@ -99,8 +105,16 @@ pub(super) async fn on_redis(
             Ok::<_, SimError>((name, limiter))
         }
     };
-    let mut all = Vec::with_capacity(k);
-    for i in 0..k {
+    // A replica in a process of its own builds only its own scheduler.
+    let mine = match replica {
+        Some(r) => {
+            let i = usize::try_from(r.index).unwrap_or(0);
+            i..i + 1
+        }
+        None => 0..k,
+    };
+    let mut all = Vec::with_capacity(mine.len());
+    for i in mine {
         // Each replica's own connections, as separate processes would have.
         let default = match config.limits {
             Some(l) => Some(shared("provider".into(), l).await?.1),

@@ -16,6 +16,7 @@ mod drive;
 pub mod fleet;
 pub mod live;
 mod realtime;
+pub mod replica;
 pub(crate) mod runtime;
 
 pub use realtime::{
@@ -265,6 +266,7 @@ async fn simulate(
     ));
     let driven = drive::drive(
         s,
+        drive::Slice::WHOLE,
         schedulers,
         provider.clone(),
         recorder.clone(),

@@ -22,6 +22,7 @@ use capsize_mock::server::{differences, Described, MockProvider, ServerConfig};
 use capsize_mock::Counters;
 use tokio::time::Instant;
 
+use super::replica::{self, ReplicaOf};
 use super::runtime::RealClock;
 use super::{drive, horizon, live, schedulers, total, Mode, RunExtras, SimError, SimOutcome};
 use crate::engine::provider::http::{HttpProvider, HttpTarget};
@@ -45,6 +46,10 @@ pub struct RealtimeOptions {
     /// counts only its own traffic; a target that cannot be reset serves a single run (its
     /// counters read before the run are taken off), and is refused for one of several.
     pub single_run: bool,
+    /// This process is one replica of a fleet run as separate processes (`--replica I/K`):
+    /// it needs `target` (the fleet's one provider) and `fleet_redis` (its start line, and its
+    /// limiter when shared).
+    pub replica: Option<ReplicaOf>,
     /// A line for stderr, said by the first run given it once it is set up (mocks started,
     /// target and Redis reached): what a long run will take, said only when nothing can refuse
     /// the run any more.
@@ -133,6 +138,9 @@ async fn realtime(
     extras: RunExtras,
 ) -> Result<SimOutcome, SimError> {
     super::fleet::check_one(s, opts.fleet_redis.is_some())?;
+    if let Some(r) = &opts.replica {
+        check_replica(s, opts, r)?;
+    }
     let scale = TimeScale::faster(opts.time_scale);
     let routes = Routes::of(s);
     let configs = mock_configs(s, opts.time_scale);
@@ -191,20 +199,42 @@ async fn realtime(
                 SimError::Unreachable(format!("{base}/healthz: {why}"))
             })?;
     }
-    let before = match opts.target {
-        Some(_) => {
+    let before = match (&opts.target, &opts.replica) {
+        (Some(_), None) => {
             same_model(&client, &bases[0], &configs[0]).await?;
             start_clean(&client, &bases[0], opts.single_run).await?
         }
-        None => None,
+        // The fleet's first replica resets the target for the whole run, before it joins:
+        // the run starts only once every replica has joined, so after the reset.
+        (Some(_), Some(r)) => {
+            same_model(&client, &bases[0], &configs[0]).await?;
+            if r.index == 0 {
+                start_clean(&client, &bases[0], false).await?;
+            }
+            None
+        }
+        (None, _) => None,
     };
     let recorder: Arc<Recorder> =
         Arc::new(Recorder::new(scale, routes.endpoints.len()).with_timeseries(extras.timeseries));
     let schedulers = match &opts.fleet_redis {
         Some(url) if super::fleet::on_redis_needed(s) => {
-            super::fleet::on_redis(s, scale, &recorder, url).await?
+            super::fleet::on_redis(s, scale, &recorder, url, opts.replica.as_ref()).await?
         }
-        _ => schedulers(s, scale, &recorder, RealClock)?,
+        _ => {
+            let mut all = schedulers(s, scale, &recorder, RealClock)?;
+            match &opts.replica {
+                Some(r) => vec![all.swap_remove(usize::try_from(r.index).unwrap_or(0))],
+                None => all,
+            }
+        }
+    };
+    let slice = match (&opts.replica, &opts.fleet_redis) {
+        (Some(r), Some(url)) => {
+            replica::start_together(url, r).await?;
+            r.slice()
+        }
+        _ => drive::Slice::WHOLE,
     };
     // Clones share everything: the live view reads the permits they hold.
     let watched = schedulers.clone();
@@ -224,6 +254,7 @@ async fn realtime(
     let driven = tokio::select! {
         driven = local.run_until(drive::drive(
             s,
+            slice,
             schedulers,
             provider.clone(),
             recorder.clone(),
@@ -262,6 +293,31 @@ async fn realtime(
         replica_queries: driven.replica_queries,
         limits: driven.limits,
     })
+}
+
+/// Refuses what a replica of a fleet in separate processes cannot be: without one target to
+/// send to, or a Redis to start on, or one of more replicas than the fleet has.
+fn check_replica(s: &Scenario, opts: &RealtimeOptions, r: &ReplicaOf) -> Result<(), SimError> {
+    if opts.target.is_none() {
+        return Err(SimError::Mismatch(format!(
+            "--replica {}: the replicas of a fleet send to one provider: give --target URL (a `capsize mock` every replica reaches)",
+            r.label()
+        )));
+    }
+    if opts.fleet_redis.is_none() {
+        return Err(SimError::Mismatch(format!(
+            "--replica {}: the replicas start together on Redis: give --fleet-redis redis://HOST:PORT",
+            r.label()
+        )));
+    }
+    if s.fleet.replicas as u64 != r.count {
+        return Err(SimError::Mismatch(format!(
+            "--replica {}: the scenario's fleet has {} replicas (fleet.replicas)",
+            r.label(),
+            s.fleet.replicas
+        )));
+    }
+    Ok(())
 }
 
 /// Keeps this thread running (yielding to the other tasks and to other threads) so that it never

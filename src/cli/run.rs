@@ -1,0 +1,152 @@
+//! `capsize run`: one run of a scenario, or one replica of a fleet run as separate processes
+//! (`--replica I/K --run-id ID`).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Args as ClapArgs;
+
+use super::{default_out, load_and_run_with, out, Failure, ScenarioArgs};
+use crate::engine::scenario::fnv1a_hex;
+use crate::engine::sim::replica::{self, ReplicaOf};
+use crate::engine::sim::RunExtras;
+use crate::engine::summary::Summary;
+use crate::output::files::OutputSet;
+use crate::output::report::escape;
+
+/// Flags of `capsize run`.
+#[derive(Debug, ClapArgs)]
+pub struct RunArgs {
+    #[command(flatten)]
+    input: ScenarioArgs,
+    /// Output folder (default: capsize-out/<scenario name>/). A replica writes into its own
+    /// folder in it, replica-I-of-K/.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Print summary.json to stdout instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Also write timeseries.csv: per second of model time (wider bins past 4096 s), requests,
+    /// 429s, calls ended, calls in flight and queued, the adaptive limit, call latency
+    /// percentiles.
+    #[arg(long)]
+    timeseries: bool,
+    /// Run replica I of the scenario's fleet of K (fleet.replicas) in this process, one of K
+    /// processes on this machine or others: its share of the sessions or arrivals, against
+    /// --target, starting when all K have joined the run on --fleet-redis (where a shared
+    /// limiter keeps its buckets for the K). Real time only; needs --run-id. Writes
+    /// replica-I-of-K/ (its summary.json and replica.json); `capsize merge` makes the fleet's
+    /// summary from the K.
+    #[arg(long, value_name = "I/K", requires = "run_id")]
+    replica: Option<String>,
+    /// The run's id, the same in every replica's process and new for each run (letters,
+    /// digits, '-', '_', '.').
+    #[arg(long, value_name = "ID", requires = "replica")]
+    run_id: Option<String>,
+    /// How long a replica waits for the others to join before it gives up (exit 4, naming the
+    /// missing).
+    #[arg(long, value_name = "SECONDS", default_value_t = 120, requires = "replica",
+          value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    join_timeout: u64,
+}
+
+/// The replica's record, beside its summary.
+const RECORD: &str = "replica.json";
+
+/// `capsize run`.
+pub fn run(args: RunArgs) -> ExitCode {
+    let replica = match (&args.replica, &args.run_id) {
+        (Some(r), Some(id)) => match ReplicaOf::parse(r, id) {
+            Ok(r) => Some(ReplicaOf {
+                join_wait: std::time::Duration::from_secs(args.join_timeout),
+                ..r
+            }),
+            Err(e) => return Failure::bad_input(e).exit(),
+        },
+        _ => None,
+    };
+    let mut outputs = OutputSet::new();
+    let mut dir = PathBuf::new();
+    let extras = RunExtras {
+        timeseries: args.timeseries,
+        // The live status line, on a terminal only (otherwise today's line every 10 s).
+        live: std::io::IsTerminal::is_terminal(&std::io::stderr()),
+        ..RunExtras::default()
+    };
+    let loaded = load_and_run_with(&args.input, extras, replica.clone(), |scenario| {
+        dir = default_out(&args.out, &scenario.name);
+        if let Some(r) = &replica {
+            dir = dir.join(r.folder());
+            outputs.output(dir.join(RECORD), "--out");
+        }
+        outputs.scenario(&args.input.scenario, &args.input.sets);
+        crate::output::report::declare_run(&mut outputs, &dir);
+        if args.timeseries {
+            crate::output::timeseries::declare(&mut outputs, &dir);
+        }
+        outputs.check().map_err(|e| Failure::output(&e))
+    });
+    let (scenario, outcome) = match loaded {
+        Ok(r) => r,
+        Err(f) => return f.exit(),
+    };
+    let summary = Summary::new(&scenario, &outcome);
+    crate::output::report::put_run(&mut outputs, &dir, &summary, &outcome.recording);
+    if args.timeseries {
+        crate::output::timeseries::put(&mut outputs, &dir, &outcome.recording, outcome.span);
+    }
+    if let Some(r) = &replica {
+        let bytes = match capsize_files::read_regular_file(&args.input.scenario, u64::MAX) {
+            Ok(b) => b,
+            Err(e) => {
+                let at = args.input.scenario.display();
+                return Failure::bad_input(format!("{at}: cannot read: {e}")).exit();
+            }
+        };
+        let record = replica::Record::new(
+            r,
+            &args.input.scenario.to_string_lossy(),
+            fnv1a_hex(&bytes),
+            &args.input.sets_with_seed(),
+            args.input.clock.time_scale.unwrap_or(1.0),
+            &outcome,
+        );
+        match serde_json::to_string(&record) {
+            Ok(text) => outputs.put(dir.join(RECORD), text + "\n"),
+            Err(e) => return Failure::write_failed(e.to_string()).exit(),
+        };
+    }
+    if let Err(e) = outputs.commit() {
+        return Failure::output(&e).exit();
+    }
+    if args.json {
+        return out(&summary.to_json());
+    }
+    let mut files = vec!["summary.json", "query_latency.hgrm", "call_latency.hgrm"];
+    if args.timeseries {
+        files.push("timeseries.csv");
+    }
+    if replica.is_some() {
+        files.push(RECORD);
+    }
+    let mut table = crate::output::report::table(&summary);
+    if let Some(line) = crate::output::report::binds::line(&summary, &scenario) {
+        table.push_str(&line);
+        table.push('\n');
+    }
+    let shown = escape::terminal(&dir.display().to_string());
+    let merge = match &replica {
+        Some(r) => format!(
+            "  replica {} of run {}: when all {} are done, capsize merge {}\n",
+            r.label(),
+            escape::terminal(&r.run_id),
+            r.count,
+            escape::terminal(&dir.parent().unwrap_or(&dir).display().to_string())
+        ),
+        None => String::new(),
+    };
+    out(&format!(
+        "{table}\n  wrote {shown}/{{{}}}\n{merge}",
+        files.join(", ")
+    ))
+}

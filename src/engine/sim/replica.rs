@@ -1,0 +1,516 @@
+//! A fleet's replicas as separate processes, on separate machines if need be
+//! (`capsize run --mode realtime --replica I/K --run-id ID`): each runs one replica of the
+//! scenario's fleet and its round-robin share of the workload ([`Slice`]) against one target,
+//! keeps the fleet's limiter in the Redis of `--fleet-redis` under keys named by the run id
+//! (so every process of the run shares it), and starts when all K have joined, at an instant
+//! agreed on Redis's clock ([`start_together`]). Each hands back its whole outcome as data
+//! ([`Record`]); [`combine`] adds the K into the fleet's, as one process running every replica
+//! would have recorded it.
+
+#![allow(clippy::disallowed_methods)] // real time: tokio's clock for the wait at the start line
+
+use std::time::Duration;
+
+use capsize_mock::Counters;
+use serde::{Deserialize, Serialize};
+
+use super::drive::Slice;
+use super::{LimitStats, Mode, SimError, SimOutcome};
+use crate::engine::recorder::Recording;
+
+/// How long a replica waits at the start line for the others, unless told
+/// ([`ReplicaOf::join_wait`]).
+pub const JOIN_WAIT: Duration = Duration::from_secs(120);
+/// How far ahead of the last replica's arrival the start is set (room for each to hear it).
+const LEAD: Duration = Duration::from_millis(500);
+/// How long the start line's keys live on Redis.
+const KEYS_TTL_S: u64 = 86_400;
+
+/// Which replica of a fleet run as separate processes this process is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplicaOf {
+    /// From 0.
+    pub index: u64,
+    /// The replicas of the run (the scenario's `fleet.replicas`).
+    pub count: u64,
+    /// The run's id, the same in every replica's process: it names the run's keys on Redis.
+    pub run_id: String,
+    /// How long it waits at the start line for the others.
+    pub join_wait: Duration,
+}
+
+impl ReplicaOf {
+    /// Reads `--replica I/K` (1 ≤ I ≤ K ≤ 1,000) and `--run-id` (letters, digits, `-`, `_`, `.`;
+    /// 1 to 64).
+    pub fn parse(replica: &str, run_id: &str) -> Result<ReplicaOf, String> {
+        let bad = || format!("--replica {replica:?}: expected I/K with 1 <= I <= K, e.g. 2/3");
+        let (i, k) = replica.split_once('/').ok_or_else(bad)?;
+        let index: u64 = i.trim().parse().map_err(|_| bad())?;
+        let count: u64 = k.trim().parse().map_err(|_| bad())?;
+        if index == 0 || index > count || count > 1_000 {
+            return Err(format!(
+                "--replica {replica:?}: I from 1 to K, K from 1 to 1000"
+            ));
+        }
+        let ok = |c: char| c.is_ascii_alphanumeric() || "-_.".contains(c);
+        if run_id.is_empty() || run_id.len() > 64 || !run_id.chars().all(ok) {
+            return Err(format!(
+                "--run-id {run_id:?}: 1 to 64 letters, digits, '-', '_' or '.'"
+            ));
+        }
+        Ok(ReplicaOf {
+            index: index - 1,
+            count,
+            run_id: run_id.to_string(),
+            join_wait: JOIN_WAIT,
+        })
+    }
+
+    /// `2/3`.
+    pub fn label(&self) -> String {
+        format!("{}/{}", self.index + 1, self.count)
+    }
+
+    /// The folder its outputs go into: `replica-2-of-3`.
+    pub fn folder(&self) -> String {
+        format!("replica-{}-of-{}", self.index + 1, self.count)
+    }
+
+    /// The part of the workload it drives.
+    pub fn slice(&self) -> Slice {
+        Slice {
+            index: self.index,
+            count: self.count,
+        }
+    }
+
+    /// The prefix of the run's limiter keys on Redis: the run id, not the process, so the K
+    /// processes keep one limiter.
+    pub fn limiter_prefix(&self, scenario: &str) -> String {
+        format!("capsize:{scenario}:run:{}", self.run_id)
+    }
+
+    fn key(&self, what: &str) -> String {
+        format!("capsize:run:{}:{what}", self.run_id)
+    }
+}
+
+fn redis_error(url: &str) -> impl Fn(redis::RedisError) -> SimError + '_ {
+    move |e| {
+        SimError::Unreachable(format!(
+            "--fleet-redis {}: {e}",
+            capsize_scheduler::limit::shared::redact_url(url)
+        ))
+    }
+}
+
+/// Joins the run on the Redis at `url` and returns at the instant the run starts: once all K
+/// replicas have joined, `LEAD` after the first to see them all, on Redis's clock (each
+/// process measures its own wait against it, so the machines' clocks need not agree). A
+/// replica already joined (a run id used twice, or two processes given the same `--replica`),
+/// a replica count another replica disagrees with, and replicas missing after `join_wait`
+/// are errors naming them. The start line's keys expire after a day.
+pub async fn start_together(url: &str, me: &ReplicaOf) -> Result<(), SimError> {
+    let fail = redis_error(url);
+    let client = redis::Client::open(url).map_err(&fail)?;
+    let mut conn = client
+        .get_multiplexed_async_connection()
+        .await
+        .map_err(&fail)?;
+    let (count, joined, start) = (me.key("replicas"), me.key("joined"), me.key("start"));
+    let _: Option<String> = redis::cmd("SET")
+        .arg(&count)
+        .arg(me.count)
+        .arg("NX")
+        .arg("EX")
+        .arg(KEYS_TTL_S)
+        .query_async(&mut conn)
+        .await
+        .map_err(&fail)?;
+    let theirs: u64 = redis::cmd("GET")
+        .arg(&count)
+        .query_async(&mut conn)
+        .await
+        .map_err(&fail)?;
+    if theirs != me.count {
+        return Err(SimError::Mismatch(format!(
+            "run {}: replica {}, but another replica of the run said {theirs} replicas",
+            me.run_id,
+            me.label()
+        )));
+    }
+    let added: u64 = redis::cmd("SADD")
+        .arg(&joined)
+        .arg(me.index)
+        .query_async(&mut conn)
+        .await
+        .map_err(&fail)?;
+    let _: u64 = redis::cmd("EXPIRE")
+        .arg(&joined)
+        .arg(KEYS_TTL_S)
+        .query_async(&mut conn)
+        .await
+        .map_err(&fail)?;
+    if added == 0 {
+        return Err(SimError::Mismatch(format!(
+            "run {}: replica {} has already joined it: give each run its own --run-id, and each process its own --replica",
+            me.run_id,
+            me.label()
+        )));
+    }
+    let since = tokio::time::Instant::now();
+    loop {
+        let members: Vec<u64> = redis::cmd("SMEMBERS")
+            .arg(&joined)
+            .query_async(&mut conn)
+            .await
+            .map_err(&fail)?;
+        if members.len() as u64 >= me.count {
+            break;
+        }
+        if since.elapsed() >= me.join_wait {
+            let missing: Vec<String> = (0..me.count)
+                .filter(|i| !members.contains(i))
+                .map(|i| format!("{}/{}", i + 1, me.count))
+                .collect();
+            return Err(SimError::Unreachable(format!(
+                "run {}: {} of {} replicas joined within {} s (missing {}): start each with the same --run-id and --fleet-redis",
+                me.run_id,
+                members.len(),
+                me.count,
+                me.join_wait.as_secs(),
+                missing.join(", ")
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let now = redis_now(&mut conn).await.map_err(&fail)?;
+    let lead = u64::try_from(LEAD.as_micros()).unwrap_or(u64::MAX);
+    let _: Option<String> = redis::cmd("SET")
+        .arg(&start)
+        .arg(now + lead)
+        .arg("NX")
+        .arg("EX")
+        .arg(KEYS_TTL_S)
+        .query_async(&mut conn)
+        .await
+        .map_err(&fail)?;
+    let at: u64 = redis::cmd("GET")
+        .arg(&start)
+        .query_async(&mut conn)
+        .await
+        .map_err(&fail)?;
+    let now = redis_now(&mut conn).await.map_err(&fail)?;
+    tokio::time::sleep(Duration::from_micros(at.saturating_sub(now))).await;
+    Ok(())
+}
+
+/// Redis's clock, in µs since the epoch.
+async fn redis_now(conn: &mut redis::aio::MultiplexedConnection) -> redis::RedisResult<u64> {
+    let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(conn).await?;
+    Ok(secs * 1_000_000 + micros)
+}
+
+/// An adaptive limit's figures, as data.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+struct Limit {
+    current: usize,
+    min: usize,
+    max: usize,
+    decreases: u64,
+    mean: f64,
+}
+
+/// A replica's outcome as data (`replica.json`): what `capsize merge` adds into the fleet's.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Outcome {
+    recording: Recording,
+    provider: Counters,
+    endpoints: Vec<Counters>,
+    phases: Vec<Vec<Counters>>,
+    elapsed_us: u64,
+    span_us: u64,
+    queries_started: u64,
+    replica_queries: Vec<u64>,
+    limits: Vec<Limit>,
+}
+
+fn us(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
+impl From<&SimOutcome> for Outcome {
+    fn from(o: &SimOutcome) -> Outcome {
+        Outcome {
+            recording: o.recording.clone(),
+            provider: o.provider,
+            endpoints: o.endpoints.clone(),
+            phases: o.phases.clone(),
+            elapsed_us: us(o.elapsed),
+            span_us: us(o.span),
+            queries_started: o.queries_started,
+            replica_queries: o.replica_queries.clone(),
+            limits: o
+                .limits
+                .iter()
+                .map(|l| Limit {
+                    current: l.current,
+                    min: l.min,
+                    max: l.max,
+                    decreases: l.decreases,
+                    mean: l.mean,
+                })
+                .collect(),
+        }
+    }
+}
+
+impl From<Outcome> for SimOutcome {
+    fn from(o: Outcome) -> SimOutcome {
+        SimOutcome {
+            mode: Mode::Realtime,
+            recording: o.recording,
+            provider: o.provider,
+            endpoints: o.endpoints,
+            phases: o.phases,
+            elapsed: Duration::from_micros(o.elapsed_us),
+            span: Duration::from_micros(o.span_us),
+            queries_started: o.queries_started,
+            replica_queries: o.replica_queries,
+            limits: o
+                .limits
+                .into_iter()
+                .map(|l| LimitStats {
+                    current: l.current,
+                    min: l.min,
+                    max: l.max,
+                    decreases: l.decreases,
+                    mean: l.mean,
+                })
+                .collect(),
+        }
+    }
+}
+
+/// What a replica hands `capsize merge` (`replica.json`): which replica of which run, of which
+/// scenario and overrides, and its whole outcome.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Record {
+    /// Always "capsize fleet replica".
+    pub kind: String,
+    /// [`SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// The capsize that ran it.
+    pub capsize: String,
+    /// The run's id.
+    pub run_id: String,
+    /// This replica, from 1.
+    pub replica: u64,
+    /// The fleet's replicas.
+    pub replicas: u64,
+    /// The scenario file as given on the command line.
+    pub scenario: String,
+    /// FNV-1a (64-bit, hex) of its bytes.
+    pub scenario_fnv1a: String,
+    /// The `--set` arguments (a `--seed` among them as `seed=N`).
+    pub sets: Vec<String>,
+    /// The run's time scale.
+    pub time_scale: f64,
+    /// What it recorded and saw.
+    pub outcome: Outcome,
+}
+
+/// The replica record's schema: a merge refuses any other.
+pub const SCHEMA_VERSION: u32 = 1;
+const KIND: &str = "capsize fleet replica";
+
+impl Record {
+    /// The record of `me`'s run of `scenario` (its path, its file's FNV-1a, the overrides).
+    pub fn new(
+        me: &ReplicaOf,
+        scenario: &str,
+        scenario_fnv1a: String,
+        sets: &[String],
+        time_scale: f64,
+        outcome: &SimOutcome,
+    ) -> Record {
+        Record {
+            kind: KIND.into(),
+            schema_version: SCHEMA_VERSION,
+            capsize: env!("CARGO_PKG_VERSION").into(),
+            run_id: me.run_id.clone(),
+            replica: me.index + 1,
+            replicas: me.count,
+            scenario: scenario.into(),
+            scenario_fnv1a,
+            sets: sets.to_vec(),
+            time_scale,
+            outcome: Outcome::from(outcome),
+        }
+    }
+
+    /// Reads a `replica.json`'s text; `Err` says what is wrong with it.
+    pub fn parse(text: &str) -> Result<Record, String> {
+        let r: Record = serde_json::from_str(text).map_err(|e| e.to_string())?;
+        if r.kind != KIND {
+            return Err(format!("kind {:?}: not a fleet replica ({KIND:?})", r.kind));
+        }
+        if r.schema_version != SCHEMA_VERSION {
+            return Err(format!(
+                "schema_version {}: this capsize reads {SCHEMA_VERSION}",
+                r.schema_version
+            ));
+        }
+        if r.replica == 0 || r.replica > r.replicas {
+            return Err(format!("replica {} of {}", r.replica, r.replicas));
+        }
+        Ok(r)
+    }
+
+    /// What differs between two replicas' runs (`None`: replicas of one run).
+    pub fn differs(&self, o: &Record) -> Option<String> {
+        let say = |what: &str, a: &dyn std::fmt::Debug, b: &dyn std::fmt::Debug| {
+            Some(format!("{what} {a:?} and {b:?}"))
+        };
+        if self.run_id != o.run_id {
+            return say("run ids", &self.run_id, &o.run_id);
+        }
+        if self.capsize != o.capsize {
+            return say("capsize versions", &self.capsize, &o.capsize);
+        }
+        if self.scenario_fnv1a != o.scenario_fnv1a {
+            return say(
+                "scenario files (FNV-1a)",
+                &self.scenario_fnv1a,
+                &o.scenario_fnv1a,
+            );
+        }
+        if self.sets != o.sets {
+            return say("--set arguments", &self.sets, &o.sets);
+        }
+        if self.replicas != o.replicas {
+            return say("replica counts", &self.replicas, &o.replicas);
+        }
+        if self.time_scale != o.time_scale {
+            return say("time scales", &self.time_scale, &o.time_scale);
+        }
+        None
+    }
+}
+
+/// Checks `records` (each with where it was read from) are every replica of one run, once,
+/// and returns their outcomes in replica order.
+pub fn gather(records: Vec<(String, Record)>) -> Result<Vec<SimOutcome>, String> {
+    let Some((first_from, first)) = records.first().cloned() else {
+        return Err("no replica to merge".into());
+    };
+    let mut slots: Vec<Option<(String, Outcome)>> = vec![None; first.replicas as usize];
+    for (from, r) in records {
+        if let Some(what) = first.differs(&r) {
+            return Err(format!(
+                "{first_from} and {from} are replicas of different runs: {what}"
+            ));
+        }
+        let slot = &mut slots[(r.replica - 1) as usize];
+        if let Some((earlier, _)) = slot {
+            return Err(format!(
+                "replica {}/{} is given twice: {earlier} and {from}",
+                r.replica, r.replicas
+            ));
+        }
+        *slot = Some((from, r.outcome));
+    }
+    let missing: Vec<String> = slots
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.is_none())
+        .map(|(i, _)| format!("{}/{}", i + 1, first.replicas))
+        .collect();
+    if !missing.is_empty() {
+        return Err(format!(
+            "{} of {} replicas of run {} missing: {} (merge every replica of the run)",
+            missing.len(),
+            first.replicas,
+            first.run_id,
+            missing.join(", ")
+        ));
+    }
+    Ok(slots
+        .into_iter()
+        .flatten()
+        .map(|(_, o)| SimOutcome::from(o))
+        .collect())
+}
+
+/// The later of two readings of one target's counters (they only grow): the one that has
+/// received more.
+fn later(a: Counters, b: Counters) -> Counters {
+    if b.received >= a.received {
+        b
+    } else {
+        a
+    }
+}
+
+/// The fleet's outcome from its replicas', given in replica order: what the clients recorded
+/// added up ([`Recording::absorb`]); the provider's counters as the last replica to finish
+/// read them (every replica's traffic); the latest end; the replicas' queries side by side.
+pub fn combine(outcomes: Vec<SimOutcome>) -> Result<SimOutcome, String> {
+    let mut all = outcomes.into_iter();
+    let mut fleet = all.next().ok_or("no replica to combine")?;
+    for o in all {
+        fleet.recording.absorb(&o.recording)?;
+        fleet.provider = later(fleet.provider, o.provider);
+        if fleet.endpoints.len() != o.endpoints.len() {
+            return Err("the replicas sent to different endpoints".into());
+        }
+        for (a, b) in fleet.endpoints.iter_mut().zip(o.endpoints) {
+            *a = later(*a, b);
+        }
+        for (a, b) in fleet.phases.iter_mut().zip(o.phases) {
+            for (x, y) in a.iter_mut().zip(b) {
+                *x = later(*x, y);
+            }
+        }
+        fleet.elapsed = fleet.elapsed.max(o.elapsed);
+        fleet.span = fleet.span.max(o.span);
+        fleet.queries_started += o.queries_started;
+        fleet.replica_queries.extend(o.replica_queries);
+        fleet.limits.extend(o.limits);
+    }
+    Ok(fleet)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_scenario_file_is_known_by_its_fnv1a() {
+        // The reference values of FNV-1a 64.
+        let hash = crate::engine::scenario::fnv1a_hex;
+        assert_eq!(hash(b""), "cbf29ce484222325");
+        assert_eq!(hash(b"a"), "af63dc4c8601ec8c");
+    }
+
+    #[test]
+    fn replica_flags_are_checked() {
+        let r = ReplicaOf::parse("2/3", "run-7").expect("valid");
+        assert_eq!(
+            (r.index, r.count, r.label(), r.folder()),
+            (1, 3, "2/3".into(), "replica-2-of-3".into())
+        );
+        assert_eq!(r.slice(), Slice { index: 1, count: 3 });
+        assert_eq!(r.limiter_prefix("agent"), "capsize:agent:run:run-7");
+        for (replica, id) in [
+            ("0/3", "a"),
+            ("4/3", "a"),
+            ("x", "a"),
+            ("1/3", ""),
+            ("1/3", "a b"),
+            ("1/1001", "a"),
+        ] {
+            assert!(ReplicaOf::parse(replica, id).is_err(), "{replica} {id}");
+        }
+    }
+}
