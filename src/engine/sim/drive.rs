@@ -20,6 +20,7 @@ use futures_util::future::Either;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::sync::Notify;
 
+use super::replica::Slice;
 use super::runtime::Runtime;
 
 use crate::engine::provider::Provider;
@@ -32,31 +33,6 @@ use crate::scheduler::{
     Budget, CallError, CallSpec, FanOut, Interrupt, LimitStats, ProviderError, Scheduler, Scope,
     TurnPolicy, Via, Work,
 };
-
-/// The part of a fleet's workload one process drives: replica `index` (from 0) of `count`
-/// replicas run as separate processes, each taking the sessions `j` and the arrivals `n` with
-/// `j mod count = index` (its round-robin share); [`Slice::WHOLE`] is all of it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Slice {
-    /// This process's replica, from 0.
-    pub index: u64,
-    /// How many replicas share the workload.
-    pub count: u64,
-}
-
-impl Slice {
-    /// The whole workload, in one process.
-    pub const WHOLE: Slice = Slice { index: 0, count: 1 };
-
-    fn takes(self, n: u64) -> bool {
-        n % self.count == self.index
-    }
-
-    /// This slice's share of `n` queries.
-    fn share(self, n: u64) -> u64 {
-        n / self.count + u64::from(self.index < n % self.count)
-    }
-}
 
 /// What the replicas of a run share: the workload, the clock, the provider, the recorder.
 struct Ctx<P, R: Runtime> {

@@ -266,7 +266,7 @@ async fn simulate(
     ));
     let driven = drive::drive(
         s,
-        drive::Slice::WHOLE,
+        replica::Slice::WHOLE,
         schedulers,
         provider.clone(),
         recorder.clone(),

@@ -234,7 +234,7 @@ async fn realtime(
             replica::start_together(url, r).await?;
             r.slice()
         }
-        _ => drive::Slice::WHOLE,
+        _ => replica::Slice::WHOLE,
     };
     // Clones share everything: the live view reads the permits they hold.
     let watched = schedulers.clone();

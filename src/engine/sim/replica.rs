@@ -14,7 +14,6 @@ use std::time::Duration;
 use capsize_mock::Counters;
 use serde::{Deserialize, Serialize};
 
-use super::drive::Slice;
 use super::{LimitStats, Mode, SimError, SimOutcome};
 use crate::engine::recorder::Recording;
 
@@ -25,6 +24,31 @@ pub const JOIN_WAIT: Duration = Duration::from_secs(120);
 const LEAD: Duration = Duration::from_millis(500);
 /// How long the start line's keys live on Redis.
 const KEYS_TTL_S: u64 = 86_400;
+
+/// The part of a fleet's workload one process drives: replica `index` (from 0) of `count`
+/// replicas run as separate processes, each taking the sessions `j` and the arrivals `n` with
+/// `j mod count = index` (its round-robin share); [`Slice::WHOLE`] is all of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Slice {
+    /// This process's replica, from 0.
+    pub index: u64,
+    /// How many replicas share the workload.
+    pub count: u64,
+}
+
+impl Slice {
+    /// The whole workload, in one process.
+    pub const WHOLE: Slice = Slice { index: 0, count: 1 };
+
+    pub(super) fn takes(self, n: u64) -> bool {
+        n % self.count == self.index
+    }
+
+    /// This slice's share of `n` queries.
+    pub(super) fn share(self, n: u64) -> u64 {
+        n / self.count + u64::from(self.index < n % self.count)
+    }
+}
 
 /// Which replica of a fleet run as separate processes this process is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -118,18 +142,7 @@ pub async fn start_together(url: &str, me: &ReplicaOf) -> Result<(), SimError> {
         .await
         .map_err(&fail)?;
     let (count, joined, start) = (me.key("replicas"), me.key("joined"), me.key("start"));
-    let _: Option<String> = redis::cmd("SET")
-        .arg(&count)
-        .arg(me.count)
-        .arg("NX")
-        .arg("EX")
-        .arg(KEYS_TTL_S)
-        .query_async(&mut conn)
-        .await
-        .map_err(&fail)?;
-    let theirs: u64 = redis::cmd("GET")
-        .arg(&count)
-        .query_async(&mut conn)
+    let theirs = first_said(&mut conn, &count, me.count)
         .await
         .map_err(&fail)?;
     if theirs != me.count {
@@ -186,23 +199,30 @@ pub async fn start_together(url: &str, me: &ReplicaOf) -> Result<(), SimError> {
     }
     let now = redis_now(&mut conn).await.map_err(&fail)?;
     let lead = u64::try_from(LEAD.as_micros()).unwrap_or(u64::MAX);
-    let _: Option<String> = redis::cmd("SET")
-        .arg(&start)
-        .arg(now + lead)
-        .arg("NX")
-        .arg("EX")
-        .arg(KEYS_TTL_S)
-        .query_async(&mut conn)
-        .await
-        .map_err(&fail)?;
-    let at: u64 = redis::cmd("GET")
-        .arg(&start)
-        .query_async(&mut conn)
+    let at = first_said(&mut conn, &start, now + lead)
         .await
         .map_err(&fail)?;
     let now = redis_now(&mut conn).await.map_err(&fail)?;
     tokio::time::sleep(Duration::from_micros(at.saturating_sub(now))).await;
     Ok(())
+}
+
+/// Sets `key` to `value` unless a replica set it first, and returns what it holds: the first
+/// replica's word (the key expires with the run's others).
+async fn first_said(
+    conn: &mut redis::aio::MultiplexedConnection,
+    key: &str,
+    value: u64,
+) -> redis::RedisResult<u64> {
+    let _: Option<String> = redis::cmd("SET")
+        .arg(key)
+        .arg(value)
+        .arg("NX")
+        .arg("EX")
+        .arg(KEYS_TTL_S)
+        .query_async(conn)
+        .await?;
+    redis::cmd("GET").arg(key).query_async(conn).await
 }
 
 /// Redis's clock, in µs since the epoch.
