@@ -11,9 +11,9 @@
 //!   19 % above the observed p50 in every run seen: it over-states the queueing, not explained
 //!   yet).
 //! - 8 users against 300 requests a minute, under the SDK's own retry rules: 429s. Query p50
-//!   within 15 %, and 429s per query within a factor of 2 (how many land depends on where the
-//!   window's edge falls, the tail on which queries wait out a long Retry-After: p95 sits on
-//!   that cliff and is not held).
+//!   within 15 %, and 429s per query (the prediction pooled over 8 seeds) within a factor of 2
+//!   (how many land depends on where the window's edge falls, the tail on which queries wait
+//!   out a long Retry-After: p95 sits on that cliff and is not held).
 //!
 //! The tolerances are for one minute of real time per setting (about 200 queries, 300 model
 //! calls); the replay of the first setting is held to the 10 % on p50 and p95.
@@ -183,10 +183,29 @@ fn a_calibrated_agent_predicts_itself_at_other_settings() {
         serde_json::from_str(&std::fs::read_to_string(b.join("summary.json")).unwrap()).unwrap();
     let observed_429 = exec_b["provider"]["rate_limited"].as_f64().unwrap()
         / observed_b["queries"].as_f64().unwrap();
-    let predicted_429 = predicted_b["providers"]["provider"]["rate_limited"]
-        .as_f64()
-        .unwrap_or_else(|| predicted_b["provider"]["rate_limited"].as_f64().unwrap())
-        / predicted_b["queries_started"].as_f64().unwrap();
+    // The prediction's 429s pooled over 8 seeds: one 60 s run sees a few dozen at most, and
+    // where the window's edge falls moves them by half (0.052 to 0.108 per query seen from
+    // single runs of one calibration).
+    let (mut limited, mut started) = (0.0, 0.0);
+    for seed in 1..=8 {
+        let seed = format!("seed={seed}");
+        let p = predict(
+            &scenario,
+            &t.path(&format!("pred-b-{seed}")),
+            &[
+                "workload.sessions=8",
+                "providers.provider.rpm=300",
+                "workload.duration_s=60",
+                openai,
+                &seed,
+            ],
+        );
+        limited += p["providers"]["provider"]["rate_limited"]
+            .as_f64()
+            .unwrap_or_else(|| p["provider"]["rate_limited"].as_f64().unwrap());
+        started += p["queries_started"].as_f64().unwrap();
+    }
+    let predicted_429 = limited / started;
     println!("300 RPM, 429s per query: predicted {predicted_429:.3}, observed {observed_429:.3}");
     assert!(observed_429 > 0.0, "the limit binds for real");
     let ratio = predicted_429 / observed_429;
