@@ -10,14 +10,11 @@ use clap::Args as ClapArgs;
 use super::{default_out, out, Failure};
 use crate::analysis::sweep::shard::{self, fnv1a_hex, Manifest, Read, RunLine};
 use crate::analysis::sweep::{self, Grid, GridError};
-use crate::engine::sim::replica::{self, Record};
+use crate::engine::sim::replica::{self, Record, RECORD_FILE as RECORD};
 use crate::engine::summary::Summary;
 use crate::output::files::OutputSet;
 use crate::output::report::escape;
 use crate::output::sweep::shard::{MANIFEST, RUNS};
-
-/// A replica's record (`capsize run --replica`).
-const RECORD: &str = "replica.json";
 
 /// Flags of `capsize merge`.
 #[derive(Debug, ClapArgs)]

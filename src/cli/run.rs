@@ -8,7 +8,7 @@ use clap::Args as ClapArgs;
 
 use super::{default_out, load_and_run_with, out, Failure, ScenarioArgs};
 use crate::engine::scenario::fnv1a_hex;
-use crate::engine::sim::replica::{self, ReplicaOf};
+use crate::engine::sim::replica::{self, ReplicaOf, RECORD_FILE as RECORD};
 use crate::engine::sim::RunExtras;
 use crate::engine::summary::Summary;
 use crate::output::files::OutputSet;
@@ -49,9 +49,6 @@ pub struct RunArgs {
           value_parser = clap::value_parser!(u64).range(1..=86_400))]
     join_timeout: u64,
 }
-
-/// The replica's record, beside its summary.
-const RECORD: &str = "replica.json";
 
 /// `capsize run`.
 pub fn run(args: RunArgs) -> ExitCode {

@@ -340,6 +340,9 @@ pub struct Record {
     pub outcome: Outcome,
 }
 
+/// The file a replica's [`Record`] is written to, in its folder (and read from by a merge).
+pub const RECORD_FILE: &str = "replica.json";
+
 /// The replica record's schema: a merge refuses any other.
 pub const SCHEMA_VERSION: u32 = 1;
 const KIND: &str = "capsize fleet replica";
