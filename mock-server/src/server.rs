@@ -4,7 +4,9 @@
 //! `time_scale`) and turns each decision into a response: OpenAI-compatible
 //! `POST /v1/chat/completions`, Anthropic-compatible `POST /v1/messages`, a generic
 //! `POST /tools/{name}`, plus `GET /stats` (the model's counters and the clients' traffic),
-//! `GET /config` (the values the model is built from), `GET /healthz` and `POST /reset`, which
+//! `GET /report` (all of `/stats` and the per-second series, the busiest 60 s and the retry
+//! waits, as [`Report`]), `GET /config` (the values the model is built from), `GET /healthz`
+//! and `POST /reset`, which
 //! do not reach the model, and `POST /v1/traces` (OTLP/HTTP traces an instrumented agent
 //! exports), served only when the caller gives a trace sink. The model sits behind a `std::sync::Mutex`.
 //!
@@ -73,6 +75,7 @@ pub use requests::{RequestLog, RequestRecord, TraceSink, TRACEPARENT_HEADER};
 pub use respond::{CHARGED_HEADER, LATENCY_HEADER, NEVER, TOKENS_HEADER};
 #[cfg(feature = "wiremock")]
 pub use responder::ProviderResponder;
+pub use run::Report;
 pub use series::{Bin, Series, MAX_BINS};
 pub use traffic::{Traffic, TrafficReport, IDEMPOTENCY_HEADER, MAX_LINKED, RETRY_COUNT_HEADER};
 
@@ -275,6 +278,11 @@ impl MockProvider {
     /// before each retry linked to its previous attempt (what `capsize exec` reports).
     pub fn traffic_report(&self) -> TrafficReport {
         self.shared.run().traffic.report()
+    }
+
+    /// Everything the current run has seen, as `GET /report` serves it.
+    pub fn report(&self) -> Report {
+        self.shared.run().report()
     }
 
     /// Starts the provider afresh, as `POST /reset` does (see the module docs): returns the

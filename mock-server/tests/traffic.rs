@@ -147,3 +147,60 @@ async fn a_retry_is_linked_to_its_previous_attempt_by_its_idempotency_key() {
     assert_eq!(sum(|b| b.rate_limited), 2);
     assert_eq!(bins.iter().map(|b| b.in_flight_peak).max(), Some(1));
 }
+
+#[tokio::test]
+async fn get_report_serves_the_whole_report_as_data_and_it_reads_back_the_same() {
+    let m = start("rpm = 2\nwindow = \"fixed\"").await;
+    let uri = m.uri();
+    assert_eq!(attempt(&uri, "a", 0).await, 200);
+    sleep(Duration::from_millis(200)).await;
+    assert_eq!(attempt(&uri, "a", 1).await, 200);
+    assert_eq!(attempt(&uri, "a", 2).await, 429);
+    let body = client()
+        .get(format!("{uri}/report"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let served: capsize_mock::server::Report = serde_json::from_str(&body).expect(&body);
+    let here = m.report();
+    // The same run, read twice: everything equal but the instant of the reading.
+    assert_eq!(served.generation, 0);
+    assert!(served.elapsed_us >= 200_000 && served.elapsed_us <= here.elapsed_us);
+    assert_eq!(served.counters, here.counters);
+    assert_eq!(
+        (served.counters.received, served.counters.rate_limited),
+        (3, 1)
+    );
+    assert_eq!(served.traffic.traffic.retried, 2);
+    // The retry waits come back as the same histogram: two waits, the first ≥ 200 ms.
+    assert_eq!(served.traffic.retry_waits, here.traffic.retry_waits);
+    assert_eq!(served.traffic.retry_waits.len(), 2);
+    assert!(served.traffic.retry_waits.max() >= 200_000);
+    // The bins' counts too (the open bin's mean in flight moves with the instant of reading).
+    let counts = |r: &capsize_mock::server::Report| -> Vec<[u64; 6]> {
+        let bins = r.traffic.series.bins.iter();
+        bins.map(|b| {
+            [
+                b.received,
+                b.charged,
+                b.rate_limited,
+                b.errored,
+                b.tokens,
+                b.in_flight_peak,
+            ]
+        })
+        .collect()
+    };
+    assert_eq!(counts(&served), counts(&here));
+    assert_eq!(counts(&served), vec![[3, 2, 1, 0, 4, 1]]);
+    // A reset starts a new run: the next report is generation 1, and empty.
+    m.reset();
+    let after = m.report();
+    assert_eq!((after.generation, after.counters.received), (1, 0));
+    // Only GET.
+    let post = client().post(format!("{uri}/report")).send().await.unwrap();
+    assert_eq!(post.status().as_u16(), 405);
+}

@@ -304,6 +304,8 @@ impl Shared {
                 ))
             }
             "/stats" => answer(not_allowed(Api::OpenAi, "GET", method, path)),
+            "/report" if get => answer(Reply::json(200, &self.run().report())),
+            "/report" => answer(not_allowed(Api::OpenAi, "GET", method, path)),
             "/config" if get => answer(Reply::json(200, &self.described)),
             "/config" => answer(not_allowed(Api::OpenAi, "GET", method, path)),
             "/reset" if post => {

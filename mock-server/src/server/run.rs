@@ -6,9 +6,10 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
+use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
-use super::traffic::TrafficLog;
+use super::traffic::{TrafficLog, TrafficReport};
 use crate::config::ProviderConfig;
 use crate::model::{Counters, ProviderModel};
 
@@ -54,6 +55,36 @@ impl Run {
     pub(crate) fn phase_counters(&self) -> Vec<Counters> {
         self.model().phase_counters().to_vec()
     }
+
+    /// Everything this run has seen, now.
+    pub(crate) fn report(&self) -> Report {
+        Report {
+            generation: self.generation,
+            elapsed_us: u64::try_from(self.start.elapsed().as_micros()).unwrap_or(u64::MAX),
+            counters: self.counters(),
+            phases: self.phase_counters(),
+            traffic: self.traffic.report(),
+        }
+    }
+}
+
+/// What one run has seen, as `GET /report` serves it (and `capsize exec` reports it): which
+/// run, how long since it started, the model's counters (each phase's too) and the clients'
+/// traffic, with the per-second series, the busiest 60 s and the retry waits. Two readings of
+/// one run are ordered by `elapsed_us`; a later one holds everything an earlier one does.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    /// Resets before this run (0: the run the server started with).
+    pub generation: u64,
+    /// Real time from the run's start (the server's start or its last reset) to the reading, µs.
+    pub elapsed_us: u64,
+    /// The model's counters.
+    pub counters: Counters,
+    /// Each phase's counters (none without phases).
+    #[serde(default)]
+    pub phases: Vec<Counters>,
+    /// The clients' traffic.
+    pub traffic: TrafficReport,
 }
 
 /// The current run, replaced whole by a reset.

@@ -6,13 +6,13 @@
 
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The most bins a series holds (a day of seconds); past it, pairs merge.
 pub const MAX_BINS: usize = 86_400;
 
 /// One bin of the series: what happened in its seconds.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Bin {
     /// Model requests decided (received by the model).
     pub received: u64,
@@ -31,7 +31,7 @@ pub struct Bin {
 }
 
 /// The series at some instant.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Series {
     /// Seconds each bin covers (1, or a power of two for a run over [`MAX_BINS`] seconds).
     pub bin_s: u64,

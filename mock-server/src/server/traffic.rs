@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use hdrhistogram::Histogram;
 use hyper::HeaderMap;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
 use super::series::{Decided, Series, Tally};
@@ -36,7 +36,7 @@ const MAX_KEY_BYTES: usize = 256;
 const MAX_WAIT_US: u64 = 365 * 86_400 * 1_000_000;
 
 /// What the clients did so far (real time).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Traffic {
     /// Model requests in flight now (received, not yet answered or abandoned).
     pub in_flight: u64,
@@ -51,8 +51,9 @@ pub struct Traffic {
     pub orphaned: u64,
 }
 
-/// Everything [`Traffic`] holds, and the series, busiest minute and retry waits.
-#[derive(Debug, Clone, PartialEq)]
+/// Everything [`Traffic`] holds, and the series, busiest minute and retry waits. As data
+/// (`GET /report`), the retry waits are their recorded values, `[[µs, count], ...]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TrafficReport {
     /// The counters.
     pub traffic: Traffic,
@@ -63,7 +64,38 @@ pub struct TrafficReport {
     /// The most tokens charged in any 60 whole seconds.
     pub peak_tokens_per_60s: u64,
     /// The wait before each retry linked to its previous attempt, in microseconds.
+    #[serde(with = "recorded")]
     pub retry_waits: Histogram<u64>,
+}
+
+/// A retry-wait histogram as its recorded values, `[[value, count], ...]` lowest first: read
+/// back into a histogram of the same bounds, it is the same histogram.
+mod recorded {
+    use hdrhistogram::Histogram;
+    use serde::de::Error as _;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(h: &Histogram<u64>, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(
+            h.iter_recorded()
+                .map(|v| (v.value_iterated_to(), v.count_at_value())),
+        )
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Histogram<u64>, D::Error> {
+        let pairs: Vec<(u64, u64)> = Vec::deserialize(d)?;
+        let mut h = super::waits();
+        for (value, count) in pairs {
+            h.record_n(value, count)
+                .map_err(|e| D::Error::custom(format!("retry wait {value} µs: {e:?}")))?;
+        }
+        Ok(h)
+    }
+}
+
+/// An empty retry-wait histogram: 1 µs to a year, 3 significant digits.
+fn waits() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, MAX_WAIT_US, 3).expect("valid histogram bounds")
 }
 
 #[derive(Debug)]
@@ -96,8 +128,7 @@ impl Default for State {
             tally: Tally::default(),
             links: HashMap::new(),
             order: VecDeque::new(),
-            waits: Histogram::new_with_bounds(1, MAX_WAIT_US, 3)
-                .expect("static histogram bounds are valid"),
+            waits: waits(),
         }
     }
 }
