@@ -7,10 +7,13 @@ use std::time::Duration;
 
 use clap::Args as ClapArgs;
 
-use super::{default_out, out, seed_flag, Failure};
+use super::run::ReplicaArgs;
+use super::{check_redis, check_target, default_out, out, seed_flag, Failure};
 use crate::analysis::check;
-use crate::engine::exec::{self as engine, Ending, ExecRequest};
-use crate::engine::scenario::Scenario;
+use crate::engine::exec::fleet::Member;
+use crate::engine::exec::{self as engine, AgentEnd, Ending, ExecRequest, Target};
+use crate::engine::scenario::{fnv1a_hex, Scenario};
+use crate::engine::sim::replica::{Record, ReplicaOf, RECORD_FILE};
 use crate::engine::summary::Summary;
 use crate::output::exec::{self as report, ExecSummary};
 use crate::output::files::OutputSet;
@@ -44,8 +47,20 @@ pub struct ExecArgs {
     timeout: Option<Duration>,
     /// Gate CI: check the scenario's [slo] objectives on summary.json (exit 0 all pass, 1 one
     /// fails, 2 an objective names a metric summary.json does not have, or there is none).
-    #[arg(long)]
+    /// Not with --replica: check the merged fleet's summary.json with `capsize check`.
+    #[arg(long, conflicts_with = "replica")]
     check: bool,
+    /// Send the agent to this running capsize mock (http://HOST:PORT) instead of starting one
+    /// here: it must serve the scenario's provider (its GET /config is compared), and it is
+    /// reset (POST /reset) before the agent starts. What it saw is read from its GET /report;
+    /// the agent's requests are not recorded (no calls.jsonl), nor its traces.
+    #[arg(long, value_name = "URL")]
+    target: Option<String>,
+    /// With --replica: the Redis (redis://HOST:PORT) the replicas start together on.
+    #[arg(long, value_name = "URL", requires = "replica")]
+    fleet_redis: Option<String>,
+    #[command(flatten)]
+    replica: ReplicaArgs,
     /// The agent: a command and its arguments, after `--`. {address} in an argument becomes
     /// the mock's HOST:PORT.
     #[arg(last = true, required = true, value_name = "COMMAND")]
@@ -85,6 +100,42 @@ struct Prepared<'a> {
     scenario: Scenario,
     dir: PathBuf,
     outputs: OutputSet<'a>,
+    target: Option<Target>,
+}
+
+/// The target and, for a replica, the fleet it is one of; refused in one line where a flag
+/// is missing.
+fn target_of(args: &ExecArgs) -> Result<Option<Target>, Failure> {
+    let replica = args.replica.of()?;
+    if let Some(url) = &args.target {
+        check_target(url).map_err(Failure::bad_input)?;
+    }
+    if let Some(url) = &args.fleet_redis {
+        check_redis(url).map_err(Failure::bad_input)?;
+    }
+    let Some(url) = &args.target else {
+        return match replica {
+            Some(r) => Err(Failure::bad_input(format!(
+                "--replica {}: the replicas' agents send to one provider: give --target URL (a `capsize mock` every replica reaches)",
+                r.label()
+            ))),
+            None => Ok(None),
+        };
+    };
+    let replica = match (replica, &args.fleet_redis) {
+        (Some(r), Some(redis)) => Some((r, redis.clone())),
+        (Some(r), None) => {
+            return Err(Failure::bad_input(format!(
+                "--replica {}: the replicas start together on Redis: give --fleet-redis redis://HOST:PORT",
+                r.label()
+            )))
+        }
+        (None, _) => None,
+    };
+    Ok(Some(Target {
+        url: url.trim_end_matches('/').to_string(),
+        replica,
+    }))
 }
 
 fn prepare(args: &ExecArgs) -> Result<Prepared<'_>, Failure> {
@@ -114,20 +165,56 @@ fn prepare(args: &ExecArgs) -> Result<Prepared<'_>, Failure> {
             )));
         }
     }
-    let dir = match &args.out {
-        Some(_) => default_out(&args.out, &scenario.name),
-        None => default_out(&None, &scenario.name).join("exec"),
-    };
+    let target = target_of(args)?;
+    let mut dir = exec_dir(&args.out, &scenario);
     let mut outputs = OutputSet::new();
     outputs.scenario(&args.scenario, &args.sets);
-    report::declare(&mut outputs, &dir);
+    match target.as_ref().and_then(|t| t.replica.as_ref()) {
+        Some((me, _)) => {
+            dir = dir.join(me.folder());
+            outputs.output(dir.join(RECORD_FILE), "--out");
+        }
+        None => report::declare(&mut outputs, &dir),
+    }
     outputs.check().map_err(|e| Failure::output(&e))?;
     Ok(Prepared {
         scenario,
         dir,
         outputs,
+        target,
     })
 }
+
+/// Where exec writes: `--out`, or capsize-out/<scenario name>/exec/.
+pub(super) fn exec_dir(out: &Option<PathBuf>, scenario: &Scenario) -> PathBuf {
+    match out {
+        Some(_) => default_out(out, &scenario.name),
+        None => default_out(&None, &scenario.name).join("exec"),
+    }
+}
+
+/// Puts `summary`'s summary.json and the `charts` (`report::charts` of what the provider saw)
+/// into `dir`.
+pub(super) fn put_summary<'a>(
+    outputs: &mut OutputSet<'a>,
+    dir: &std::path::Path,
+    summary: &ExecSummary,
+    charts: &'a [(&'static str, crate::output::report::charts::Chart)],
+) -> Result<(), Failure> {
+    let mut svgs = Vec::with_capacity(charts.len());
+    for (_, chart) in charts {
+        svgs.push(crate::output::report::charts::svg(chart).map_err(Failure::write_failed)?);
+    }
+    outputs.put(dir.join(report::SUMMARY), summary.to_json());
+    for ((stem, chart), svg) in charts.iter().zip(svgs) {
+        crate::output::report::charts::put(outputs, chart, dir, stem, svg);
+    }
+    Ok(())
+}
+
+/// The files [`put_summary`] writes, as the summary line names them.
+pub(super) const SUMMARY_FILES: &str =
+    "summary.json, requests_per_minute, tokens_per_minute, in_flight, rate_limited (.svg, .png)";
 
 impl Prepared<'_> {
     fn run(self, args: &ExecArgs) -> Result<ExitCode, Failure> {
@@ -139,71 +226,77 @@ impl Prepared<'_> {
             program: program.clone(),
             args: rest.to_vec(),
             timeout: args.timeout,
+            target: self.target.clone(),
         };
-        let outcome = engine::run(&self.scenario, &request).map_err(|e| {
-            if e.is_bad_input() {
-                Failure::bad_input(e)
-            } else {
-                Failure::run_failed(e)
-            }
+        let outcome = engine::run(&self.scenario, &request).map_err(|e| match e {
+            engine::ExecError::Stopped(sig) => Failure {
+                code: 128 + u8::try_from(sig).unwrap_or(0),
+                message: e.to_string(),
+            },
+            engine::ExecError::Target(sim) if super::is_bad_input(&sim) => Failure::bad_input(sim),
+            e if e.is_bad_input() => Failure::bad_input(e),
+            e => Failure::run_failed(e),
         })?;
         let command: Vec<String> = args
             .command
             .iter()
             .map(|a| a.to_string_lossy().into_owned())
             .collect();
-        let summary = ExecSummary::new(&self.scenario, &command, &outcome);
-        let charts = report::charts(&outcome.traffic.series, self.scenario.provider());
-        let mut svgs = Vec::with_capacity(charts.len());
-        for (_, chart) in &charts {
-            svgs.push(crate::output::report::charts::svg(chart).map_err(Failure::write_failed)?);
+        let code = match outcome.agent.ending {
+            Ending::TimedOut => ExitCode::from(EXIT_TIMED_OUT),
+            Ending::Interrupted(sig) => ExitCode::from(128 + u8::try_from(sig).unwrap_or(0)),
+            Ending::Exited => ExitCode::SUCCESS,
+        };
+        if let Some((me, _)) = self.target.clone().and_then(|t| t.replica) {
+            return self.write_replica(args, &me, command, outcome, code);
         }
+        let agents = [(command, outcome.agent)];
+        let summary = ExecSummary::new(&self.scenario, &agents, &outcome.report);
         let json = serde_json::to_value(&summary).expect("a summary always serialises");
         let checks = if args.check {
             check::objectives(&self.scenario.slo, &json)
         } else {
             Vec::new()
         };
+        let charts = report::charts(&outcome.report.traffic.series, self.scenario.provider());
         let mut outputs = self.outputs;
-        outputs.put(self.dir.join(report::SUMMARY), summary.to_json());
-        for ((stem, chart), svg) in charts.iter().zip(svgs) {
-            crate::output::report::charts::put(&mut outputs, chart, &self.dir, stem, svg);
-        }
-        let recorded = &outcome.recorded;
-        for name in &recorded.files {
-            let from = recorded.path(name);
-            outputs.put_with(self.dir.join(name), move |to| {
-                std::fs::copy(&from, to)
-                    .map(drop)
-                    .map_err(|e| format!("{}: {e}", from.display()))
-            });
+        put_summary(&mut outputs, &self.dir, &summary, &charts)?;
+        if let Some(recorded) = &outcome.recorded {
+            for name in &recorded.files {
+                let from = recorded.path(name);
+                outputs.put_with(self.dir.join(name), move |to| {
+                    std::fs::copy(&from, to)
+                        .map(drop)
+                        .map_err(|e| format!("{}: {e}", from.display()))
+                });
+            }
         }
         outputs.commit().map_err(|e| Failure::output(&e))?;
-        if report::agent_failed(&summary.agent) {
-            eprintln!(
-                "capsize: the agent failed: {}; its traffic is reported all the same",
-                report::agent_end(&summary.agent)
-            );
-        }
+        say_if_failed(&summary.agent);
         let dir = escape::terminal(&self.dir.display().to_string());
         let mut text = report::table(&summary);
-        text.push_str(&format!(
-            "  wrote {dir}/{{summary.json, requests_per_minute, tokens_per_minute, in_flight, rate_limited (.svg, .png)}}\n"
-        ));
-        let counts = recorded.counts;
-        text.push_str(&format!(
-            "  recorded {} requests in {dir}/calls.jsonl{}: capsize calibrate reads them\n",
-            counts.calls,
-            if counts.trace_requests > 0 {
-                format!(
-                    " and {} trace exports in {dir}/{}",
-                    counts.trace_requests,
-                    recorded.files[1..].join(", ")
-                )
-            } else {
-                String::new()
+        text.push_str(&format!("  wrote {dir}/{{{SUMMARY_FILES}}}\n"));
+        match &outcome.recorded {
+            Some(recorded) => {
+                let counts = recorded.counts;
+                text.push_str(&format!(
+                    "  recorded {} requests in {dir}/calls.jsonl{}: capsize calibrate reads them\n",
+                    counts.calls,
+                    if counts.trace_requests > 0 {
+                        format!(
+                            " and {} trace exports in {dir}/{}",
+                            counts.trace_requests,
+                            recorded.files[1..].join(", ")
+                        )
+                    } else {
+                        String::new()
+                    }
+                ));
             }
-        ));
+            None => text.push_str(
+                "  the agent's requests went to --target: not recorded here (no calls.jsonl)\n",
+            ),
+        }
         if args.check {
             text.push_str(&format!(
                 "\ncapsize exec --check: {} (seed {}, exec)\n\n{}",
@@ -214,11 +307,81 @@ impl Prepared<'_> {
         }
         let printed = out(&text);
         Ok(match outcome.agent.ending {
-            Ending::TimedOut => ExitCode::from(EXIT_TIMED_OUT),
-            Ending::Interrupted(sig) => ExitCode::from(128 + u8::try_from(sig).unwrap_or(0)),
             Ending::Exited if checks.iter().all(|c| c.pass) => printed,
             Ending::Exited => ExitCode::from(EXIT_CHECK_FAILED),
+            _ => code,
         })
+    }
+
+    /// A replica writes its `replica.json` (its agent's end, its reading of the target) and
+    /// says how its agent ended; the fleet's summary is `capsize merge`'s.
+    fn write_replica(
+        self,
+        args: &ExecArgs,
+        me: &ReplicaOf,
+        command: Vec<String>,
+        outcome: engine::ExecOutcome,
+        code: ExitCode,
+    ) -> Result<ExitCode, Failure> {
+        let at = args.scenario.display();
+        let bytes = capsize_files::read_regular_file(&args.scenario, u64::MAX)
+            .map_err(|e| Failure::bad_input(format!("{at}: cannot read: {e}")))?;
+        let mut sets = args.sets.clone();
+        if let Some(seed) = args.seed {
+            sets.push(format!("seed={seed}"));
+        }
+        let agent: AgentEnd = outcome.agent;
+        let member = Member {
+            command: command.clone(),
+            agent,
+            report: outcome.report,
+        };
+        let record = Record::new(
+            me,
+            &args.scenario.to_string_lossy(),
+            fnv1a_hex(&bytes),
+            &sets,
+            1.0,
+            member,
+        );
+        let text =
+            serde_json::to_string(&record).map_err(|e| Failure::write_failed(e.to_string()))?;
+        let mut outputs = self.outputs;
+        outputs.put(self.dir.join(RECORD_FILE), text + "\n");
+        outputs.commit().map_err(|e| Failure::output(&e))?;
+        let summary = ExecSummary::new(&self.scenario, &[(command, agent)], &record.outcome.report);
+        say_if_failed(&summary.agent);
+        let shown = escape::terminal(&self.dir.display().to_string());
+        let parent =
+            escape::terminal(&self.dir.parent().unwrap_or(&self.dir).display().to_string());
+        let verdict = if report::agent_failed(&summary.agent) {
+            "FAILED"
+        } else {
+            "ok"
+        };
+        let printed = out(&format!(
+            "replica {} of run {} ({}): agent {verdict}: {} after {:.1} s\n  wrote {shown}/{RECORD_FILE}\n  when all {} are done: capsize merge {parent}\n",
+            me.label(),
+            escape::terminal(&me.run_id),
+            escape::terminal(&self.scenario.name),
+            report::agent_end(&summary.agent),
+            summary.agent.wall_seconds,
+            me.count,
+        ));
+        Ok(match agent.ending {
+            Ending::Exited => printed,
+            _ => code,
+        })
+    }
+}
+
+/// Says on stderr that the agent failed, if it did (its traffic is reported all the same).
+pub(super) fn say_if_failed(agent: &crate::output::exec::AgentSummary) {
+    if report::agent_failed(agent) {
+        eprintln!(
+            "capsize: the agent failed: {}; its traffic is reported all the same",
+            report::agent_end(agent)
+        );
     }
 }
 

@@ -10,8 +10,11 @@ use clap::Args as ClapArgs;
 use super::{default_out, out, Failure};
 use crate::analysis::sweep::shard::{self, fnv1a_hex, Manifest, Read, RunLine};
 use crate::analysis::sweep::{self, Grid, GridError};
-use crate::engine::sim::replica::{self, Record, RECORD_FILE as RECORD};
+use crate::engine::exec::fleet::{self, Member};
+use crate::engine::sim::replica::{self, Piece, Record, RECORD_FILE as RECORD};
+use crate::engine::sim::SimOutcome;
 use crate::engine::summary::Summary;
+use crate::output::exec::ExecSummary;
 use crate::output::files::OutputSet;
 use crate::output::report::escape;
 use crate::output::sweep::shard::{MANIFEST, RUNS};
@@ -185,57 +188,106 @@ fn merge_shards(args: &MergeArgs, dirs: &[PathBuf]) -> ExitCode {
     super::sweep::write(&answer, &grid, &dir, outputs, repeats, None)
 }
 
-/// The fleet's summary from its replicas.
-fn merge_replicas(args: &MergeArgs, dirs: &[PathBuf]) -> ExitCode {
+/// Every `replica.json` in `dirs`, each with the folder it was read from.
+fn read_records<O: Piece>(dirs: &[PathBuf]) -> Result<Vec<(String, Record<O>)>, Failure> {
     let mut records = Vec::with_capacity(dirs.len());
     for d in dirs {
         let at = d.join(RECORD);
-        let read = capsize_files::read_regular_file(&at, MAX_MANIFEST_BYTES)
-            .map_err(|e| format!("{}: cannot read: {e}", at.display()))
-            .and_then(|b| {
-                String::from_utf8(b).map_err(|_| format!("{}: not UTF-8 text", at.display()))
-            })
-            .and_then(|t| Record::parse(&t).map_err(|e| format!("{}: {e}", at.display())));
-        match read {
-            Ok(r) => records.push((d.display().to_string(), r)),
-            Err(e) => return Failure::bad_input(e).exit(),
-        }
+        let record = read_text(&at)
+            .and_then(|t| Record::parse(&t).map_err(|e| format!("{}: {e}", at.display())))
+            .map_err(Failure::bad_input)?;
+        records.push((d.display().to_string(), record));
     }
-    let first = records[0].1.clone();
-    let path = match scenario_of(args, &first.scenario, &first.scenario_fnv1a, "replicas") {
-        Ok(p) => p,
-        Err(f) => return f.exit(),
-    };
-    let scenario = match crate::engine::scenario::load(&path, &first.sets) {
-        Ok(s) => s,
-        Err(e) => return Failure::bad_input(e).exit(),
-    };
-    let dir = default_out(&args.out, &scenario.name);
+    Ok(records)
+}
+
+/// A replica.json's text.
+fn read_text(at: &Path) -> Result<String, String> {
+    capsize_files::read_regular_file(at, MAX_MANIFEST_BYTES)
+        .map_err(|e| format!("{}: cannot read: {e}", at.display()))
+        .and_then(|b| String::from_utf8(b).map_err(|_| format!("{}: not UTF-8 text", at.display())))
+}
+
+/// A fleet's replicas, by what they ran: `capsize run` or `capsize exec` (the first one's
+/// kind; a replica of the other kind is refused when it is read).
+fn merge_replicas(args: &MergeArgs, dirs: &[PathBuf]) -> ExitCode {
+    let first = dirs[0].join(RECORD);
+    match read_text(&first).map(|t| replica::kind_of(&t)) {
+        Ok(Some(kind)) if kind == Member::KIND => merge_execs(args, dirs),
+        Ok(_) => merge_runs(args, dirs),
+        Err(e) => Failure::bad_input(e).exit(),
+    }
+}
+
+/// The outputs of a merge of the replicas in `dirs`, which ran the scenario at `path` with
+/// `sets`: every input declared.
+fn replica_outputs<'a>(path: &Path, sets: &[String], dirs: &[PathBuf]) -> OutputSet<'a> {
     let mut outputs = OutputSet::new();
-    outputs.scenario(&path, &first.sets);
+    outputs.scenario(path, sets);
     for d in dirs {
         outputs.input(d.join(RECORD), "a replica");
     }
-    crate::output::report::declare_run(&mut outputs, &dir);
-    if let Err(e) = outputs.check() {
-        return Failure::output(&e).exit();
-    }
-    let fleet = match replica::gather(records).and_then(replica::combine) {
-        Ok(o) => o,
-        Err(e) => return Failure::bad_input(e).exit(),
+    outputs
+}
+
+/// A real-time fleet's summary from its replicas (`capsize run --replica`).
+fn merge_runs(args: &MergeArgs, dirs: &[PathBuf]) -> ExitCode {
+    let go = || -> Result<ExitCode, Failure> {
+        let records = read_records::<replica::Outcome>(dirs)?;
+        let first = records[0].1.clone();
+        let path = scenario_of(args, &first.scenario, &first.scenario_fnv1a, "replicas")?;
+        let scenario =
+            crate::engine::scenario::load(&path, &first.sets).map_err(Failure::bad_input)?;
+        let dir = default_out(&args.out, &scenario.name);
+        let mut outputs = replica_outputs(&path, &first.sets, dirs);
+        crate::output::report::declare_run(&mut outputs, &dir);
+        outputs.check().map_err(|e| Failure::output(&e))?;
+        let outcomes = replica::gather(records).map_err(Failure::bad_input)?;
+        let fleet = replica::combine(outcomes.into_iter().map(SimOutcome::from).collect())
+            .map_err(Failure::bad_input)?;
+        let summary = Summary::new(&scenario, &fleet);
+        crate::output::report::put_run(&mut outputs, &dir, &summary, &fleet.recording);
+        outputs.commit().map_err(|e| Failure::output(&e))?;
+        let table = crate::output::report::table(&summary);
+        let shown = escape::terminal(&dir.display().to_string());
+        Ok(out(&format!(
+            "{table}\n  merged {} replicas of run {}\n  wrote {shown}/{{summary.json, query_latency.hgrm, call_latency.hgrm}}\n",
+            first.replicas,
+            escape::terminal(&first.run_id)
+        )))
     };
-    let summary = Summary::new(&scenario, &fleet);
-    crate::output::report::put_run(&mut outputs, &dir, &summary, &fleet.recording);
-    if let Err(e) = outputs.commit() {
-        return Failure::output(&e).exit();
-    }
-    let table = crate::output::report::table(&summary);
-    let shown = escape::terminal(&dir.display().to_string());
-    out(&format!(
-        "{table}\n  merged {} replicas of run {}\n  wrote {shown}/{{summary.json, query_latency.hgrm, call_latency.hgrm}}\n",
-        first.replicas,
-        escape::terminal(&first.run_id)
-    ))
+    go().unwrap_or_else(Failure::exit)
+}
+
+/// The summary of agents that scaled out, from their replicas (`capsize exec --replica`).
+fn merge_execs(args: &MergeArgs, dirs: &[PathBuf]) -> ExitCode {
+    let go = || -> Result<ExitCode, Failure> {
+        let records = read_records::<Member>(dirs)?;
+        let first = records[0].1.clone();
+        let path = scenario_of(args, &first.scenario, &first.scenario_fnv1a, "replicas")?;
+        let scenario = crate::engine::scenario::load_for_exec(&path, &first.sets)
+            .map_err(Failure::bad_input)?;
+        let dir = super::exec::exec_dir(&args.out, &scenario);
+        let members = replica::gather(records).map_err(Failure::bad_input)?;
+        let fleet = fleet::combine(members).map_err(Failure::bad_input)?;
+        let summary = ExecSummary::new(&scenario, &fleet.agents, &fleet.report);
+        let charts = crate::output::exec::charts(&fleet.report.traffic.series, scenario.provider());
+        let mut outputs = replica_outputs(&path, &first.sets, dirs);
+        crate::output::exec::declare(&mut outputs, &dir);
+        outputs.check().map_err(|e| Failure::output(&e))?;
+        super::exec::put_summary(&mut outputs, &dir, &summary, &charts)?;
+        outputs.commit().map_err(|e| Failure::output(&e))?;
+        super::exec::say_if_failed(&summary.agent);
+        let shown = escape::terminal(&dir.display().to_string());
+        Ok(out(&format!(
+            "{}\n  merged {} replicas of run {}\n  wrote {shown}/{{{}}}\n",
+            crate::output::exec::table(&summary),
+            first.replicas,
+            escape::terminal(&first.run_id),
+            super::exec::SUMMARY_FILES
+        )))
+    };
+    go().unwrap_or_else(Failure::exit)
 }
 
 /// The shard in `dir`.

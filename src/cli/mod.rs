@@ -314,19 +314,10 @@ pub(crate) fn realtime_options(
         ));
     }
     if let Some(url) = &args.target {
-        if !url.starts_with("http://") || url.len() <= "http://".len() {
-            return Err(format!(
-                "--target {url:?}: must be an http:// URL, e.g. http://127.0.0.1:8080"
-            ));
-        }
+        check_target(url)?;
     }
     if let Some(url) = &args.fleet_redis {
-        if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
-            return Err(format!(
-                "--fleet-redis {:?}: must be a redis:// URL, e.g. redis://127.0.0.1:6379",
-                capsize_scheduler::limit::shared::redact_url(url)
-            ));
-        }
+        check_redis(url)?;
     }
     Ok(Some(RealtimeOptions {
         announce: None,
@@ -336,6 +327,27 @@ pub(crate) fn realtime_options(
         single_run,
         replica: None,
     }))
+}
+
+/// Refuses a `--target` that is not an `http://` URL.
+pub(crate) fn check_target(url: &str) -> Result<(), String> {
+    if !url.starts_with("http://") || url.len() <= "http://".len() {
+        return Err(format!(
+            "--target {url:?}: must be an http:// URL, e.g. http://127.0.0.1:8080"
+        ));
+    }
+    Ok(())
+}
+
+/// Refuses a `--fleet-redis` that is not a `redis://` (or `rediss://`) URL.
+pub(crate) fn check_redis(url: &str) -> Result<(), String> {
+    if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
+        return Err(format!(
+            "--fleet-redis {:?}: must be a redis:// URL, e.g. redis://127.0.0.1:6379",
+            capsize_scheduler::limit::shared::redact_url(url)
+        ));
+    }
+    Ok(())
 }
 
 /// Loads the scenario with its overrides (and seed).

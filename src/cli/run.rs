@@ -31,12 +31,19 @@ pub struct RunArgs {
     /// percentiles.
     #[arg(long)]
     timeseries: bool,
-    /// Run replica I of the scenario's fleet of K (fleet.replicas) in this process, one of K
-    /// processes on this machine or others: its share of the sessions or arrivals, against
-    /// --target, starting when all K have joined the run on --fleet-redis (where a shared
-    /// limiter keeps its buckets for the K). Real time only; needs --run-id. Writes
-    /// replica-I-of-K/ (its summary.json and replica.json); `capsize merge` makes the fleet's
-    /// summary from the K.
+    #[command(flatten)]
+    replica: ReplicaArgs,
+}
+
+/// The flags that make a process one replica of a run made of K processes (`run` and `exec`).
+#[derive(Debug, ClapArgs)]
+pub(super) struct ReplicaArgs {
+    /// Run replica I of K in this process, one of K processes on this machine or others, all
+    /// against --target, starting when all K have joined the run on --fleet-redis. `run`: the
+    /// replica's share of the fleet's sessions or arrivals (K = fleet.replicas; a shared
+    /// limiter keeps its buckets for the K there), real time only. `exec`: its own agent.
+    /// Needs --run-id. Writes replica-I-of-K/replica.json into --out; `capsize merge` makes
+    /// the run's summary from the K.
     #[arg(long, value_name = "I/K", requires = "run_id")]
     replica: Option<String>,
     /// The run's id, the same in every replica's process and new for each run (letters,
@@ -50,17 +57,28 @@ pub struct RunArgs {
     join_timeout: u64,
 }
 
+impl ReplicaArgs {
+    /// The replica this process is, if it is one.
+    pub(super) fn of(&self) -> Result<Option<ReplicaOf>, Failure> {
+        match (&self.replica, &self.run_id) {
+            (Some(r), Some(id)) => ReplicaOf::parse(r, id)
+                .map(|r| {
+                    Some(ReplicaOf {
+                        join_wait: std::time::Duration::from_secs(self.join_timeout),
+                        ..r
+                    })
+                })
+                .map_err(Failure::bad_input),
+            _ => Ok(None),
+        }
+    }
+}
+
 /// `capsize run`.
 pub fn run(args: RunArgs) -> ExitCode {
-    let replica = match (&args.replica, &args.run_id) {
-        (Some(r), Some(id)) => match ReplicaOf::parse(r, id) {
-            Ok(r) => Some(ReplicaOf {
-                join_wait: std::time::Duration::from_secs(args.join_timeout),
-                ..r
-            }),
-            Err(e) => return Failure::bad_input(e).exit(),
-        },
-        _ => None,
+    let replica = match args.replica.of() {
+        Ok(r) => r,
+        Err(f) => return f.exit(),
     };
     let mut outputs = OutputSet::new();
     let mut dir = PathBuf::new();
@@ -106,7 +124,7 @@ pub fn run(args: RunArgs) -> ExitCode {
             fnv1a_hex(&bytes),
             &args.input.sets_with_seed(),
             args.input.clock.time_scale.unwrap_or(1.0),
-            &outcome,
+            replica::Outcome::from(&outcome),
         );
         match serde_json::to_string(&record) {
             Ok(text) => outputs.put(dir.join(RECORD), text + "\n"),

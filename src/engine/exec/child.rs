@@ -9,7 +9,6 @@
 //! gets SIGKILL when capsize dies (`PR_SET_PDEATHSIG`, on Linux).
 
 use std::io::IsTerminal;
-use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -210,35 +209,49 @@ fn with_address(arg: &std::ffi::OsStr, address: &str) -> std::ffi::OsString {
     std::ffi::OsStr::from_bytes(&out).to_os_string()
 }
 
-/// `127.0.0.1,localhost`, then what `name` held, if anything.
-fn no_proxy(name: &str) -> String {
+/// `127.0.0.1,localhost`, the mock's `host` if it is another, then what `name` held, if
+/// anything.
+fn no_proxy(name: &str, host: &str) -> String {
+    let mut hosts = String::from("127.0.0.1,localhost");
+    if host != "127.0.0.1" && host != "localhost" {
+        hosts.push(',');
+        hosts.push_str(host);
+    }
     match std::env::var(name) {
-        Ok(v) if !v.trim().is_empty() => format!("127.0.0.1,localhost,{v}"),
-        _ => "127.0.0.1,localhost".into(),
+        Ok(v) if !v.trim().is_empty() => format!("{hosts},{v}"),
+        _ => hosts,
     }
 }
 
 impl Agent {
-    /// Starts the agent against the mock at `address`.
-    pub(super) fn spawn(request: &ExecRequest, address: SocketAddr) -> Result<Agent, ExecError> {
+    /// Starts the agent against the mock at `address` (`HOST:PORT`); with `traces`, its OTLP
+    /// exports go to the mock too.
+    pub(super) fn spawn(
+        request: &ExecRequest,
+        address: &str,
+        traces: bool,
+    ) -> Result<Agent, ExecError> {
         let watchdog = Watchdog::start().map_err(|e| {
             ExecError::System(format!("cannot start the agent's process group: {e}"))
         })?;
-        let host = address.to_string();
-        let uri = format!("http://{host}");
+        let uri = format!("http://{address}");
+        // The mock's host goes straight to it, never through a proxy.
+        let host = address.rsplit_once(':').map_or(address, |(h, _)| h);
         let mut cmd = Command::new(&request.program);
-        cmd.args(request.args.iter().map(|a| with_address(a, &host)))
+        cmd.args(request.args.iter().map(|a| with_address(a, address)))
             .env("OPENAI_BASE_URL", format!("{uri}/v1"))
             .env("ANTHROPIC_BASE_URL", &uri)
             .env("CAPSIZE_MOCK_URL", &uri)
-            // An instrumented agent exports its spans to the mock, which records them.
-            .env("OTEL_EXPORTER_OTLP_ENDPOINT", &uri)
-            .env("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
             .env("OPENAI_API_KEY", DUMMY_KEY)
             .env("ANTHROPIC_API_KEY", DUMMY_KEY)
-            .env("NO_PROXY", no_proxy("NO_PROXY"))
-            .env("no_proxy", no_proxy("no_proxy"))
+            .env("NO_PROXY", no_proxy("NO_PROXY", host))
+            .env("no_proxy", no_proxy("no_proxy", host))
             .process_group(watchdog.pid);
+        if traces {
+            // An instrumented agent exports its spans to the mock, which records them.
+            cmd.env("OTEL_EXPORTER_OTLP_ENDPOINT", &uri)
+                .env("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf");
+        }
         // SAFETY: the closure makes only async-signal-safe calls (prctl, getppid) and allocates
         // nothing, as code between fork and exec must.
         #[cfg(target_os = "linux")]

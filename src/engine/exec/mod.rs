@@ -6,6 +6,14 @@
 //! arguments ([`ADDRESS`]) until it exits, is timed out or is interrupted; what the mock saw of
 //! it is the outcome.
 //!
+//! Or the agent is sent to a mock already running (`--target`): it is checked to serve the
+//! scenario's provider and reset before the agent starts, and what it saw is read from its
+//! `GET /report` after the agent ends. Agents that scale out run as K processes against one
+//! target, each a replica (`--replica I/K`): they start together on the Redis of
+//! `--fleet-redis` (the first replica resets the target before it joins), and each reads the
+//! target when its agent is done; the latest reading, taken after every agent ended, is the
+//! fleet's ([`fleet`]).
+//!
 //! The agent runs in a process group of its own, so that it and everything it started can be
 //! stopped together: on a timeout, or on SIGINT, SIGTERM or SIGHUP to capsize, the group gets
 //! SIGTERM (and SIGCONT, so a stopped agent acts on it), and SIGKILL after [`KILL_GRACE`] (at
@@ -17,20 +25,22 @@
 #![allow(clippy::disallowed_methods)] // real time: tokio's clock and signals by design
 
 mod child;
+pub mod fleet;
 pub mod record;
 
 use std::ffi::OsString;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use capsize_mock::server::{MockProvider, ServerConfig, ServerError, TrafficReport};
-use capsize_mock::Counters;
+use capsize_mock::server::{MockProvider, Report, ServerConfig, ServerError};
+use serde::{Deserialize, Serialize};
 use thiserror::Error;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::time::Instant;
 
 use crate::engine::scenario::Scenario;
-use crate::engine::sim::mock_configs;
+use crate::engine::sim::replica::{start_together, ReplicaOf};
+use crate::engine::sim::{mock_configs, target, SimError};
 use child::Agent;
 
 /// The placeholder replaced in the command's arguments by the mock's `host:port`.
@@ -51,10 +61,32 @@ pub struct ExecRequest {
     pub args: Vec<OsString>,
     /// Stop the agent after this long.
     pub timeout: Option<Duration>,
+    /// A mock already running to send the agent to, instead of one started here.
+    pub target: Option<Target>,
+}
+
+/// A mock already running (`--target`), and the fleet this process is a replica of, if it is.
+#[derive(Debug, Clone)]
+pub struct Target {
+    /// Its base URL, `http://HOST:PORT`.
+    pub url: String,
+    /// This process's replica, and the Redis the replicas start together on.
+    pub replica: Option<(ReplicaOf, String)>,
+}
+
+impl Target {
+    /// `HOST:PORT` of the URL (what `{address}` becomes).
+    fn address(&self) -> &str {
+        let rest = self
+            .url
+            .split_once("://")
+            .map_or(self.url.as_str(), |(_, r)| r);
+        rest.split('/').next().unwrap_or(rest)
+    }
 }
 
 /// How the agent's run ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Ending {
     /// It exited by itself (with any code) or died on a signal nobody here sent.
     Exited,
@@ -76,7 +108,7 @@ impl Ending {
 }
 
 /// The agent's end.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct AgentEnd {
     /// Why it ended.
     pub ending: Ending,
@@ -93,14 +125,11 @@ pub struct AgentEnd {
 pub struct ExecOutcome {
     /// The agent's end.
     pub agent: AgentEnd,
-    /// The model's counters.
-    pub counters: Counters,
-    /// The model's counters in each phase of the provider.
-    pub phases: Vec<Counters>,
-    /// The clients' side: in flight, retries, orphans, the series.
-    pub traffic: TrafficReport,
-    /// Every request the mock saw, and the traces the agent exported to it.
-    pub recorded: record::Recorded,
+    /// What the mock saw: the model's counters (each phase's too) and the clients' traffic.
+    pub report: Report,
+    /// Every request the mock saw, and the traces the agent exported to it (a mock started
+    /// here only: a target's requests are not recorded here).
+    pub recorded: Option<record::Recorded>,
 }
 
 /// Why the agent could not be run.
@@ -123,6 +152,13 @@ pub enum ExecError {
     /// The mock provider did not start.
     #[error("cannot start the mock provider: {0}")]
     Mock(#[from] ServerError),
+    /// The target or the fleet's Redis refused, could not be reached, or answered something
+    /// unreadable.
+    #[error("{0}")]
+    Target(#[from] SimError),
+    /// capsize got this signal before the agent started: nothing was run.
+    #[error("stopped by signal {0} before the agent started: nothing was run")]
+    Stopped(i32),
     /// The runtime, a signal handler or the wait for the agent failed.
     #[error("{0}")]
     System(String),
@@ -133,7 +169,10 @@ impl ExecError {
     pub fn is_bad_input(&self) -> bool {
         matches!(
             self,
-            ExecError::NotFound(_) | ExecError::Spawn { .. } | ExecError::SeveralProviders(_)
+            ExecError::NotFound(_)
+                | ExecError::Spawn { .. }
+                | ExecError::SeveralProviders(_)
+                | ExecError::Target(SimError::Mismatch(_) | SimError::BadProvider(_))
         )
     }
 }
@@ -154,15 +193,15 @@ async fn exec(s: &Scenario, request: &ExecRequest) -> Result<ExecOutcome, ExecEr
     let mut sigterm = signal(SignalKind::terminate()).map_err(system)?;
     // The terminal or session going away stops the agent too, rather than orphaning it.
     let mut sighup = signal(SignalKind::hangup()).map_err(system)?;
-    let mut config = mock_for(s)?;
-    let recorder = record::Recorder::start()
-        .map_err(|e| ExecError::System(format!("cannot record the agent's calls: {e}")))?;
-    config.request_log = Some(recorder.request_log(&s.providers[0].name));
-    config.trace_sink = Some(recorder.trace_sink());
-    let mock = MockProvider::start(config, SocketAddr::from(([127, 0, 0, 1], 0))).await?;
-    let address = mock.address();
+    // A replica may wait long at the start line: a signal then stops it, with nothing run.
+    let provider = tokio::select! {
+        p = Provider::start(s, request.target.as_ref()) => p?,
+        _ = sigint.recv() => return Err(ExecError::Stopped(libc::SIGINT)),
+        _ = sigterm.recv() => return Err(ExecError::Stopped(libc::SIGTERM)),
+        _ = sighup.recv() => return Err(ExecError::Stopped(libc::SIGHUP)),
+    };
     let start = Instant::now();
-    let mut agent = Agent::spawn(request, address)?;
+    let mut agent = Agent::spawn(request, provider.address(), provider.takes_traces())?;
     let deadline = request.timeout.map(|t| start + t);
     let mut ending = Ending::Exited;
     // When the group gets SIGKILL, once it has been told to stop.
@@ -216,17 +255,7 @@ async fn exec(s: &Scenario, request: &ExecRequest) -> Result<ExecOutcome, ExecEr
     let status = agent
         .reap()
         .map_err(|e| ExecError::System(format!("cannot collect the agent's exit: {e}")))?;
-    settle(&mock).await;
-    let (counters, phases, traffic) = (
-        mock.counters(),
-        mock.phase_counters(),
-        mock.traffic_report(),
-    );
-    // The mock stopped, every request has left and been recorded.
-    drop(mock);
-    let recorded = recorder
-        .finish()
-        .map_err(|e| ExecError::System(format!("cannot record the agent's calls: {e}")))?;
+    let (report, recorded) = provider.finish().await?;
     Ok(ExecOutcome {
         agent: AgentEnd {
             ending,
@@ -234,11 +263,103 @@ async fn exec(s: &Scenario, request: &ExecRequest) -> Result<ExecOutcome, ExecEr
             signal: status.1,
             wall,
         },
-        counters,
-        phases,
-        traffic,
+        report,
         recorded,
     })
+}
+
+/// Where the agent's calls go.
+enum Provider {
+    /// A mock started here for this agent, recording what it sees.
+    Local {
+        mock: MockProvider,
+        recorder: record::Recorder,
+        address: String,
+    },
+    /// A mock already running (`--target`), perhaps shared with the fleet's other replicas.
+    Target {
+        client: reqwest::Client,
+        target: Target,
+    },
+}
+
+impl Provider {
+    /// The mock for `s`'s provider, ready for the agent: started here and recording, or the
+    /// target checked, reset (by the fleet's first replica) and, for a replica, every replica
+    /// joined at the start line.
+    async fn start(s: &Scenario, to: Option<&Target>) -> Result<Provider, ExecError> {
+        let mut config = mock_for(s)?;
+        let Some(t) = to else {
+            let recorder = record::Recorder::start()
+                .map_err(|e| ExecError::System(format!("cannot record the agent's calls: {e}")))?;
+            config.request_log = Some(recorder.request_log(&s.providers[0].name));
+            config.trace_sink = Some(recorder.trace_sink());
+            let mock = MockProvider::start(config, SocketAddr::from(([127, 0, 0, 1], 0))).await?;
+            let address = mock.address().to_string();
+            return Ok(Provider::Local {
+                mock,
+                recorder,
+                address,
+            });
+        };
+        let client = target::client()?;
+        let base = t.url.trim_end_matches('/');
+        target::reach(&client, base, true).await?;
+        target::same_model(&client, base, &config).await?;
+        if t.replica.as_ref().is_none_or(|(me, _)| me.index == 0) {
+            target::start_clean(&client, base, false).await?;
+        }
+        if let Some((me, redis)) = &t.replica {
+            start_together(redis, me).await?;
+        }
+        Ok(Provider::Target {
+            client,
+            target: t.clone(),
+        })
+    }
+
+    /// `HOST:PORT`.
+    fn address(&self) -> &str {
+        match self {
+            Provider::Local { address, .. } => address,
+            Provider::Target { target, .. } => target.address(),
+        }
+    }
+
+    /// Whether the agent's traces go to the mock (one started here records them).
+    fn takes_traces(&self) -> bool {
+        matches!(self, Provider::Local { .. })
+    }
+
+    /// What the mock saw, once what the agent left in flight has settled (at most [`SETTLE`]);
+    /// a mock started here is stopped, and its recording finished.
+    async fn finish(self) -> Result<(Report, Option<record::Recorded>), ExecError> {
+        let until = Instant::now() + SETTLE;
+        match self {
+            Provider::Local { mock, recorder, .. } => {
+                while mock.traffic().in_flight > 0 && Instant::now() < until {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                let report = mock.report();
+                // The mock stopped, every request has left and been recorded.
+                drop(mock);
+                let recorded = recorder.finish().map_err(|e| {
+                    ExecError::System(format!("cannot record the agent's calls: {e}"))
+                })?;
+                Ok((report, Some(recorded)))
+            }
+            Provider::Target { client, target } => {
+                let base = target.url.trim_end_matches('/');
+                loop {
+                    let report = target::report(&client, base).await?;
+                    if report.traffic.traffic.in_flight == 0 || Instant::now() >= until {
+                        return Ok((report, None));
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+        }
+    }
 }
 
 /// The mock for `s`'s one provider (with the named latencies and error rates its calls may ask
@@ -255,13 +376,4 @@ fn mock_for(s: &Scenario) -> Result<ServerConfig, ExecError> {
         .into_iter()
         .next()
         .ok_or_else(|| ExecError::System("the scenario's provider has no endpoint".into()))
-}
-
-/// Waits until nothing is in flight at the mock (it notices a closed connection soon, not at
-/// once), or [`SETTLE`] at most.
-async fn settle(mock: &MockProvider) {
-    let until = Instant::now() + SETTLE;
-    while mock.traffic().in_flight > 0 && Instant::now() < until {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }

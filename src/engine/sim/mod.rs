@@ -18,6 +18,7 @@ pub mod live;
 mod realtime;
 pub mod replica;
 pub(crate) mod runtime;
+pub mod target;
 
 pub use realtime::{
     mock_config, mock_configs, run_realtime, run_realtime_with, Announcement, RealtimeOptions,

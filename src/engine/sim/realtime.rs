@@ -18,12 +18,12 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
-use capsize_mock::server::{differences, Described, MockProvider, ServerConfig};
-use capsize_mock::Counters;
+use capsize_mock::server::{MockProvider, ServerConfig};
 use tokio::time::Instant;
 
 use super::replica::{self, ReplicaOf};
 use super::runtime::RealClock;
+use super::target;
 use super::{drive, horizon, live, schedulers, total, Mode, RunExtras, SimError, SimOutcome};
 use crate::engine::provider::http::{HttpProvider, HttpTarget};
 use crate::engine::recorder::Recorder;
@@ -174,42 +174,22 @@ async fn realtime(
             mocks.iter().map(MockProvider::uri).collect()
         }
     };
-    let client = reqwest::Client::builder()
-        .no_proxy()
-        .build()
-        .map_err(|e| SimError::Unreachable(format!("cannot build an HTTP client: {e}")))?;
+    let client = target::client()?;
     // A target that is not there fails now, in one line, not as a run of failed calls.
     for base in &bases {
-        client
-            .get(format!("{base}/healthz"))
-            .send()
-            .await
-            .and_then(reqwest::Response::error_for_status)
-            .map_err(|e| {
-                let why = if e.is_connect() {
-                    match opts.target {
-                        Some(_) => "nothing listens there: start `capsize mock --scenario FILE` at that address, or drop --target to start one in-process".to_string(),
-                        None => "the in-process mock does not answer".to_string(),
-                    }
-                } else if e.is_timeout() {
-                    "no answer in time".to_string()
-                } else {
-                    e.to_string()
-                };
-                SimError::Unreachable(format!("{base}/healthz: {why}"))
-            })?;
+        target::reach(&client, base, opts.target.is_some()).await?;
     }
     let before = match (&opts.target, &opts.replica) {
         (Some(_), None) => {
-            same_model(&client, &bases[0], &configs[0]).await?;
-            start_clean(&client, &bases[0], opts.single_run).await?
+            target::same_model(&client, &bases[0], &configs[0]).await?;
+            target::start_clean(&client, &bases[0], opts.single_run).await?
         }
         // The fleet's first replica resets the target for the whole run, before it joins:
         // the run starts only once every replica has joined, so after the reset.
         (Some(_), Some(r)) => {
-            same_model(&client, &bases[0], &configs[0]).await?;
+            target::same_model(&client, &bases[0], &configs[0]).await?;
             if r.index == 0 {
-                start_clean(&client, &bases[0], false).await?;
+                target::start_clean(&client, &bases[0], false).await?;
             }
             None
         }
@@ -274,7 +254,7 @@ async fn realtime(
     let driven = driven.ok_or(SimError::Watchdog(horizon(s)))?;
     let (mut endpoints, mut phases) = (Vec::new(), Vec::new());
     for base in &bases {
-        let mut s = stats(&client, base).await?;
+        let mut s = target::stats(&client, base).await?;
         if let Some(before) = &before {
             s = s.since(before);
         }
@@ -363,77 +343,6 @@ async fn progress(recorder: &Recorder, scale: TimeScale) {
     }
 }
 
-/// What `GET /stats` says of the model (the rest of it is the clients' traffic).
-#[derive(serde::Deserialize)]
-struct Stats {
-    #[serde(flatten)]
-    counters: Counters,
-    /// Each phase's counters (absent: the provider has no phases).
-    #[serde(default)]
-    phases: Vec<Counters>,
-}
-
-impl Stats {
-    /// What was counted since `before`, an earlier reading of the same provider.
-    fn since(self, before: &Stats) -> Stats {
-        let phases = self
-            .phases
-            .iter()
-            .enumerate()
-            .map(|(i, c)| c.since(before.phases.get(i).copied().unwrap_or_default()))
-            .collect();
-        Stats {
-            counters: self.counters.since(before.counters),
-            phases,
-        }
-    }
-}
-
-/// Puts the provider at `base` back to a clean start (`POST /reset`) before a run: `None`, it
-/// counts from 0. A provider that cannot be reset (anything but a 2xx answer) is refused for
-/// one of several runs (`single_run` false), which would each inherit the earlier ones'
-/// windows and counts; for a single run its counters now are returned, to be taken off the
-/// counters after the run (none if it cannot say: then the counters after the run are read as
-/// they are, if they can be).
-async fn start_clean(
-    client: &reqwest::Client,
-    base: &str,
-    single_run: bool,
-) -> Result<Option<Stats>, SimError> {
-    let url = format!("{base}/reset");
-    let answer = client
-        .post(&url)
-        .send()
-        .await
-        .map_err(|e| SimError::Unreachable(format!("{url}: {e}")))?;
-    let status = answer.status();
-    if status.is_success() {
-        return Ok(None);
-    }
-    if !single_run {
-        return Err(SimError::Mismatch(format!(
-            "--target {base} cannot be reset (POST /reset answered {status}), and each run of this command must start on a clean provider: point --target at a capsize mock (it serves POST /reset), or leave --target out and capsize starts a fresh mock for each run"
-        )));
-    }
-    Ok(stats(client, base).await.ok())
-}
-
-/// The mock's own counters, from `GET /stats`.
-async fn stats(client: &reqwest::Client, base: &str) -> Result<Stats, SimError> {
-    let url = format!("{base}/stats");
-    let body = client
-        .get(&url)
-        .send()
-        .await
-        .and_then(reqwest::Response::error_for_status)
-        .map_err(|e| SimError::Unreachable(format!("{url}: {e}")))?
-        .bytes()
-        .await
-        .map_err(|e| SimError::Unreachable(format!("{url}: {e}")))?;
-    // The same counters the mock serialises: every key present, each a non-negative integer.
-    serde_json::from_slice(&body).map_err(|e| SimError::BadProvider(format!("{url}: {e}")))
-}
-
 /// Sets the soft limit on open files to the hard limit (best effort: unchanged on failure).
 fn raise_open_files_limit() {
     let mut limit = libc::rlimit {
@@ -448,36 +357,4 @@ fn raise_open_files_limit() {
             libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
         }
     }
-}
-
-/// Checks that the mock at `base` serves `config`'s model (its seed aside).
-async fn same_model(
-    client: &reqwest::Client,
-    base: &str,
-    config: &ServerConfig,
-) -> Result<(), SimError> {
-    let url = format!("{base}/config");
-    let unreadable = |e: String| {
-        SimError::Mismatch(format!(
-            "{url}: cannot tell what the mock serves ({e}); start it with this version of capsize (capsize mock --scenario ...)"
-        ))
-    };
-    let body = client
-        .get(&url)
-        .send()
-        .await
-        .and_then(reqwest::Response::error_for_status)
-        .map_err(|e| unreadable(e.to_string()))?
-        .bytes()
-        .await
-        .map_err(|e| unreadable(e.to_string()))?;
-    let served: Described = serde_json::from_slice(&body).map_err(|e| unreadable(e.to_string()))?;
-    let diffs = differences(&config.described().model, &served.model);
-    if diffs.is_empty() {
-        return Ok(());
-    }
-    Err(SimError::Mismatch(format!(
-        "{base} serves another provider than this run expects: {}",
-        diffs.join("; ")
-    )))
 }

@@ -12,6 +12,7 @@
 use std::time::Duration;
 
 use capsize_mock::Counters;
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use super::{LimitStats, Mode, SimError, SimOutcome};
@@ -312,11 +313,23 @@ impl From<Outcome> for SimOutcome {
     }
 }
 
+/// What one replica of a run hands `capsize merge`, by the kind of run: a fleet's real-time
+/// run ([`Outcome`]), an agent's exec (`engine::exec::fleet::Piece`).
+pub trait Piece: Serialize + DeserializeOwned + Clone {
+    /// The record's `kind`, which a merge reads first.
+    const KIND: &'static str;
+}
+
+impl Piece for Outcome {
+    const KIND: &'static str = "capsize fleet replica";
+}
+
 /// What a replica hands `capsize merge` (`replica.json`): which replica of which run, of which
 /// scenario and overrides, and its whole outcome.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Record {
-    /// Always "capsize fleet replica".
+#[serde(bound = "O: Piece")]
+pub struct Record<O> {
+    /// `O::KIND`.
     pub kind: String,
     /// [`SCHEMA_VERSION`].
     pub schema_version: u32,
@@ -337,7 +350,7 @@ pub struct Record {
     /// The run's time scale.
     pub time_scale: f64,
     /// What it recorded and saw.
-    pub outcome: Outcome,
+    pub outcome: O,
 }
 
 /// The file a replica's [`Record`] is written to, in its folder (and read from by a merge).
@@ -345,9 +358,17 @@ pub const RECORD_FILE: &str = "replica.json";
 
 /// The replica record's schema: a merge refuses any other.
 pub const SCHEMA_VERSION: u32 = 1;
-const KIND: &str = "capsize fleet replica";
 
-impl Record {
+/// The `kind` of a `replica.json`'s text, if it has one.
+pub fn kind_of(text: &str) -> Option<String> {
+    #[derive(Deserialize)]
+    struct Kind {
+        kind: String,
+    }
+    serde_json::from_str::<Kind>(text).ok().map(|k| k.kind)
+}
+
+impl<O: Piece> Record<O> {
     /// The record of `me`'s run of `scenario` (its path, its file's FNV-1a, the overrides).
     pub fn new(
         me: &ReplicaOf,
@@ -355,10 +376,10 @@ impl Record {
         scenario_fnv1a: String,
         sets: &[String],
         time_scale: f64,
-        outcome: &SimOutcome,
-    ) -> Record {
+        outcome: O,
+    ) -> Record<O> {
         Record {
-            kind: KIND.into(),
+            kind: O::KIND.into(),
             schema_version: SCHEMA_VERSION,
             capsize: env!("CARGO_PKG_VERSION").into(),
             run_id: me.run_id.clone(),
@@ -368,16 +389,16 @@ impl Record {
             scenario_fnv1a,
             sets: sets.to_vec(),
             time_scale,
-            outcome: Outcome::from(outcome),
+            outcome,
         }
     }
 
     /// Reads a `replica.json`'s text; `Err` says what is wrong with it.
-    pub fn parse(text: &str) -> Result<Record, String> {
-        let r: Record = serde_json::from_str(text).map_err(|e| e.to_string())?;
-        if r.kind != KIND {
-            return Err(format!("kind {:?}: not a fleet replica ({KIND:?})", r.kind));
+    pub fn parse(text: &str) -> Result<Record<O>, String> {
+        if let Some(kind) = kind_of(text).filter(|k| k != O::KIND) {
+            return Err(format!("kind {kind:?}: expected {:?}", O::KIND));
         }
+        let r: Record<O> = serde_json::from_str(text).map_err(|e| e.to_string())?;
         if r.schema_version != SCHEMA_VERSION {
             return Err(format!(
                 "schema_version {}: this capsize reads {SCHEMA_VERSION}",
@@ -391,7 +412,7 @@ impl Record {
     }
 
     /// What differs between two replicas' runs (`None`: replicas of one run).
-    pub fn differs(&self, o: &Record) -> Option<String> {
+    pub fn differs(&self, o: &Record<O>) -> Option<String> {
         let say = |what: &str, a: &dyn std::fmt::Debug, b: &dyn std::fmt::Debug| {
             Some(format!("{what} {a:?} and {b:?}"))
         };
@@ -423,11 +444,11 @@ impl Record {
 
 /// Checks `records` (each with where it was read from) are every replica of one run, once,
 /// and returns their outcomes in replica order.
-pub fn gather(records: Vec<(String, Record)>) -> Result<Vec<SimOutcome>, String> {
+pub fn gather<O: Piece>(records: Vec<(String, Record<O>)>) -> Result<Vec<O>, String> {
     let Some((first_from, first)) = records.first().cloned() else {
         return Err("no replica to merge".into());
     };
-    let mut slots: Vec<Option<(String, Outcome)>> = vec![None; first.replicas as usize];
+    let mut slots: Vec<Option<(String, O)>> = vec![None; first.replicas as usize];
     for (from, r) in records {
         if let Some(what) = first.differs(&r) {
             return Err(format!(
@@ -458,11 +479,7 @@ pub fn gather(records: Vec<(String, Record)>) -> Result<Vec<SimOutcome>, String>
             missing.join(", ")
         ));
     }
-    Ok(slots
-        .into_iter()
-        .flatten()
-        .map(|(_, o)| SimOutcome::from(o))
-        .collect())
+    Ok(slots.into_iter().flatten().map(|(_, o)| o).collect())
 }
 
 /// The later of two readings of one target's counters (they only grow): the one that has

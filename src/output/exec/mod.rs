@@ -10,7 +10,9 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use crate::engine::exec::{Ending, ExecOutcome};
+use capsize_mock::server::Report;
+
+use crate::engine::exec::{AgentEnd, Ending};
 use crate::engine::scenario::Scenario;
 use crate::engine::summary::{Percentiles, PhaseCounts, ProviderCounts, SCHEMA_VERSION};
 use crate::fmt::fmt_num;
@@ -41,7 +43,8 @@ pub struct AgentSummary {
 pub struct InFlight {
     /// The most at once.
     pub peak: u64,
-    /// The mean over the mock's life (started just before the agent, stopped just after).
+    /// The mean over the mock's run: from its start (just before the agent) or, for a
+    /// `--target`, its reset (before the replicas joined), to the reading after the agent.
     pub mean: f64,
 }
 
@@ -56,8 +59,12 @@ pub struct ExecSummary {
     pub seed: u64,
     /// `exec`.
     pub mode: String,
-    /// The agent.
+    /// The agent. Of a fleet of agents run as replicas (`--replica`, merged): the first
+    /// replica whose agent failed, else the first, with the longest wall time of them all.
     pub agent: AgentSummary,
+    /// A fleet's agents, in replica order (absent for one agent).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub replicas: Vec<AgentSummary>,
     /// The provider's counters and its busiest 60 s, as in a run's summary.json.
     pub provider: ProviderCounts,
     /// Requests in flight.
@@ -80,6 +87,17 @@ pub struct ExecSummary {
     pub peak_tpm_utilization: Option<f64>,
 }
 
+/// How one agent ended, as summary.json writes it.
+fn agent_summary(command: &[String], a: &AgentEnd) -> AgentSummary {
+    AgentSummary {
+        command: command.to_vec(),
+        ended: a.ending.name().into(),
+        exit_code: a.exit_code.map(i64::from),
+        signal: a.signal.map(i64::from),
+        wall_seconds: round3(a.wall.as_secs_f64()),
+    }
+}
+
 fn round3(v: f64) -> f64 {
     (v * 1000.0).round() / 1000.0
 }
@@ -89,38 +107,40 @@ fn ratio(v: f64, limit: Option<f64>) -> Option<f64> {
 }
 
 impl ExecSummary {
-    /// The summary of `outcome`, an exec of `command` against `scenario`'s provider.
-    pub fn new(scenario: &Scenario, command: &[String], outcome: &ExecOutcome) -> Self {
-        let t = &outcome.traffic;
-        let a = &outcome.agent;
+    /// The summary of `agents` (each its command line and end: one, or a fleet's in replica
+    /// order) run against `scenario`'s provider, which saw what `report` holds.
+    pub fn new(scenario: &Scenario, agents: &[(Vec<String>, AgentEnd)], report: &Report) -> Self {
+        let members: Vec<AgentSummary> = agents.iter().map(|(c, a)| agent_summary(c, a)).collect();
+        let wall = agents.iter().map(|(_, a)| a.wall).max().unwrap_or_default();
+        let mut agent = members
+            .iter()
+            .find(|a| agent_failed(a))
+            .or(members.first())
+            .cloned()
+            .unwrap_or_default();
+        agent.wall_seconds = round3(wall.as_secs_f64());
+        let t = &report.traffic;
         let charged: u64 = t.series.bins.iter().map(|b| b.charged).sum();
         // Over at least a minute: a run of a few seconds is not a rate per minute.
-        let minutes = a.wall.as_secs_f64().max(60.0) / 60.0;
-        let per_min = |n: u64| {
-            if minutes > 0.0 {
-                n as f64 / minutes
-            } else {
-                0.0
-            }
-        };
-        let p = &outcome.counters;
+        let minutes = wall.as_secs_f64().max(60.0) / 60.0;
+        let per_min = |n: u64| n as f64 / minutes;
+        let p = &report.counters;
         ExecSummary {
             schema_version: SCHEMA_VERSION,
             scenario: scenario.name.clone(),
             seed: scenario.seed,
             mode: "exec".into(),
-            agent: AgentSummary {
-                command: command.to_vec(),
-                ended: a.ending.name().into(),
-                exit_code: a.exit_code.map(i64::from),
-                signal: a.signal.map(i64::from),
-                wall_seconds: round3(a.wall.as_secs_f64()),
+            agent,
+            replicas: if members.len() > 1 {
+                members
+            } else {
+                Vec::new()
             },
             provider: ProviderCounts {
                 counters: *p,
                 peak_requests_per_60s: t.peak_requests_per_60s,
                 peak_tokens_per_60s: t.peak_tokens_per_60s,
-                phases: PhaseCounts::of(scenario.provider(), &outcome.phases),
+                phases: PhaseCounts::of(scenario.provider(), &report.phases),
             },
             in_flight: InFlight {
                 peak: t.traffic.in_flight_peak,
