@@ -79,7 +79,10 @@ enum Command {
     /// capsize-out/<name>/): byte for byte what the unsharded sweep writes. Replicas (`capsize
     /// run --replica I/K`): checks they are every replica of one run, adds what they recorded
     /// (histograms, counters, the per-second series) and writes the fleet's summary.json and
-    /// .hgrm files. Exit 2 when a piece is missing, given twice or of another sweep or run.
+    /// .hgrm files. Agents' replicas (`capsize exec --replica I/K`): every agent's end and the
+    /// target's last reading, as exec's summary.json and charts (default
+    /// capsize-out/<name>/exec/). Exit 2 when a piece is missing, given twice or of another
+    /// sweep or run.
     Merge(merge::MergeArgs),
     /// Find the largest (--max) or smallest (--min) value of one key that meets the objectives.
     ///
@@ -146,6 +149,12 @@ enum Command {
     /// 5 s, the outputs are written with what was seen, and capsize exits 3 (timeout), 130
     /// (SIGINT), 143 (SIGTERM) or 129 (SIGHUP). Whatever the agent leaves running in its process group when it exits is
     /// killed.
+    ///
+    /// --target URL sends the agent to a capsize mock already running (checked to serve the
+    /// scenario's provider, reset first, read after). Agents that scale out run as K processes,
+    /// each `--replica I/K --run-id ID --target URL --fleet-redis URL`: they start together
+    /// on Redis, each writes replica-I-of-K/replica.json, and `capsize merge` writes the
+    /// fleet's summary.
     Exec(exec::ExecArgs),
     /// Measure a scenario from your own traces, request logs or exec recordings, and check it.
     ///
@@ -166,7 +175,7 @@ enum Command {
     ///
     /// The same provider model as the simulator, behind OpenAI- and Anthropic-compatible
     /// endpoints (POST /v1/chat/completions, POST /v1/messages, POST /tools/NAME, GET /stats,
-    /// GET /healthz). Prints its address as the first line on stdout; stops on Ctrl-C or
+    /// GET /report, GET /config, POST /reset, GET /healthz). Prints its address as the first line on stdout; stops on Ctrl-C or
     /// SIGTERM. Also installed as the `capsize-mock` binary.
     Mock(capsize_mock::cli::MockArgs),
 }
