@@ -15,12 +15,11 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::Path;
 use std::process::{Command, Stdio};
 
 use common::redis::Redis;
 use common::temp::Temp;
-use common::{capsize, spawn_mock, stderr};
+use common::{capsize, get_json, read_json, spawn_mock, stderr};
 use serde_json::Value;
 
 /// 30 requests a minute, in whole minutes from the start (the reset); calls take 20 ms.
@@ -85,25 +84,6 @@ fn agent_command(n: u32) -> Vec<String> {
         "--ignored".into(),
         "--quiet".into(),
     ]
-}
-
-fn read_json(path: &Path) -> Value {
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_json::from_str(&text).expect("JSON")
-}
-
-fn get_json(base: &str, path: &str) -> Value {
-    let addr = base.trim_start_matches("http://");
-    let mut conn = TcpStream::connect(addr).expect("the mock listens");
-    write!(
-        conn,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .expect("send");
-    let mut text = String::new();
-    conn.read_to_string(&mut text).expect("an answer");
-    let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
-    serde_json::from_str(body).unwrap_or_else(|e| panic!("{path}: {e}: {text}"))
 }
 
 fn num(v: &Value, path: &[&str]) -> u64 {

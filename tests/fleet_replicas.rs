@@ -10,39 +10,17 @@
 
 mod common;
 
-use std::path::Path;
 use std::process::{Command, Stdio};
 
 use common::redis::Redis;
 use common::temp::Temp;
-use common::{capsize, spawn_mock, stderr};
+use common::{capsize, get_json, read_json, spawn_mock, stderr};
 use serde_json::Value;
 
 /// The fleet tests' 16 users on a 600 RPM key for 150 s, on three replicas sharing one limiter.
 fn fleet() -> String {
     include_str!("data/fleet/users-16.toml").replace("duration_s = 180", "duration_s = 150")
         + "[fleet]\nreplicas = 3\nlimiter = \"shared\"\n"
-}
-
-fn read_json(path: &Path) -> Value {
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_json::from_str(&text).expect("JSON")
-}
-
-/// `GET path` from the mock at `base` (http://host:port), its JSON body.
-fn get_json(base: &str, path: &str) -> Value {
-    use std::io::{Read, Write};
-    let addr = base.trim_start_matches("http://");
-    let mut conn = std::net::TcpStream::connect(addr).expect("the mock listens");
-    write!(
-        conn,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .expect("send");
-    let mut text = String::new();
-    conn.read_to_string(&mut text).expect("an answer");
-    let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
-    serde_json::from_str(body).unwrap_or_else(|e| panic!("{path}: {e}: {text}"))
 }
 
 fn num(v: &Value, path: &[&str]) -> f64 {

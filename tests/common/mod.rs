@@ -77,3 +77,26 @@ pub fn spawn_mock(scenario: &std::path::Path, scale: &str) -> (std::process::Chi
         .expect("the address line");
     (mock, first.trim().to_string())
 }
+
+/// The JSON file at `path`.
+pub fn read_json(path: &std::path::Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).expect("JSON")
+}
+
+/// `GET path` from the mock at `base` (http://host:port), its JSON body: plain HTTP/1.1 over a
+/// socket.
+pub fn get_json(base: &str, path: &str) -> serde_json::Value {
+    use std::io::{Read, Write};
+    let addr = base.trim_start_matches("http://");
+    let mut conn = std::net::TcpStream::connect(addr).expect("the mock listens");
+    write!(
+        conn,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .expect("send");
+    let mut text = String::new();
+    conn.read_to_string(&mut text).expect("an answer");
+    let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("{path}: {e}: {text}"))
+}

@@ -97,23 +97,22 @@ pub async fn start_clean(
 
 /// The mock's own counters, from `GET /stats`.
 pub async fn stats(client: &reqwest::Client, base: &str) -> Result<Stats, SimError> {
-    let url = format!("{base}/stats");
-    let body = client
-        .get(&url)
-        .send()
-        .await
-        .and_then(reqwest::Response::error_for_status)
-        .map_err(|e| SimError::Unreachable(format!("{url}: {e}")))?
-        .bytes()
-        .await
-        .map_err(|e| SimError::Unreachable(format!("{url}: {e}")))?;
     // The same counters the mock serialises: every key present, each a non-negative integer.
-    serde_json::from_slice(&body).map_err(|e| SimError::BadProvider(format!("{url}: {e}")))
+    get(client, base, "/stats").await
 }
 
 /// Everything the mock at `base` has seen of its current run, from `GET /report`.
 pub async fn report(client: &reqwest::Client, base: &str) -> Result<Report, SimError> {
-    let url = format!("{base}/report");
+    get(client, base, "/report").await
+}
+
+/// `GET path` at `base`, its JSON body read as `T`: unreachable, or unreadable (named).
+async fn get<T: serde::de::DeserializeOwned>(
+    client: &reqwest::Client,
+    base: &str,
+    path: &str,
+) -> Result<T, SimError> {
+    let url = format!("{base}{path}");
     let body = client
         .get(&url)
         .send()
@@ -123,11 +122,7 @@ pub async fn report(client: &reqwest::Client, base: &str) -> Result<Report, SimE
         .bytes()
         .await
         .map_err(|e| SimError::Unreachable(format!("{url}: {e}")))?;
-    serde_json::from_slice(&body).map_err(|e| {
-        SimError::BadProvider(format!(
-            "{url}: {e} (a capsize mock of this version serves it)"
-        ))
-    })
+    serde_json::from_slice(&body).map_err(|e| SimError::BadProvider(format!("{url}: {e}")))
 }
 
 /// Checks that the mock at `base` serves `config`'s model (its seed aside).
