@@ -343,6 +343,7 @@ impl MockArgs {
             ttft: None,
             tpot: None,
             max_output_tokens: None,
+            price: None,
             phases: Vec::new(),
         }
     }

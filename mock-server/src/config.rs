@@ -10,6 +10,7 @@ use crate::error::ConfigError;
 use crate::latency::{Latency, RawLatency};
 use crate::limits::{show, MAX_DURATION_SECS, MAX_IN_FLIGHT, MAX_PER_MINUTE};
 use crate::phases::{Phase, RawPhase};
+use crate::price::{Price, RawPrice};
 use crate::tokens::{RawTokens, Tokens, MAX_TOKENS};
 use crate::window::WindowKind;
 
@@ -123,6 +124,9 @@ pub struct RawProvider {
     /// absent: [`DEFAULT_MAX_OUTPUT_TOKENS`]. A request asking for more is answered 400.
     #[serde(default)]
     pub max_output_tokens: Option<u64>,
+    /// What it bills (absent: nothing is priced).
+    #[serde(default)]
+    pub price: Option<RawPrice>,
     /// Incidents: stretches of the run with other values of these keys, or an outage.
     #[serde(default)]
     pub phases: Vec<RawPhase>,
@@ -175,6 +179,8 @@ pub struct ProviderConfig {
     /// The most output tokens a request may ask for, and a generated answer may have: a
     /// `max_tokens` above it is answered 400 (over HTTP); an answer is cut at it.
     pub max_output_tokens: u64,
+    /// What it bills (`None`: nothing is priced).
+    pub price: Option<Price>,
     /// Incidents, in time order (empty: the provider never changes).
     pub phases: Vec<Phase>,
 }
@@ -198,6 +204,7 @@ impl ProviderConfig {
             timeout_rate: 0.0,
             generation: None,
             max_output_tokens: DEFAULT_MAX_OUTPUT_TOKENS,
+            price: None,
             phases: Vec::new(),
         }
     }
@@ -319,6 +326,7 @@ impl RawProvider {
             timeout_rate,
             generation: self.generation(base)?,
             max_output_tokens: self.max_output_tokens()?,
+            price: self.price.map(|p| p.build("provider.price")).transpose()?,
             phases: crate::phases::build(self, base)?,
         })
     }

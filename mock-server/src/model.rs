@@ -22,6 +22,7 @@ use crate::headers::go_duration;
 use crate::latency::Latency;
 use crate::limits::duration_from_ms;
 use crate::phases::{self, Outage};
+use crate::price::Bill;
 use crate::split::{Split, SplitLimits};
 use crate::window::{Limit, Usage, Window};
 
@@ -70,6 +71,9 @@ pub struct Decision {
     /// A generated answer (a model call to a generating provider, served): its output tokens
     /// and when its first token is ready, from arrival (queueing included).
     pub generated: Option<Generated>,
+    /// What this request was billed, if it was (a provider with a `price`; see
+    /// [`crate::price`]).
+    pub bill: Option<Bill>,
 }
 
 /// What a generating provider made of a model call.
@@ -175,6 +179,9 @@ pub struct Counters {
     pub timed_out: u64,
     /// Tokens charged against the quota (saturating at `u64::MAX`).
     pub tokens_charged: u64,
+    /// What was billed (see [`crate::price`]); written only when something was.
+    #[serde(default, skip_serializing_if = "Bill::is_empty")]
+    pub billed: Bill,
 }
 
 impl Counters {
@@ -187,6 +194,7 @@ impl Counters {
             errored: self.errored + o.errored,
             timed_out: self.timed_out + o.timed_out,
             tokens_charged: self.tokens_charged.saturating_add(o.tokens_charged),
+            billed: self.billed.plus(o.billed),
         }
     }
 
@@ -199,6 +207,7 @@ impl Counters {
             errored: self.errored.saturating_sub(before.errored),
             timed_out: self.timed_out.saturating_sub(before.timed_out),
             tokens_charged: self.tokens_charged.saturating_sub(before.tokens_charged),
+            billed: self.billed.since(before.billed),
         }
     }
 }
@@ -312,6 +321,7 @@ impl ProviderModel {
                 _ => None,
             },
             generated: None,
+            bill: None,
         }
     }
 
@@ -525,6 +535,16 @@ impl ProviderModel {
             Outcome::Timeout => self.counters.timed_out += 1,
             _ => self.counters.errored += 1,
         }
+        // An answer is billed: served, or (`bill_errors`) failed by the model.
+        let bill = cfg.price.filter(|p| match outcome {
+            Outcome::Served => true,
+            Outcome::Error(_) => p.bill_errors,
+            _ => false,
+        });
+        let bill = bill.map(|p| p.bill(cost.input, made.map_or(cost.output, |(n, _)| n)));
+        if let Some(b) = bill {
+            self.counters.billed = self.counters.billed.plus(b);
+        }
         if let (Outcome::Served, Some((n, _)), Some(ticket)) = (outcome, made, ticket) {
             // The output is charged as max_tokens until the last token, then as what it was.
             self.split
@@ -553,6 +573,7 @@ impl ProviderModel {
                     output_tokens,
                     first_token: (start - now).saturating_add(first),
                 }),
+            bill,
         }
     }
 }

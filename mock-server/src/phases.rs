@@ -72,6 +72,8 @@ pub struct RawPhase {
     pub ttft: Option<RawLatency>,
     /// Overrides `tpot` (of a generating provider).
     pub tpot: Option<RawLatency>,
+    /// Overrides `price` (a model swapped in for the phase).
+    pub price: Option<crate::price::RawPrice>,
 }
 
 /// A validated phase: when it is in force and the provider during it.
@@ -149,6 +151,7 @@ impl RawPhase {
             .or_else(|| base.output_tokens.clone());
         p.ttft = self.ttft.clone().or_else(|| base.ttft.clone());
         p.tpot = self.tpot.clone().or_else(|| base.tpot.clone());
+        p.price = self.price.or(base.price);
         p
     }
 

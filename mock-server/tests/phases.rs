@@ -74,6 +74,7 @@ fn a_limit_cut_in_half_counts_what_the_window_already_holds() {
             errored: 0,
             timed_out: 0,
             tokens_charged: 300,
+            billed: Default::default(),
         }]
     );
     assert_eq!(m.counters().received, 121);

@@ -69,6 +69,9 @@ impl ServerConfig {
             put("provider.ttft", format!("{:?}", g.ttft));
             put("provider.tpot", format!("{:?}", g.tpot));
         }
+        if let Some(price) = &p.price {
+            put("provider.price", format!("{price:?}"));
+        }
         if !p.phases.is_empty() {
             put("provider.phases", format!("{:?}", p.phases));
         }

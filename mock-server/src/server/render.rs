@@ -97,6 +97,10 @@ pub(super) fn render(ask: &Ask, d: &Decision, id: u64, wall_now: Duration) -> Re
     let mut reply = Reply::json(status, &body)
         .header("x-request-id", format!("req_mock_{id}"))
         .header(CHARGED_HEADER, if d.charged { "true" } else { "false" });
+    // What it was billed: a client books what it used by it.
+    if let Some(b) = d.bill {
+        reply = reply.header(crate::price::BILL_HEADER, b.header());
+    }
     // Each API's own headers: OpenAI's x-ratelimit-* and retry-after-ms; Anthropic's
     // anthropic-ratelimit-* and a retry-after in whole seconds only.
     match ask.api {

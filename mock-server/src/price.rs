@@ -1,0 +1,274 @@
+//! What a provider bills: its prices per million tokens of each kind (`price = {
+//! input_per_mtok, output_per_mtok, cached_input_per_mtok, cached_input_share, bill_errors }`),
+//! and which answers are billed.
+//!
+//! An answered request is billed: served, even to a client that had stopped waiting for it
+//! (the provider did the work), and with `bill_errors` a 5xx the model failed an accepted
+//! request with. A refusal (429, a request too large, an outage's or a full provider's 503) is
+//! not, nor a request never answered. A request's prompt is its tokens less its `max_tokens`;
+//! its output is what it generated (a generating provider), else its `max_tokens`. Of the
+//! prompt, `cached_input_share` is billed at the cached rate (rounded to whole tokens).
+//!
+//! Money is counted in whole picodollars (10⁻¹² $): a price per million tokens of up to six
+//! decimals is a whole number of picodollars per token, so a bill is exact and the same
+//! whatever order its requests are added in. A total saturates at about $18 million.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::ConfigError;
+
+/// Picodollars per dollar.
+pub const PICODOLLARS: f64 = 1e12;
+/// The highest price accepted, in dollars per million tokens.
+pub const MAX_PER_MTOK: f64 = 1e6;
+
+/// The `price` table as written: dollars per million tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPrice {
+    /// A prompt's tokens.
+    pub input_per_mtok: f64,
+    /// An answer's tokens.
+    pub output_per_mtok: f64,
+    /// A prompt's tokens read from the provider's cache (absent: the input price).
+    pub cached_input_per_mtok: Option<f64>,
+    /// The share of each prompt read from the cache, in [0, 1].
+    #[serde(default)]
+    pub cached_input_share: f64,
+    /// Whether a 5xx answer to an accepted request is billed.
+    #[serde(default)]
+    pub bill_errors: bool,
+}
+
+/// A validated price: picodollars per token of each kind.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Price {
+    /// A prompt's token.
+    pub input: u64,
+    /// A cached prompt token.
+    pub cached_input: u64,
+    /// An answer's token.
+    pub output: u64,
+    /// The share of a prompt read from the cache.
+    pub cached_input_share: f64,
+    /// Whether a 5xx answer to an accepted request is billed.
+    pub bill_errors: bool,
+}
+
+/// What was billed: requests, tokens of each kind, and their price.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Bill {
+    /// Requests billed.
+    pub requests: u64,
+    /// Prompt tokens billed at the input rate.
+    pub input_tokens: u64,
+    /// Prompt tokens billed at the cached rate.
+    pub cached_input_tokens: u64,
+    /// Answer tokens billed.
+    pub output_tokens: u64,
+    /// Their price, in picodollars (saturating).
+    pub picodollars: u64,
+}
+
+impl Bill {
+    /// Whether nothing was billed.
+    pub fn is_empty(&self) -> bool {
+        *self == Bill::default()
+    }
+
+    /// Both bills added.
+    pub fn plus(self, o: Bill) -> Bill {
+        Bill {
+            requests: self.requests.saturating_add(o.requests),
+            input_tokens: self.input_tokens.saturating_add(o.input_tokens),
+            cached_input_tokens: self
+                .cached_input_tokens
+                .saturating_add(o.cached_input_tokens),
+            output_tokens: self.output_tokens.saturating_add(o.output_tokens),
+            picodollars: self.picodollars.saturating_add(o.picodollars),
+        }
+    }
+
+    /// What was billed since `before`, an earlier reading (or a part) of this bill.
+    pub fn since(self, before: Bill) -> Bill {
+        Bill {
+            requests: self.requests.saturating_sub(before.requests),
+            input_tokens: self.input_tokens.saturating_sub(before.input_tokens),
+            cached_input_tokens: self
+                .cached_input_tokens
+                .saturating_sub(before.cached_input_tokens),
+            output_tokens: self.output_tokens.saturating_sub(before.output_tokens),
+            picodollars: self.picodollars.saturating_sub(before.picodollars),
+        }
+    }
+
+    /// Every token billed.
+    pub fn tokens(&self) -> u64 {
+        self.input_tokens
+            .saturating_add(self.cached_input_tokens)
+            .saturating_add(self.output_tokens)
+    }
+
+    /// The price in dollars.
+    pub fn usd(&self) -> f64 {
+        self.picodollars as f64 / PICODOLLARS
+    }
+
+    /// The header a billed answer carries: `requests input cached output picodollars`.
+    pub fn header(&self) -> String {
+        format!(
+            "{} {} {} {} {}",
+            self.requests,
+            self.input_tokens,
+            self.cached_input_tokens,
+            self.output_tokens,
+            self.picodollars
+        )
+    }
+
+    /// Reads [`Bill::header`]'s value; `Err` says what is wrong with it.
+    pub fn parse_header(value: &str) -> Result<Bill, String> {
+        let n: Vec<u64> = value
+            .split_ascii_whitespace()
+            .map(str::parse)
+            .collect::<Result<_, _>>()
+            .map_err(|_| format!("{value:?} is not five whole numbers"))?;
+        match n[..] {
+            [requests, input_tokens, cached_input_tokens, output_tokens, picodollars] => Ok(Bill {
+                requests,
+                input_tokens,
+                cached_input_tokens,
+                output_tokens,
+                picodollars,
+            }),
+            _ => Err(format!("{value:?} is not five whole numbers")),
+        }
+    }
+}
+
+/// The header a billed answer carries its bill in ([`Bill::header`]).
+pub const BILL_HEADER: &str = "x-capsize-bill";
+
+impl Price {
+    /// The bill of one request of `input` prompt tokens and `output` answer tokens.
+    pub fn bill(&self, input: u64, output: u64) -> Bill {
+        let cached = ((input as f64) * self.cached_input_share).round() as u64;
+        let cached = cached.min(input);
+        let fresh = input - cached;
+        let pico = fresh
+            .saturating_mul(self.input)
+            .saturating_add(cached.saturating_mul(self.cached_input))
+            .saturating_add(output.saturating_mul(self.output));
+        Bill {
+            requests: 1,
+            input_tokens: fresh,
+            cached_input_tokens: cached,
+            output_tokens: output,
+            picodollars: pico,
+        }
+    }
+}
+
+/// Dollars per million tokens as picodollars per token: a number in [0, [`MAX_PER_MTOK`]]
+/// with at most six decimals.
+fn per_token(key: &str, per_mtok: f64) -> Result<u64, ConfigError> {
+    let pico = per_mtok * 1e6;
+    if !(per_mtok.is_finite() && (0.0..=MAX_PER_MTOK).contains(&per_mtok))
+        || (pico - pico.round()).abs() > 1e-6 * pico.max(1.0)
+    {
+        return Err(ConfigError::new(
+            key,
+            format!(
+                "must be dollars per million tokens in [0, {MAX_PER_MTOK}] with at most six decimals, got {per_mtok}"
+            ),
+        ));
+    }
+    Ok(pico.round() as u64)
+}
+
+impl RawPrice {
+    /// Validates the table; `key` names it in an error (`provider.price`).
+    pub fn build(&self, key: &str) -> Result<Price, ConfigError> {
+        let input = per_token(&format!("{key}.input_per_mtok"), self.input_per_mtok)?;
+        let share = self.cached_input_share;
+        if !(0.0..=1.0).contains(&share) {
+            return Err(ConfigError::new(
+                format!("{key}.cached_input_share"),
+                format!("must be a share in [0, 1], got {share}"),
+            ));
+        }
+        Ok(Price {
+            input,
+            cached_input: match self.cached_input_per_mtok {
+                Some(p) => per_token(&format!("{key}.cached_input_per_mtok"), p)?,
+                None => input,
+            },
+            output: per_token(&format!("{key}.output_per_mtok"), self.output_per_mtok)?,
+            cached_input_share: share,
+            bill_errors: self.bill_errors,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn price(input: f64, output: f64, cached: Option<f64>, share: f64) -> Price {
+        RawPrice {
+            input_per_mtok: input,
+            output_per_mtok: output,
+            cached_input_per_mtok: cached,
+            cached_input_share: share,
+            bill_errors: false,
+        }
+        .build("provider.price")
+        .expect("valid")
+    }
+
+    #[test]
+    fn a_bill_is_whole_picodollars_worked_by_hand() {
+        // $3 / $15 / $0.30 per million: 3,000,000 / 15,000,000 / 300,000 p$ a token.
+        let p = price(3.0, 15.0, Some(0.3), 0.25);
+        assert_eq!(
+            (p.input, p.output, p.cached_input),
+            (3_000_000, 15_000_000, 300_000)
+        );
+        // 1,000 prompt tokens, 250 of them cached; 200 answer tokens.
+        let b = p.bill(1_000, 200);
+        assert_eq!(
+            (b.input_tokens, b.cached_input_tokens, b.output_tokens),
+            (750, 250, 200)
+        );
+        // 750 x 3e6 + 250 x 3e5 + 200 x 15e6 = 2.25e9 + 7.5e7 + 3e9 = 5.325e9 p$.
+        assert_eq!(b.picodollars, 5_325_000_000);
+        assert!((b.usd() - 0.005325).abs() < 1e-15);
+        // A sixth decimal is a whole picodollar; a seventh is refused.
+        assert_eq!(price(0.000001, 0.0, None, 0.0).input, 1);
+        let err = RawPrice {
+            input_per_mtok: 0.0000001,
+            output_per_mtok: 1.0,
+            cached_input_per_mtok: None,
+            cached_input_share: 0.0,
+            bill_errors: false,
+        }
+        .build("provider.price")
+        .unwrap_err();
+        assert_eq!(err.key, "provider.price.input_per_mtok");
+        // No cached price: the cached share is billed at the input rate.
+        assert_eq!(
+            price(2.0, 8.0, None, 0.5).bill(10, 0).picodollars,
+            20_000_000
+        );
+    }
+
+    #[test]
+    fn the_header_reads_back_and_bad_ones_are_named() {
+        let b = price(3.0, 15.0, None, 0.0).bill(40, 2);
+        assert_eq!(Bill::parse_header(&b.header()), Ok(b));
+        for bad in ["", "1 2 3 4", "1 2 3 4 5 6", "1 2 x 4 5", "-1 2 3 4 5"] {
+            assert!(Bill::parse_header(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(b.plus(b).since(b), b);
+    }
+}
