@@ -66,8 +66,12 @@ pub struct Bill {
     pub cached_input_tokens: u64,
     /// Answer tokens billed.
     pub output_tokens: u64,
-    /// Their price, in picodollars (saturating).
-    pub picodollars: u64,
+    /// The prompt tokens' price at the input rate, in picodollars (saturating).
+    pub input_picodollars: u64,
+    /// The cached prompt tokens' price, in picodollars.
+    pub cached_input_picodollars: u64,
+    /// The answer tokens' price, in picodollars.
+    pub output_picodollars: u64,
 }
 
 impl Bill {
@@ -85,7 +89,11 @@ impl Bill {
                 .cached_input_tokens
                 .saturating_add(o.cached_input_tokens),
             output_tokens: self.output_tokens.saturating_add(o.output_tokens),
-            picodollars: self.picodollars.saturating_add(o.picodollars),
+            input_picodollars: self.input_picodollars.saturating_add(o.input_picodollars),
+            cached_input_picodollars: self
+                .cached_input_picodollars
+                .saturating_add(o.cached_input_picodollars),
+            output_picodollars: self.output_picodollars.saturating_add(o.output_picodollars),
         }
     }
 
@@ -98,7 +106,15 @@ impl Bill {
                 .cached_input_tokens
                 .saturating_sub(before.cached_input_tokens),
             output_tokens: self.output_tokens.saturating_sub(before.output_tokens),
-            picodollars: self.picodollars.saturating_sub(before.picodollars),
+            input_picodollars: self
+                .input_picodollars
+                .saturating_sub(before.input_picodollars),
+            cached_input_picodollars: self
+                .cached_input_picodollars
+                .saturating_sub(before.cached_input_picodollars),
+            output_picodollars: self
+                .output_picodollars
+                .saturating_sub(before.output_picodollars),
         }
     }
 
@@ -109,40 +125,55 @@ impl Bill {
             .saturating_add(self.output_tokens)
     }
 
-    /// The price in dollars.
-    pub fn usd(&self) -> f64 {
-        self.picodollars as f64 / PICODOLLARS
+    /// The whole price, in picodollars (saturating).
+    pub fn picodollars(&self) -> u64 {
+        self.input_picodollars
+            .saturating_add(self.cached_input_picodollars)
+            .saturating_add(self.output_picodollars)
     }
 
-    /// The header a billed answer carries: `requests input cached output picodollars`.
+    /// The price in dollars.
+    pub fn usd(&self) -> f64 {
+        self.picodollars() as f64 / PICODOLLARS
+    }
+
+    /// The header a billed answer carries: `requests input cached output` (tokens), then the
+    /// three prices in picodollars, in that order.
     pub fn header(&self) -> String {
         format!(
-            "{} {} {} {} {}",
+            "{} {} {} {} {} {} {}",
             self.requests,
             self.input_tokens,
             self.cached_input_tokens,
             self.output_tokens,
-            self.picodollars
+            self.input_picodollars,
+            self.cached_input_picodollars,
+            self.output_picodollars
         )
     }
 
     /// Reads [`Bill::header`]'s value; `Err` says what is wrong with it.
     pub fn parse_header(value: &str) -> Result<Bill, String> {
+        let bad = || format!("{value:?} is not seven whole numbers");
         let n: Vec<u64> = value
             .split_ascii_whitespace()
             .map(str::parse)
             .collect::<Result<_, _>>()
-            .map_err(|_| format!("{value:?} is not five whole numbers"))?;
-        match n[..] {
-            [requests, input_tokens, cached_input_tokens, output_tokens, picodollars] => Ok(Bill {
-                requests,
-                input_tokens,
-                cached_input_tokens,
-                output_tokens,
-                picodollars,
-            }),
-            _ => Err(format!("{value:?} is not five whole numbers")),
-        }
+            .map_err(|_| bad())?;
+        let [requests, input_tokens, cached_input_tokens, output_tokens, input_picodollars, cached_input_picodollars, output_picodollars] =
+            n[..]
+        else {
+            return Err(bad());
+        };
+        Ok(Bill {
+            requests,
+            input_tokens,
+            cached_input_tokens,
+            output_tokens,
+            input_picodollars,
+            cached_input_picodollars,
+            output_picodollars,
+        })
     }
 }
 
@@ -155,16 +186,14 @@ impl Price {
         let cached = ((input as f64) * self.cached_input_share).round() as u64;
         let cached = cached.min(input);
         let fresh = input - cached;
-        let pico = fresh
-            .saturating_mul(self.input)
-            .saturating_add(cached.saturating_mul(self.cached_input))
-            .saturating_add(output.saturating_mul(self.output));
         Bill {
             requests: 1,
             input_tokens: fresh,
             cached_input_tokens: cached,
             output_tokens: output,
-            picodollars: pico,
+            input_picodollars: fresh.saturating_mul(self.input),
+            cached_input_picodollars: cached.saturating_mul(self.cached_input),
+            output_picodollars: output.saturating_mul(self.output),
         }
     }
 }
@@ -241,7 +270,15 @@ mod tests {
             (750, 250, 200)
         );
         // 750 x 3e6 + 250 x 3e5 + 200 x 15e6 = 2.25e9 + 7.5e7 + 3e9 = 5.325e9 p$.
-        assert_eq!(b.picodollars, 5_325_000_000);
+        assert_eq!(
+            (
+                b.input_picodollars,
+                b.cached_input_picodollars,
+                b.output_picodollars
+            ),
+            (2_250_000_000, 75_000_000, 3_000_000_000)
+        );
+        assert_eq!(b.picodollars(), 5_325_000_000);
         assert!((b.usd() - 0.005325).abs() < 1e-15);
         // A sixth decimal is a whole picodollar; a seventh is refused.
         assert_eq!(price(0.000001, 0.0, None, 0.0).input, 1);
@@ -257,7 +294,7 @@ mod tests {
         assert_eq!(err.key, "provider.price.input_per_mtok");
         // No cached price: the cached share is billed at the input rate.
         assert_eq!(
-            price(2.0, 8.0, None, 0.5).bill(10, 0).picodollars,
+            price(2.0, 8.0, None, 0.5).bill(10, 0).picodollars(),
             20_000_000
         );
     }
@@ -266,7 +303,13 @@ mod tests {
     fn the_header_reads_back_and_bad_ones_are_named() {
         let b = price(3.0, 15.0, None, 0.0).bill(40, 2);
         assert_eq!(Bill::parse_header(&b.header()), Ok(b));
-        for bad in ["", "1 2 3 4", "1 2 3 4 5 6", "1 2 x 4 5", "-1 2 3 4 5"] {
+        for bad in [
+            "",
+            "1 2 3 4 5 6",
+            "1 2 3 4 5 6 7 8",
+            "1 2 x 4 5 6 7",
+            "-1 2 3 4 5 6 7",
+        ] {
             assert!(Bill::parse_header(bad).is_err(), "{bad:?}");
         }
         assert_eq!(b.plus(b).since(b), b);

@@ -50,13 +50,15 @@ fn a_served_answer_is_billed_and_a_refusal_is_not() {
         input_tokens: 800,
         cached_input_tokens: 0,
         output_tokens: 200,
-        picodollars: 5_400_000_000,
+        input_picodollars: 2_400_000_000,
+        cached_input_picodollars: 0,
+        output_picodollars: 3_000_000_000,
     };
     assert_eq!(d.bill, Some(first));
     // A tool call with no max_tokens: all prompt. 50 x 3e6 = 1.5e8 p$.
     let d = m.on_request(ms(1), 50);
     assert_eq!(
-        d.bill.map(|b| (b.input_tokens, b.picodollars)),
+        d.bill.map(|b| (b.input_tokens, b.picodollars())),
         Some((50, 150_000_000))
     );
     // The minute's two are spent: a 429, not billed.
@@ -64,7 +66,7 @@ fn a_served_answer_is_billed_and_a_refusal_is_not() {
     assert_eq!((d.outcome, d.bill), (Outcome::RateLimited, None));
     let c = m.counters();
     assert_eq!(c.billed.requests, 2);
-    assert_eq!(c.billed.picodollars, 5_550_000_000);
+    assert_eq!(c.billed.picodollars(), 5_550_000_000);
     assert_eq!(c.billed.usd(), 0.00555);
 }
 
@@ -81,7 +83,7 @@ fn a_generating_provider_bills_what_it_generated_and_caches_a_share() {
         (500, 500, 120)
     );
     // 500 x 2.5e6 + 500 x 1.25e6 + 120 x 10e6 = 1.25e9 + 6.25e8 + 1.2e9 = 3.075e9 p$.
-    assert_eq!(b.picodollars, 3_075_000_000);
+    assert_eq!(b.picodollars(), 3_075_000_000);
 }
 
 #[test]
@@ -119,11 +121,15 @@ fn a_phase_bills_at_its_own_price() {
     let during = m.on_request(ms(15_000), 100).bill.expect("billed");
     let after = m.on_request(ms(25_000), 100).bill.expect("billed");
     assert_eq!(
-        [before.picodollars, during.picodollars, after.picodollars],
+        [
+            before.picodollars(),
+            during.picodollars(),
+            after.picodollars()
+        ],
         [300_000_000, 3_000_000_000, 300_000_000]
     );
     assert_eq!(m.phase_counters()[0].billed, during);
-    assert_eq!(m.counters().billed.picodollars, 3_600_000_000);
+    assert_eq!(m.counters().billed.picodollars(), 3_600_000_000);
 }
 
 #[test]
@@ -165,7 +171,7 @@ async fn a_billed_answer_carries_its_bill_and_stats_add_them_up() {
     let bill = Bill::parse_header(&bill).expect("a bill");
     // 40 tokens, max_tokens 1: a 39-token prompt and a 1-token answer.
     assert_eq!(
-        (bill.input_tokens, bill.output_tokens, bill.picodollars),
+        (bill.input_tokens, bill.output_tokens, bill.picodollars()),
         (39, 1, 39 * 3_000_000 + 15_000_000)
     );
     let refused = send().await;
@@ -173,5 +179,5 @@ async fn a_billed_answer_carries_its_bill_and_stats_add_them_up() {
     assert!(refused.headers().get("x-capsize-bill").is_none());
     let stats = common::stats(&m).await;
     assert_eq!(stats["billed"]["requests"], 1);
-    assert_eq!(stats["billed"]["picodollars"], bill.picodollars);
+    assert_eq!(stats["billed"]["output_picodollars"], 15_000_000);
 }
