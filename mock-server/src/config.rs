@@ -186,6 +186,11 @@ pub struct ProviderConfig {
 }
 
 impl ProviderConfig {
+    /// Whether it bills anything: a `price` of its own or of a phase.
+    pub fn priced(&self) -> bool {
+        self.price.is_some() || self.phases.iter().any(|p| p.config.price.is_some())
+    }
+
     /// A provider with no limits, no errors and no capacity bound, serving at `latency`:
     /// what answers calls that go to no rate-limited provider (a local tool).
     pub fn unlimited(latency: Latency) -> Self {

@@ -22,7 +22,7 @@ use crate::headers::go_duration;
 use crate::latency::Latency;
 use crate::limits::duration_from_ms;
 use crate::phases::{self, Outage};
-use crate::price::Bill;
+use crate::price::{Bill, Price};
 use crate::split::{Split, SplitLimits};
 use crate::window::{Limit, Usage, Window};
 
@@ -212,6 +212,13 @@ impl Counters {
     }
 }
 
+/// The bill of a request of `tokens` with `max_tokens` at `price`: its prompt is its tokens
+/// less its `max_tokens`; its output what it `generated`, else its `max_tokens`.
+fn bill(price: &Price, tokens: u64, max_tokens: Option<u64>, generated: Option<u64>) -> Bill {
+    let asked = max_tokens.unwrap_or(0).min(tokens);
+    price.bill(tokens - asked, generated.unwrap_or(asked))
+}
+
 /// A rate-limited LLM API with no clock.
 #[derive(Debug, Clone)]
 pub struct ProviderModel {
@@ -347,6 +354,25 @@ impl ProviderModel {
     /// Decides the fate of a request of `tokens` arriving at `now`.
     pub fn on_request(&mut self, now: Duration, tokens: u64) -> Decision {
         self.on_request_with(now, tokens, Service::default())
+    }
+
+    /// What a served request of `tokens` arriving at `now` with `max_tokens` was billed, if
+    /// the price in force then asks anything: as [`Decision::bill`] said when it was decided
+    /// (`generated`: the output tokens of a generated answer). For a client that keeps less
+    /// than the whole decision across the answer's wait.
+    pub fn bill_of(
+        &self,
+        now: Duration,
+        tokens: u64,
+        max_tokens: Option<u64>,
+        generated: Option<u64>,
+    ) -> Option<Bill> {
+        let phase = match self.config.phases.is_empty() {
+            true => None,
+            false => phases::at(&self.config.phases, now).0,
+        };
+        let price = in_force(&self.config, phase).price?;
+        Some(bill(&price, tokens, max_tokens, generated))
     }
 
     /// Each phase's counters, in the phases' order (requests counted in the phase in force
@@ -536,12 +562,14 @@ impl ProviderModel {
             _ => self.counters.errored += 1,
         }
         // An answer is billed: served, or (`bill_errors`) failed by the model.
-        let bill = cfg.price.filter(|p| match outcome {
-            Outcome::Served => true,
-            Outcome::Error(_) => p.bill_errors,
-            _ => false,
-        });
-        let bill = bill.map(|p| p.bill(cost.input, made.map_or(cost.output, |(n, _)| n)));
+        let bill = cfg
+            .price
+            .filter(|p| match outcome {
+                Outcome::Served => true,
+                Outcome::Error(_) => p.bill_errors,
+                _ => false,
+            })
+            .map(|p| bill(&p, tokens, asked.max_tokens, made.map(|(n, _)| n)));
         if let Some(b) = bill {
             self.counters.billed = self.counters.billed.plus(b);
         }

@@ -7,6 +7,7 @@
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
+use capsize_mock::Bill;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
@@ -172,6 +173,14 @@ pub struct Recording {
     /// Model µs from the start up to which `series` holds adaptive limits (`None`: the run
     /// had none): the last bin holding them may be only partly covered.
     pub limits_until_us: Option<u64>,
+    /// What the answers the queries used were billed, per endpoint (a priced provider's; all
+    /// empty otherwise). An answer is used when its call received it and its query had not
+    /// been abandoned.
+    #[serde(default)]
+    pub used: Vec<Bill>,
+    /// Of those, what queries that failed or were abandoned used: paid for, and wasted.
+    #[serde(default)]
+    pub used_by_failed: Bill,
 }
 
 /// What the answers of a generating provider's model calls took, in model time (µs).
@@ -339,6 +348,8 @@ impl<I: Moment> Recorder<I> {
                     model_turns: None,
                     generation: None,
                     limits_until_us: None,
+                    used: vec![Bill::default(); endpoints],
+                    used_by_failed: Bill::default(),
                 },
                 peak: Peak60::default(),
                 peaks: vec![Peak60::default(); several],
@@ -401,12 +412,14 @@ impl<I: Moment> Recorder<I> {
     /// A query that started `late` (runtime) after its intended start finished `latency`
     /// (runtime) after that intended start. Only queries whose calls all succeeded (or were "not
     /// run") enter the latency histogram; failed ones are counted.
-    pub fn query_done(&self, late: Duration, latency: Duration, failed: bool) {
+    /// `used`: what the answers it used were billed.
+    pub fn query_done(&self, late: Duration, latency: Duration, failed: bool, used: Bill) {
         let mut guard = self.lock();
         let s = &mut *guard;
         s.started(late);
         if failed {
             s.rec.queries_failed += 1;
+            s.rec.used_by_failed = s.rec.used_by_failed.plus(used);
         } else {
             let v = model_micros(s.scale, latency);
             record(&mut s.rec.query, &mut s.zeros.query, v);
@@ -421,11 +434,20 @@ impl<I: Moment> Recorder<I> {
     }
 
     /// A query that started `late` (runtime) after its intended start was abandoned by its
-    /// caller.
-    pub fn query_abandoned(&self, late: Duration) {
+    /// caller, having used answers billed `used`.
+    pub fn query_abandoned(&self, late: Duration, used: Bill) {
         let mut s = self.lock();
         s.started(late);
         s.rec.queries_abandoned += 1;
+        s.rec.used_by_failed = s.rec.used_by_failed.plus(used);
+    }
+
+    /// A query used an answer of `endpoint`'s billed `bill`.
+    pub fn used(&self, endpoint: usize, bill: Bill) {
+        let mut s = self.lock();
+        if let Some(u) = s.rec.used.get_mut(endpoint) {
+            *u = u.plus(bill);
+        }
     }
 
     /// The provider charged a request whose answer was thrown away.

@@ -66,6 +66,24 @@ const DIRECTIONS: &[(Metric, Direction)] = {
         (RPM_UTILIZATION, NotGated),
         (TPM_UTILIZATION, NotGated),
         (PEAK_RPM_UTILIZATION, NotGated),
+        // The bill and its parts by kind rise with the work done; per query, per good query
+        // and what is wasted are the gates.
+        (COST_TOTAL_USD, HigherIsWorse),
+        (COST_PER_QUERY_USD, HigherIsWorse),
+        (COST_PER_GOOD_QUERY_USD, HigherIsWorse),
+        (COST_GOOD_QUERIES, LowerIsWorse),
+        (COST_WASTED_USD, HigherIsWorse),
+        (COST_WASTED_SHARE, HigherIsWorse),
+        (COST_UNUSED_ANSWERS_USD, HigherIsWorse),
+        (COST_UNUSED_ANSWERS_TOKENS, HigherIsWorse),
+        (COST_FAILED_QUERIES_USD, HigherIsWorse),
+        (COST_FAILED_QUERIES_TOKENS, HigherIsWorse),
+        (COST_INPUT_TOKENS, NotGated),
+        (COST_CACHED_INPUT_TOKENS, NotGated),
+        (COST_OUTPUT_TOKENS, NotGated),
+        (COST_INPUT_USD, NotGated),
+        (COST_CACHED_INPUT_USD, NotGated),
+        (COST_OUTPUT_USD, NotGated),
     ]
 };
 
@@ -92,6 +110,12 @@ const COUNTS: &[Metric] = {
         ORPHANED_REQUESTS,
         SYNTHESIS_REFUSED,
         CONCURRENCY_LIMIT_CUTS,
+        COST_TOTAL_USD,
+        COST_WASTED_USD,
+        COST_UNUSED_ANSWERS_USD,
+        COST_UNUSED_ANSWERS_TOKENS,
+        COST_FAILED_QUERIES_USD,
+        COST_FAILED_QUERIES_TOKENS,
     ]
 };
 

@@ -13,15 +13,17 @@
 
 #![allow(clippy::disallowed_methods)] // real time: tokio's clock by design
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::sync::Arc;
 use std::time::Duration;
 
+use capsize_mock::price::BILL_HEADER;
+use capsize_mock::Bill;
 use reqwest::header::{HeaderMap, CONTENT_TYPE};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::{OrphanWatch, Provider};
+use super::{OrphanWatch, Provider, QueryState};
 use crate::engine::recorder::{Arrival, Recorder};
 use crate::engine::routes::Routes;
 use crate::engine::timescale::TimeScale;
@@ -197,6 +199,31 @@ impl HttpProvider {
         }
     }
 
+    /// Books an answer `query` used, by the bill its `x-capsize-bill` header carries (none:
+    /// the provider bills nothing, or does not say); an unreadable one stops the run.
+    fn book_used(&self, headers: &HeaderMap, endpoint: usize, query: &QueryState) {
+        let Some(value) = headers.get(BILL_HEADER) else {
+            return;
+        };
+        match value
+            .to_str()
+            .map_err(|e| e.to_string())
+            .and_then(Bill::parse_header)
+        {
+            Ok(bill) => {
+                if query.use_answer(bill) {
+                    self.recorder.used(endpoint, bill);
+                }
+            }
+            Err(e) => {
+                self.bad_header
+                    .borrow_mut()
+                    .get_or_insert(format!("{BILL_HEADER}: {e}"));
+                self.broken.cancel();
+            }
+        }
+    }
+
     fn classify(&self, status: u16, headers: &HeaderMap) -> Result<(), ProviderError> {
         match status {
             200..=299 => Ok(()),
@@ -264,7 +291,7 @@ impl Provider for HttpProvider {
         &self,
         tokens: u64,
         route: u16,
-        abandoned: &Cell<bool>,
+        query: &QueryState,
     ) -> Result<(), ProviderError> {
         let sent = Instant::now();
         let way = &self.ways[usize::from(route)];
@@ -279,7 +306,7 @@ impl Provider for HttpProvider {
         let mut watch = OrphanWatch {
             charged: true,
             answered: false,
-            abandoned,
+            abandoned: &query.abandoned,
             recorder: &self.recorder,
         };
         let mut request = self.client.post(&way.url).body(way.body.clone());
@@ -330,7 +357,11 @@ impl Provider for HttpProvider {
                 let charged = charged(status, &headers);
                 watch.charged = charged;
                 booking.book(charged, status == 429); // (charged, rate_limited)
-                self.classify(status, &headers)
+                let result = self.classify(status, &headers);
+                if result.is_ok() {
+                    self.book_used(&headers, way.endpoint, query);
+                }
+                result
             }
             Ok(Err(e)) => {
                 watch.charged = false;

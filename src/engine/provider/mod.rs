@@ -12,11 +12,39 @@ pub mod simulated;
 use std::cell::Cell;
 use std::future::Future;
 
+use capsize_mock::Bill;
+
 use crate::engine::recorder::Recorder;
 use crate::scheduler::{Moment, ProviderError};
 
-/// Where attempts go. `abandoned` turns true when the caller has given up on the query: an
-/// answer that arrives after that is orphaned quota.
+/// One query, as its attempts see it: whether its caller has given up on it (an answer that
+/// arrives after that is orphaned quota, and unused), and what the answers its calls used were
+/// billed (a priced provider's).
+#[derive(Debug, Default)]
+pub struct QueryState {
+    /// Turns true when the caller has given up on the query.
+    pub abandoned: Cell<bool>,
+    used: Cell<Bill>,
+}
+
+impl QueryState {
+    /// What the answers the query used were billed, so far.
+    pub fn used(&self) -> Bill {
+        self.used.get()
+    }
+
+    /// The query used an answer billed `bill`, unless it was abandoned already; returns
+    /// whether it did.
+    pub fn use_answer(&self, bill: Bill) -> bool {
+        if self.abandoned.get() {
+            return false;
+        }
+        self.used.set(self.used.get().plus(bill));
+        true
+    }
+}
+
+/// Where attempts go, for the query `query` (see [`QueryState`]).
 pub trait Provider {
     /// One attempt of `tokens` along `route` (a route id of [`crate::engine::routes`]: where
     /// it goes and what it asks for there). Resolves when the answer arrives, or at the
@@ -25,7 +53,7 @@ pub trait Provider {
         &self,
         tokens: u64,
         route: u16,
-        abandoned: &Cell<bool>,
+        query: &QueryState,
     ) -> impl Future<Output = Result<(), ProviderError>>;
 }
 

@@ -2,13 +2,13 @@
 //! provider, and one for tools sent to none) fed the run's virtual clock, turning each decision
 //! into a wait until the answer's absolute instant and a result the scheduler can classify.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::sync::Arc;
 use std::time::Duration;
 
 use capsize_mock::{Counters, Decision, Latency, Outcome, ProviderModel, Service};
 
-use super::{OrphanWatch, Provider};
+use super::{OrphanWatch, Provider, QueryState};
 use crate::engine::recorder::{Arrival, Recorder};
 use crate::engine::routes::Routes;
 use crate::engine::timescale::TimeScale;
@@ -25,6 +25,8 @@ struct Way {
     max_tokens: Option<u64>,
     /// A streamed model turn: the client sees its first token.
     stream: bool,
+    /// Its provider has a price (its own, or a phase's): an answer used is booked.
+    priced: bool,
 }
 
 /// The provider models in-process, on `clock` at `scale`.
@@ -74,6 +76,7 @@ impl<C: Clock> VirtualProvider<C> {
                     model_turn: r.model_turn,
                     max_tokens: r.max_tokens,
                     stream: r.stream,
+                    priced: e.config.priced(),
                 }
             })
             .collect();
@@ -134,6 +137,25 @@ struct Answer {
 }
 
 impl<C: Clock> VirtualProvider<C> {
+    /// Books an answer `query` used: what the request of `tokens` along `route` that arrived
+    /// at `arrived` was billed (`generated`: its answer's output tokens).
+    fn book_used(
+        &self,
+        arrived: C::Instant,
+        tokens: u64,
+        route: u16,
+        generated: Option<u64>,
+        query: &QueryState,
+    ) {
+        let way = &self.ways[usize::from(route)];
+        let now = self.scale.to_model(arrived - self.t0);
+        let bill =
+            self.models.borrow()[way.endpoint].bill_of(now, tokens, way.max_tokens, generated);
+        if let Some(bill) = bill.filter(|b| query.use_answer(*b)) {
+            self.recorder.used(way.endpoint, bill);
+        }
+    }
+
     /// Asks route `route`'s model about a request of `tokens` arriving at `arrived`, and records
     /// the arrival.
     fn answer(&self, arrived: C::Instant, tokens: u64, route: u16) -> Answer {
@@ -188,7 +210,7 @@ impl<C: Clock> Provider for VirtualProvider<C> {
         &self,
         tokens: u64,
         route: u16,
-        abandoned: &Cell<bool>,
+        query: &QueryState,
     ) -> Result<(), ProviderError> {
         let arrived = self.clock.now();
         let Answer {
@@ -200,13 +222,16 @@ impl<C: Clock> Provider for VirtualProvider<C> {
         let mut watch = OrphanWatch {
             charged,
             answered: false,
-            abandoned,
+            abandoned: &query.abandoned,
             recorder: &self.recorder,
         };
         self.clock.sleep_until(arrived + wait).await;
         watch.answered = true;
         if let (Ok(()), Some((first, output_tokens))) = (&result, generated) {
             self.recorder.generated(wait, first, output_tokens);
+        }
+        if result.is_ok() && self.ways[usize::from(route)].priced {
+            self.book_used(arrived, tokens, route, generated.map(|g| g.1), query);
         }
         result
     }

@@ -83,6 +83,13 @@ impl Recording {
         self.queries_failed += o.queries_failed;
         self.queries_abandoned += o.queries_abandoned;
         self.orphaned_requests += o.orphaned_requests;
+        self.used_by_failed = self.used_by_failed.plus(o.used_by_failed);
+        if self.used.len() != o.used.len() {
+            return Err("the replicas' runs have different endpoints".into());
+        }
+        for (a, b) in self.used.iter_mut().zip(&o.used) {
+            *a = a.plus(*b);
+        }
         self.syntheses = self.syntheses.plus(o.syntheses);
         self.charged_requests += o.charged_requests;
         self.series.absorb(&o.series);
@@ -154,7 +161,7 @@ mod tests {
             let (late, latency) = (Duration::ZERO, Duration::from_micros(1_000 + n * 977));
             for r in [&whole, replica] {
                 r.arrival(arrival);
-                r.query_done(late, latency, n % 11 == 0);
+                r.query_done(late, latency, n % 11 == 0, Default::default());
                 r.synthesis(n * 3, n % 13 == 0);
             }
         }
@@ -183,7 +190,12 @@ mod tests {
     fn a_recording_reads_back_as_written() {
         let rec = {
             let r = Recorder::<Instant>::new(TimeScale::VIRTUAL, 1);
-            r.query_done(Duration::ZERO, Duration::from_millis(1_234), false);
+            r.query_done(
+                Duration::ZERO,
+                Duration::from_millis(1_234),
+                false,
+                Default::default(),
+            );
             r.finish()
         };
         let text = serde_json::to_string(&rec).expect("write");

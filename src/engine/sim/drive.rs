@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::task::{Poll, Waker};
 use std::time::Duration;
 
+use capsize_mock::Bill;
 use futures_util::future::Either;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::sync::Notify;
@@ -23,7 +24,7 @@ use tokio::sync::Notify;
 use super::replica::Slice;
 use super::runtime::Runtime;
 
-use crate::engine::provider::Provider;
+use crate::engine::provider::{Provider, QueryState};
 use crate::engine::recorder::Recorder;
 use crate::engine::routes::{self, Routes};
 use crate::engine::scenario::{Arrivals, ModelTurn, Scenario, Stop, Subagents, TurnPlacement};
@@ -116,14 +117,13 @@ impl<P: Provider, R: Runtime> Replica<P, R> {
         tokens: u64,
         route: u16,
         scope: &Scope<R::Instant>,
-        abandoned: &'a Cell<bool>,
+        query: &'a QueryState,
     ) -> impl Future<Output = Result<(), CallError<ProviderError>>> + 'a {
         let spec = CallSpec::of(tokens)
             .in_scope(scope)
             .via(self.vias[usize::from(route)]);
-        self.scheduler.call(spec, move |_| {
-            self.provider.request(tokens, route, abandoned)
-        })
+        self.scheduler
+            .call(spec, move |_| self.provider.request(tokens, route, query))
     }
 }
 
@@ -133,7 +133,7 @@ async fn run_agent<P: Provider, R: Runtime>(
     ctx: &Replica<P, R>,
     rounds: &[Vec<PlannedCall>],
     scope: Scope<R::Instant>,
-    abandoned: &Cell<bool>,
+    query: &QueryState,
 ) -> bool {
     let scope = &scope;
     let mut failed = false;
@@ -144,18 +144,18 @@ async fn run_agent<P: Provider, R: Runtime>(
             }
         }
         if let Some(turn) = ctx.model_turn.as_ref().filter(|t| t.before(round)) {
-            failed |= model_turn(ctx, turn, scope, abandoned).await;
+            failed |= model_turn(ctx, turn, scope, query).await;
         }
         failed |= match calls.as_slice() {
             // One call is never over a turn's cap: dispatching it would only wrap it in a Vec.
             [only] => ctx
-                .call(only.tokens, only.route, scope, abandoned)
+                .call(only.tokens, only.route, scope, query)
                 .await
                 .is_err(),
             _ => ctx
                 .scheduler
                 .dispatch(&ctx.turn, calls, |_, c| {
-                    ctx.call(c.tokens, c.route, scope, abandoned)
+                    ctx.call(c.tokens, c.route, scope, query)
                 })
                 .await
                 .iter()
@@ -173,7 +173,7 @@ async fn run_agent<P: Provider, R: Runtime>(
         .as_ref()
         .filter(|t| t.at == TurnPlacement::Around)
     {
-        failed |= model_turn(ctx, turn, scope, abandoned).await;
+        failed |= model_turn(ctx, turn, scope, query).await;
     }
     failed
 }
@@ -183,17 +183,17 @@ async fn model_turn<P: Provider, R: Runtime>(
     ctx: &Replica<P, R>,
     turn: &ModelTurn,
     scope: &Scope<R::Instant>,
-    abandoned: &Cell<bool>,
+    query: &QueryState,
 ) -> bool {
     if !ctx.recorder.times_model_turns() {
         return ctx
-            .call(turn.tokens, routes::MODEL, scope, abandoned)
+            .call(turn.tokens, routes::MODEL, scope, query)
             .await
             .is_err();
     }
     let start = ctx.rt.now();
     let failed = ctx
-        .call(turn.tokens, routes::MODEL, scope, abandoned)
+        .call(turn.tokens, routes::MODEL, scope, query)
         .await
         .is_err();
     if !failed {
@@ -209,11 +209,11 @@ fn run_query<'a, P: Provider, R: Runtime>(
     ctx: &'a Replica<P, R>,
     plan: &'a QueryPlan,
     scope: Scope<R::Instant>,
-    abandoned: &'a Cell<bool>,
+    query: &'a QueryState,
 ) -> impl Future<Output = bool> + 'a {
     match ctx.subagents {
-        None => Either::Left(run_agent(ctx, single_agent(plan), scope, abandoned)),
-        Some(sub) => Either::Right(run_orchestrator(ctx, plan, sub, scope, abandoned)),
+        None => Either::Left(run_agent(ctx, single_agent(plan), scope, query)),
+        Some(sub) => Either::Right(run_orchestrator(ctx, plan, sub, scope, query)),
     }
 }
 
@@ -228,7 +228,7 @@ async fn run_orchestrator<P: Provider, R: Runtime>(
     plan: &QueryPlan,
     sub: Subagents,
     scope: Scope<R::Instant>,
-    abandoned: &Cell<bool>,
+    query: &QueryState,
 ) -> bool {
     let budget = Budget::new("query", sub.orchestrator_budget, None);
     let fan = FanOut::on(ctx.rt.clone(), &scope);
@@ -240,7 +240,7 @@ async fn run_orchestrator<P: Provider, R: Runtime>(
                 sub.budget_tokens,
                 sub.max_iterations,
             );
-            run_agent(ctx, rounds, s.with_budget(child), abandoned).await
+            run_agent(ctx, rounds, s.with_budget(child), query).await
         }
     });
     let mut failed = fan.gather(jobs).await.into_iter().any(|f| f);
@@ -248,7 +248,7 @@ async fn run_orchestrator<P: Provider, R: Runtime>(
         let left = budget.remaining();
         let synth = scope.clone().with_budget(budget);
         let result = ctx
-            .call(sub.synthesis_tokens, routes::MODEL, &synth, abandoned)
+            .call(sub.synthesis_tokens, routes::MODEL, &synth, query)
             .await;
         let refused = matches!(
             result,
@@ -293,43 +293,46 @@ async fn one_query<P: Provider + 'static, R: Runtime>(
         } else {
             Scope::default()
         };
-        let abandoned = Cell::new(false);
+        let query = QueryState::default();
         // Awaited here rather than through `run_query`'s Either: one layer less to poll.
-        match ctx.subagents {
-            None => run_agent(ctx, single_agent(plan), work, &abandoned).await,
-            Some(sub) => run_orchestrator(ctx, plan, sub, work, &abandoned).await,
-        }
+        let failed = match ctx.subagents {
+            None => run_agent(ctx, single_agent(plan), work, &query).await,
+            Some(sub) => run_orchestrator(ctx, plan, sub, work, &query).await,
+        };
+        (failed, query.used())
     } else {
         detachable_query(ctx, std::mem::take(plan), &scope).await
     };
+    let (failed, used) = failed;
     if ctx.stopped(&scope, Work::Sent) {
-        ctx.recorder.query_abandoned(late);
+        ctx.recorder.query_abandoned(late, used);
         return;
     }
     let now = ctx.rt.now();
     ctx.last_end.set(ctx.last_end.get().max(now));
     ctx.queries.set(ctx.queries.get() + 1);
-    ctx.recorder.query_done(late, now - intended, failed);
+    ctx.recorder.query_done(late, now - intended, failed, used);
 }
 
 /// Runs a query whose caller may stop waiting (`scope` stops the wait) while the work runs
 /// on. The work is polled here until then (so work that ends at the instant the wait stops
 /// keeps its result, whatever order tasks run in), and handed to a task of its own after, its
-/// answers from then on orphaned. Returns true if any call failed, or the wait was stopped.
+/// answers from then on orphaned. Returns true if any call failed, or the wait was stopped,
+/// and what the answers it used until then were billed.
 async fn detachable_query<P: Provider + 'static, R: Runtime>(
     ctx: &Rc<Replica<P, R>>,
     plan: QueryPlan,
     scope: &Scope<R::Instant>,
-) -> bool {
-    let abandoned = Rc::new(Cell::new(false));
+) -> (bool, Bill) {
+    let query = Rc::new(QueryState::default());
     let mut work = Box::pin({
-        let (ctx, abandoned) = (ctx.clone(), abandoned.clone());
-        async move { run_query(&ctx, &plan, Scope::default(), &abandoned).await }
+        let (ctx, query) = (ctx.clone(), query.clone());
+        async move { run_query(&ctx, &plan, Scope::default(), &query).await }
     });
     match scope.run_on(&ctx.rt, Work::Sent, work.as_mut()).await {
-        Ok(failed) => failed,
+        Ok(failed) => (failed, query.used()),
         Err(_) => {
-            abandoned.set(true);
+            query.abandoned.set(true);
             ctx.detached.set(ctx.detached.get() + 1);
             let ctx2 = ctx.clone();
             R::detach(ctx.rt.spawn(async move {
@@ -337,7 +340,7 @@ async fn detachable_query<P: Provider + 'static, R: Runtime>(
                 ctx2.detached.set(ctx2.detached.get() - 1);
                 ctx2.detached_done.notify_waiters();
             }));
-            true
+            (true, query.used())
         }
     }
 }

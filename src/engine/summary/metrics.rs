@@ -149,6 +149,39 @@ pub const TPM_UTILIZATION: Metric = Metric("tpm_utilization");
 /// The busiest 60 s window's requests over the provider's RPM (a ratio; `null` without an RPM).
 pub const PEAK_RPM_UTILIZATION: Metric = Metric("peak_rpm_utilization");
 
+/// Everything the priced providers billed (dollars; only with a `price`).
+pub const COST_TOTAL_USD: Metric = Metric("cost.total_usd");
+/// The bill over the queries started (dollars).
+pub const COST_PER_QUERY_USD: Metric = Metric("cost.per_query_usd");
+/// The bill over the good queries: finished, no call failed (dollars; `null` with none).
+pub const COST_PER_GOOD_QUERY_USD: Metric = Metric("cost.per_good_query_usd");
+/// Queries that finished with none of their calls failed (count).
+pub const COST_GOOD_QUERIES: Metric = Metric("cost.good_queries");
+/// Billed and of no use: unused answers and failed queries' answers (dollars).
+pub const COST_WASTED_USD: Metric = Metric("cost.wasted_usd");
+/// The wasted dollars over the bill (a share).
+pub const COST_WASTED_SHARE: Metric = Metric("cost.wasted_share");
+/// Billed answers no query used: client timeouts, orphans (dollars).
+pub const COST_UNUSED_ANSWERS_USD: Metric = Metric("cost.unused_answers_usd");
+/// Their tokens (count).
+pub const COST_UNUSED_ANSWERS_TOKENS: Metric = Metric("cost.unused_answers_tokens");
+/// Answers used by queries that failed or were abandoned (dollars).
+pub const COST_FAILED_QUERIES_USD: Metric = Metric("cost.failed_queries_usd");
+/// Their tokens (count).
+pub const COST_FAILED_QUERIES_TOKENS: Metric = Metric("cost.failed_queries_tokens");
+/// Prompt tokens billed at the input rate (count).
+pub const COST_INPUT_TOKENS: Metric = Metric("cost.input_tokens");
+/// Prompt tokens billed at the cached rate (count).
+pub const COST_CACHED_INPUT_TOKENS: Metric = Metric("cost.cached_input_tokens");
+/// Answer tokens billed (count).
+pub const COST_OUTPUT_TOKENS: Metric = Metric("cost.output_tokens");
+/// The prompt tokens' price at the input rate (dollars).
+pub const COST_INPUT_USD: Metric = Metric("cost.input_usd");
+/// The cached prompt tokens' price (dollars).
+pub const COST_CACHED_INPUT_USD: Metric = Metric("cost.cached_input_usd");
+/// The answer tokens' price (dollars).
+pub const COST_OUTPUT_USD: Metric = Metric("cost.output_usd");
+
 /// Whether `path` is a latency statistic (`latency_ms.H.S`, `generation.H_ms.S`): those are
 /// named by their histogram and statistic, not by a constant each.
 pub fn is_latency(path: &str) -> bool {
@@ -214,6 +247,22 @@ const ALL: &[Metric] = &[
     RPM_UTILIZATION,
     TPM_UTILIZATION,
     PEAK_RPM_UTILIZATION,
+    COST_TOTAL_USD,
+    COST_PER_QUERY_USD,
+    COST_PER_GOOD_QUERY_USD,
+    COST_GOOD_QUERIES,
+    COST_WASTED_USD,
+    COST_WASTED_SHARE,
+    COST_UNUSED_ANSWERS_USD,
+    COST_UNUSED_ANSWERS_TOKENS,
+    COST_FAILED_QUERIES_USD,
+    COST_FAILED_QUERIES_TOKENS,
+    COST_INPUT_TOKENS,
+    COST_CACHED_INPUT_TOKENS,
+    COST_OUTPUT_TOKENS,
+    COST_INPUT_USD,
+    COST_CACHED_INPUT_USD,
+    COST_OUTPUT_USD,
 ];
 
 #[cfg(test)]
@@ -236,6 +285,7 @@ mod tests {
             output_tokens = 50
             ttft = { dist = "constant", ms = 200 }
             tpot = { dist = "constant", ms = 5 }
+            price = { input_per_mtok = 3.0, output_per_mtok = 15.0 }
             [workload]
             queries = 4
             calls_per_query = 3

@@ -3,6 +3,7 @@
 //! added, never renamed. [`metrics`] names the paths code reads; [`slo`] holds a run to
 //! objectives on them.
 
+pub mod cost;
 pub mod metrics;
 pub mod slo;
 
@@ -17,6 +18,7 @@ use crate::engine::routes::Routes;
 use crate::engine::scenario::Scenario;
 use crate::engine::sim::SimOutcome;
 use crate::scheduler::{Adaptive, LimitStats};
+use cost::{Billed, Cost};
 
 /// The schema version of `summary.json`.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -233,6 +235,9 @@ pub struct Summary {
     pub tpm_utilization: Option<f64>,
     /// The busiest 60 s window's requests over the provider's RPM (the highest).
     pub peak_rpm_utilization: Option<f64>,
+    /// What the run cost, when a provider has a `price`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost: Option<Cost>,
 }
 
 /// A fleet's replicas: how many, how they kept the limit, and the spread of their throughput.
@@ -406,6 +411,25 @@ fn per_provider(
         .collect()
 }
 
+/// What `out`, a run of `scenario`, cost (`None`: no provider has a price).
+fn cost_of(scenario: &Scenario, out: &SimOutcome) -> Option<Cost> {
+    let routes = Routes::of(scenario);
+    let r = &out.recording;
+    let priced: Vec<Billed> = routes
+        .endpoints
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e.config.priced())
+        .map(|(i, e)| Billed {
+            name: &e.name,
+            billed: out.endpoints.get(i).map(|c| c.billed).unwrap_or_default(),
+            used: r.used.get(i).copied().unwrap_or_default(),
+        })
+        .collect();
+    let good = r.queries_completed.saturating_sub(r.queries_failed);
+    Cost::of(&priced, r.used_by_failed, out.queries_started, good)
+}
+
 /// `n` per second over `over` seconds, to three decimals (0 over no time).
 fn rate(n: u64, over: f64) -> f64 {
     if over > 0.0 {
@@ -508,6 +532,7 @@ impl Summary {
                 ratio(peak_req as f64, one.rpm),
             ),
             providers,
+            cost: cost_of(scenario, out),
         }
     }
 
@@ -549,6 +574,10 @@ impl Summary {
             synthesis: Some(SynthesisSummary::default()),
             fleet: Some(FleetSummary::default()),
             concurrency_limit: Some(LimitSummary::default()),
+            cost: Some(Cost {
+                per_good_query_usd: Some(0.0),
+                ..Cost::default()
+            }),
             generation: Some(GenerationSummary {
                 ttft_ms: Some(Percentiles::default()),
                 tpot_ms: Some(Percentiles::default()),
