@@ -1,0 +1,235 @@
+//! What a run costs, worked by hand: summary.json's `cost` for runs whose every billed answer
+//! is known in advance, in virtual time exactly, and in real time (the same answers over HTTP,
+//! each bill read from the mock's `x-capsize-bill` header) to the same picodollar.
+//!
+//! Prices: $3 a million prompt tokens (3e6 picodollars a token), $15 a million answer tokens
+//! (15e6), $0.30 a million cached prompt tokens (3e5).
+
+#![allow(clippy::disallowed_methods)] // real-time arm: real processes
+
+mod common;
+
+use common::temp::Temp;
+use common::{capsize, stderr};
+use serde_json::Value;
+
+const PRICE: &str = "price = { input_per_mtok = 3.0, output_per_mtok = 15.0, cached_input_per_mtok = 0.3, cached_input_share = 0.5 }";
+
+/// 4 queries of two rounds of 3 tool calls (100 tokens) with a model turn between them (a
+/// 300-token prompt asking for at most 100 more; the provider generates 40). Every answer is
+/// used.
+fn all_good() -> String {
+    format!(
+        r#"
+name = "cost-good"
+seed = 1
+[provider]
+latency = {{ dist = "constant", ms = 100 }}
+output_tokens = 40
+ttft = {{ dist = "constant", ms = 100 }}
+tpot = {{ dist = "constant", ms = 1 }}
+{PRICE}
+[workload]
+queries = 4
+calls_per_query = 3
+tokens_per_call = 100
+rounds = 2
+model_turn = {{ tokens = 300, max_tokens = 100 }}
+"#
+    )
+}
+
+/// 3 queries of two rounds of 2 tool calls (100 tokens, 100 ms) with a model turn between
+/// (a 200-token prompt asking for at most 50 more, 5 s) that the client gives up on after
+/// 2 s, once.
+fn turn_times_out() -> String {
+    format!(
+        r#"
+name = "cost-timeouts"
+seed = 1
+[provider]
+latency = {{ dist = "constant", ms = 100 }}
+{PRICE}
+[workload]
+queries = 3
+calls_per_query = 2
+tokens_per_call = 100
+rounds = 2
+model_turn = {{ tokens = 200, max_tokens = 50, latency = {{ dist = "constant", ms = 5000 }} }}
+[scheduler]
+timeout_ms = 2000
+retry = {{ max_retries = 0 }}
+"#
+    )
+}
+
+/// 2 queries of 1 tool call (100 tokens, 1 s) whose caller gives up after 0.5 s.
+fn abandoned() -> String {
+    format!(
+        r#"
+name = "cost-abandoned"
+seed = 1
+[provider]
+latency = {{ dist = "constant", ms = 1000 }}
+{PRICE}
+[workload]
+queries = 2
+calls_per_query = 1
+tokens_per_call = 100
+parent_timeout_ms = 500
+"#
+    )
+}
+
+/// One tool call of 100 tokens that times out at the client (3 s against 1 s), tried 3 times.
+fn retried() -> String {
+    format!(
+        r#"
+name = "cost-retried"
+seed = 1
+[provider]
+latency = {{ dist = "constant", ms = 3000 }}
+{PRICE}
+[workload]
+queries = 1
+calls_per_query = 1
+tokens_per_call = 100
+[scheduler]
+timeout_ms = 1000
+retry = {{ max_retries = 2, base_ms = 0, cap_ms = 0 }}
+"#
+    )
+}
+
+/// `capsize run` of `scenario` (with `extra` flags): its summary.json's `cost`.
+fn cost(t: &Temp, name: &str, scenario: &str, extra: &[&str]) -> Value {
+    let file = t.write(&format!("{name}.toml"), scenario);
+    let out = t.path(name);
+    let mut args = vec![
+        "run",
+        file.to_str().expect("UTF-8"),
+        "--out",
+        out.to_str().expect("UTF-8"),
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    let o = capsize(&args);
+    assert_eq!(o.status.code(), Some(0), "{name}: {}", stderr(&o));
+    let summary: Value = serde_json::from_slice(&o.stdout).expect("summary.json");
+    summary["cost"].clone()
+}
+
+fn usd(v: &Value, key: &str) -> f64 {
+    v[key]
+        .as_f64()
+        .unwrap_or_else(|| panic!("cost.{key} is not a number: {v}"))
+}
+
+fn count(v: &Value, key: &str) -> u64 {
+    v[key]
+        .as_u64()
+        .unwrap_or_else(|| panic!("cost.{key} is not a count: {v}"))
+}
+
+/// Dollars equal to the picodollar (what f64 division leaves of an exact integer).
+fn dollars(got: f64, want: f64, what: &str) {
+    assert!(
+        (got - want).abs() < 1e-12,
+        "{what}: {got}, worked by hand {want}"
+    );
+}
+
+fn check_all_good(c: &Value) {
+    // A query: 6 tool calls of 100 prompt tokens and a turn of 300, half of each prompt
+    // cached (50 and 150), 40 answer tokens generated (not the 100 asked for):
+    //   fresh 450 x 3e6 = 1.35e9; cached 450 x 3e5 = 1.35e8; answer 40 x 15e6 = 6e8;
+    //   2.085e9 p$. Four queries: 8.34e9 p$ = $0.00834.
+    dollars(usd(c, "total_usd"), 0.00834, "total");
+    dollars(usd(c, "per_query_usd"), 0.002085, "per query");
+    dollars(usd(c, "per_good_query_usd"), 0.002085, "per good query");
+    assert_eq!(count(c, "good_queries"), 4);
+    assert_eq!(
+        [
+            count(c, "input_tokens"),
+            count(c, "cached_input_tokens"),
+            count(c, "output_tokens")
+        ],
+        [1_800, 1_800, 160]
+    );
+    dollars(usd(c, "input_usd"), 0.0054, "input");
+    dollars(usd(c, "cached_input_usd"), 0.00054, "cached input");
+    dollars(usd(c, "output_usd"), 0.0024, "output");
+    dollars(usd(c, "wasted_usd"), 0.0, "wasted");
+    assert_eq!(usd(c, "wasted_share"), 0.0);
+}
+
+fn check_turn_times_out(c: &Value) {
+    // A query: 4 tool calls used (400 prompt tokens, 200 cached: 200 x 3e6 + 200 x 3e5 =
+    // 6.6e8 p$) and a turn billed and never used (200 prompt tokens, 100 cached; 50 answer
+    // tokens, its max_tokens, as the provider does not generate: 100 x 3e6 + 100 x 3e5 +
+    // 50 x 15e6 = 3e8 + 3e7 + 7.5e8 = 1.08e9 p$). The turn failed, so the query did, and
+    // its tool calls were wasted too. Three queries: 5.22e9 p$.
+    dollars(usd(c, "total_usd"), 0.00522, "total");
+    dollars(usd(c, "unused_answers_usd"), 0.00324, "unused answers");
+    assert_eq!(count(c, "unused_answers_tokens"), 3 * 250);
+    dollars(usd(c, "failed_queries_usd"), 0.00198, "failed queries");
+    assert_eq!(count(c, "failed_queries_tokens"), 3 * 400);
+    dollars(usd(c, "wasted_usd"), 0.00522, "wasted");
+    assert_eq!(usd(c, "wasted_share"), 1.0);
+    assert_eq!(count(c, "good_queries"), 0);
+    assert!(c["per_good_query_usd"].is_null(), "no good query: {c}");
+}
+
+#[test]
+fn every_answer_used_costs_what_its_tokens_cost() {
+    let t = Temp::new("cost", "good");
+    check_all_good(&cost(&t, "good", &all_good(), &[]));
+}
+
+#[test]
+fn a_turn_the_client_timed_out_and_its_failed_query_are_wasted() {
+    let t = Temp::new("cost", "timeouts");
+    check_turn_times_out(&cost(&t, "timeouts", &turn_times_out(), &[]));
+}
+
+#[test]
+fn answers_after_the_caller_gave_up_are_orphans_and_wasted() {
+    let t = Temp::new("cost", "abandoned");
+    let c = cost(&t, "abandoned", &abandoned(), &[]);
+    // Two calls of 100 prompt tokens, half cached: 50 x 3e6 + 50 x 3e5 = 1.65e8 p$ each,
+    // answered after their queries were abandoned.
+    dollars(usd(&c, "total_usd"), 3.3e-4, "total");
+    dollars(usd(&c, "unused_answers_usd"), 3.3e-4, "unused");
+    dollars(
+        usd(&c, "failed_queries_usd"),
+        0.0,
+        "failed queries used nothing",
+    );
+    assert_eq!(count(&c, "good_queries"), 0);
+    dollars(usd(&c, "per_query_usd"), 1.65e-4, "per query");
+}
+
+#[test]
+fn every_retry_of_a_timed_out_call_is_billed_and_wasted() {
+    let t = Temp::new("cost", "retried");
+    let c = cost(&t, "retried", &retried(), &[]);
+    // Three attempts, each served after the client gave up: 3 x 1.65e8 p$.
+    dollars(usd(&c, "total_usd"), 4.95e-4, "total");
+    dollars(usd(&c, "wasted_usd"), 4.95e-4, "wasted");
+    assert_eq!(count(&c, "unused_answers_tokens"), 300);
+}
+
+#[test]
+fn an_unpriced_run_has_no_cost() {
+    let t = Temp::new("cost", "unpriced");
+    let plain = all_good().replace(PRICE, "");
+    assert!(cost(&t, "plain", &plain, &[]).is_null());
+}
+
+#[test]
+fn real_time_bills_the_same_answers_to_the_picodollar() {
+    let t = Temp::new("cost", "realtime");
+    let realtime = ["--mode", "realtime", "--time-scale", "10"];
+    check_all_good(&cost(&t, "good", &all_good(), &realtime));
+    check_turn_times_out(&cost(&t, "timeouts", &turn_times_out(), &realtime));
+}
