@@ -233,3 +233,25 @@ fn real_time_bills_the_same_answers_to_the_picodollar() {
     check_all_good(&cost(&t, "good", &all_good(), &realtime));
     check_turn_times_out(&cost(&t, "timeouts", &turn_times_out(), &realtime));
 }
+
+#[test]
+fn ci_gates_on_the_cost_of_a_good_query() {
+    let t = Temp::new("cost", "gate");
+    for (bound, code) in [("< 0.003", 0), ("< 0.002", 1)] {
+        let scenario = format!(
+            "{}[slo]\n\"cost.per_good_query_usd\" = \"{bound}\"\n",
+            all_good()
+        );
+        let file = t.write("gate.toml", &scenario);
+        let out = t.path("gate");
+        let o = capsize(&[
+            "check",
+            file.to_str().expect("UTF-8"),
+            "--out",
+            out.to_str().expect("UTF-8"),
+        ]);
+        let said = String::from_utf8_lossy(&o.stdout);
+        assert_eq!(o.status.code(), Some(code), "{bound}: {said}{}", stderr(&o));
+        assert!(said.contains("cost.per_good_query_usd"), "{said}");
+    }
+}

@@ -30,6 +30,7 @@ seed = 3
 rpm = 5
 window = "fixed"
 latency = { dist = "constant", ms = 50 }
+price = { input_per_mtok = 3.0, output_per_mtok = 15.0 }
 [workload]
 queries = 1
 calls_per_query = 1
@@ -324,6 +325,13 @@ fn what_the_agent_sent_is_counted_exactly() {
     assert_eq!(s["retry_wait_ms"]["count"], 1, "the retry linked to req-5");
     assert_eq!(s["in_flight"]["peak"], 1);
     assert_eq!(s["peak_rpm_utilization"], 1.0);
+    // Five answers billed, 100 prompt tokens each at $3 a million (3e6 picodollars a token):
+    // 1.5e9 p$; the model turn's was orphaned (its client hung up first): 3e8 p$ wasted.
+    let c = &s["cost"];
+    assert_eq!(c["total_usd"], 0.0015, "{c}");
+    assert_eq!(c["wasted_usd"], 0.0003, "{c}");
+    assert_eq!(c["wasted_share"], 0.2, "{c}");
+    assert_eq!(c["input_tokens"], 500, "{c}");
     // The table names the limit the agent came closest to (no TPM here: the RPM).
     let table = String::from_utf8_lossy(&o.stdout);
     assert!(
@@ -391,7 +399,8 @@ fn what_the_agent_sent_is_counted_exactly() {
             "rpm_utilization",
             "tpm_utilization",
             "peak_rpm_utilization",
-            "peak_tpm_utilization"
+            "peak_tpm_utilization",
+            "cost"
         ]
     );
 }
@@ -646,7 +655,7 @@ fn a_hangup_stops_the_agent_and_all_it_started() {
 }
 
 /// Every metric of exec's summary.json, in the file's order: what `--check` accepts.
-const EXEC_METRICS: [&str; 28] = [
+const EXEC_METRICS: [&str; 37] = [
     "schema_version",
     "seed",
     "agent.exit_code",
@@ -675,6 +684,15 @@ const EXEC_METRICS: [&str; 28] = [
     "tpm_utilization",
     "peak_rpm_utilization",
     "peak_tpm_utilization",
+    "cost.total_usd",
+    "cost.wasted_usd",
+    "cost.wasted_share",
+    "cost.input_tokens",
+    "cost.cached_input_tokens",
+    "cost.output_tokens",
+    "cost.input_usd",
+    "cost.cached_input_usd",
+    "cost.output_usd",
 ];
 
 /// The dotted paths of the numbers and nulls in `v`, in the text's order (`text` is the file).
@@ -711,7 +729,7 @@ fn check_accepts_exactly_the_metrics_summary_json_has() {
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert!(
-        stdout.contains("28 checks, 1 failed: objective agent.signal"),
+        stdout.contains("37 checks, 1 failed: objective agent.signal"),
         "{stdout}"
     );
     // ... and they are every number summary.json holds.
@@ -732,7 +750,7 @@ fn check_accepts_exactly_the_metrics_summary_json_has() {
         assert_eq!(
             stderr(&o),
             format!(
-                "capsize: {}: [slo]: \"{metric}\" is not a metric of capsize exec's summary.json (capsize run measures it on capsize's own client; exec sees only what the mock saw of the agent); it has agent.*, provider.*, in_flight.*, retries, retry_wait_ms.*, orphaned_requests, rpm_utilization, tpm_utilization, peak_rpm_utilization, peak_tpm_utilization\n",
+                "capsize: {}: [slo]: \"{metric}\" is not a metric of capsize exec's summary.json (capsize run measures it on capsize's own client; exec sees only what the mock saw of the agent); it has agent.*, provider.*, in_flight.*, retries, retry_wait_ms.*, orphaned_requests, rpm_utilization, tpm_utilization, peak_rpm_utilization, peak_tpm_utilization, cost.*\n",
                 scenario.display()
             )
         );

@@ -446,6 +446,7 @@ async fn handle(
                     p.seen = *seen;
                 }
                 v.charged = reply.orphanable;
+                v.billed = reply.billed;
                 if let Some(d) = reply.decided {
                     run.traffic.decided(d);
                 }

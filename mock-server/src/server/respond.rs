@@ -55,6 +55,8 @@ pub(crate) struct Reply {
     pub(crate) orphanable: bool,
     /// What the model decided, for the traffic series (`None`: refused before the model).
     pub(crate) decided: Option<Decided>,
+    /// What the model billed it, if anything: wasted if the client hangs up first.
+    pub(crate) billed: Option<crate::price::Bill>,
     /// A streamed answer: its events, sent from `delay` on (the first token) instead of `body`.
     pub(crate) stream: Option<Stream>,
     /// What the model decided, for the request log (only when one is kept).
@@ -73,6 +75,7 @@ impl Reply {
             delay: Duration::ZERO,
             orphanable: false,
             decided: None,
+            billed: None,
             stream: None,
             seen: None,
         }

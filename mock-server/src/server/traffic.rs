@@ -23,6 +23,7 @@ use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
 use super::series::{Decided, Series, Tally};
+use crate::price::Bill;
 
 /// The header the official SDKs send with each attempt: 0 on the first, n on the n-th retry.
 pub const RETRY_COUNT_HEADER: &str = "x-stainless-retry-count";
@@ -49,6 +50,9 @@ pub struct Traffic {
     /// Charged requests whose client closed the connection before the answer (a request the
     /// model never answers is a timeout, counted by the model, not an orphan).
     pub orphaned: u64,
+    /// What the orphans were billed (a priced provider's; written only when something was).
+    #[serde(default, skip_serializing_if = "Bill::is_empty")]
+    pub orphaned_billed: Bill,
 }
 
 /// Everything [`Traffic`] holds, and the series, busiest minute and retry waits. As data
@@ -107,6 +111,7 @@ struct State {
     since: Duration,
     retried: u64,
     orphaned: u64,
+    orphaned_billed: Bill,
     tally: Tally,
     /// The last attempt under each idempotency key (by its hash).
     links: HashMap<u64, Link>,
@@ -125,6 +130,7 @@ impl Default for State {
             since: Duration::ZERO,
             retried: 0,
             orphaned: 0,
+            orphaned_billed: Bill::default(),
             tally: Tally::default(),
             links: HashMap::new(),
             order: VecDeque::new(),
@@ -240,6 +246,7 @@ impl TrafficLog {
             log: Arc::clone(self),
             key: key.map(|k| (k, now)),
             charged: false,
+            billed: None,
             answered: false,
             pending: None,
         }
@@ -281,6 +288,7 @@ impl TrafficLog {
             in_flight_mean: if secs > 0.0 { s.area / secs } else { 0.0 },
             retried: s.retried,
             orphaned: s.orphaned,
+            orphaned_billed: s.orphaned_billed,
         }
     }
 }
@@ -294,6 +302,8 @@ pub(crate) struct Visit {
     key: Option<(u64, Duration)>,
     /// The model charged it and will answer it.
     pub(crate) charged: bool,
+    /// What the model billed it, if anything.
+    pub(crate) billed: Option<Bill>,
     /// Its answer was handed to the connection.
     pub(crate) answered: bool,
     /// Its record, when a request log is kept: handed over as it leaves.
@@ -307,6 +317,9 @@ impl Drop for Visit {
         s.advance(now);
         s.in_flight = s.in_flight.saturating_sub(1);
         s.orphaned += u64::from(self.charged && !self.answered);
+        if let Some(b) = self.billed.filter(|_| !self.answered) {
+            s.orphaned_billed = s.orphaned_billed.plus(b);
+        }
         if let Some((key, arrived)) = self.key.take() {
             s.ended(key, arrived, now);
         }

@@ -10,7 +10,9 @@ use std::path::Path;
 
 use serde::Serialize;
 
+use capsize_mock::price::PICODOLLARS;
 use capsize_mock::server::Report;
+use capsize_mock::Bill;
 
 use crate::engine::exec::{AgentEnd, Ending};
 use crate::engine::scenario::Scenario;
@@ -85,6 +87,56 @@ pub struct ExecSummary {
     pub peak_rpm_utilization: Option<f64>,
     /// The busiest 60 s window's tokens over the provider's TPM.
     pub peak_tpm_utilization: Option<f64>,
+    /// What the provider billed, when it has a `price`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost: Option<ExecCost>,
+}
+
+/// What the mock billed the agent (`cost` of exec's summary.json): what it saw only, so the
+/// waste is the answers whose client hung up before them (orphans); which answers the agent
+/// then used, exec cannot see.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ExecCost {
+    /// Everything billed, in dollars.
+    pub total_usd: f64,
+    /// Billed answers whose client hung up before them, in dollars.
+    pub wasted_usd: f64,
+    /// `wasted_usd` over `total_usd` (0 when nothing was billed).
+    pub wasted_share: f64,
+    /// Prompt tokens billed at the input rate.
+    pub input_tokens: u64,
+    /// Prompt tokens billed at the cached rate.
+    pub cached_input_tokens: u64,
+    /// Answer tokens billed.
+    pub output_tokens: u64,
+    /// The prompt tokens' price at the input rate, in dollars.
+    pub input_usd: f64,
+    /// The cached prompt tokens' price, in dollars.
+    pub cached_input_usd: f64,
+    /// The answer tokens' price, in dollars.
+    pub output_usd: f64,
+}
+
+impl ExecCost {
+    /// The cost of what a priced provider `billed`, of which its orphans `orphaned`.
+    fn of(billed: &Bill, orphaned: &Bill) -> ExecCost {
+        let total = billed.picodollars();
+        ExecCost {
+            total_usd: billed.usd(),
+            wasted_usd: orphaned.usd(),
+            wasted_share: if total > 0 {
+                orphaned.picodollars() as f64 / total as f64
+            } else {
+                0.0
+            },
+            input_tokens: billed.input_tokens,
+            cached_input_tokens: billed.cached_input_tokens,
+            output_tokens: billed.output_tokens,
+            input_usd: billed.input_picodollars as f64 / PICODOLLARS,
+            cached_input_usd: billed.cached_input_picodollars as f64 / PICODOLLARS,
+            output_usd: billed.output_picodollars as f64 / PICODOLLARS,
+        }
+    }
 }
 
 /// How one agent ended, as summary.json writes it.
@@ -153,13 +205,26 @@ impl ExecSummary {
             tpm_utilization: ratio(per_min(p.tokens_charged), scenario.provider().tpm),
             peak_rpm_utilization: ratio(t.peak_requests_per_60s as f64, scenario.provider().rpm),
             peak_tpm_utilization: ratio(t.peak_tokens_per_60s as f64, scenario.provider().tpm),
+            cost: scenario
+                .provider()
+                .priced()
+                .then(|| ExecCost::of(&p.billed, &t.traffic.orphaned_billed)),
         }
     }
 
     /// Every metric an `[slo]` objective of `capsize exec --check` may name (sorted).
     pub fn metric_paths() -> Vec<String> {
-        let json = serde_json::to_value(ExecSummary::default()).expect("a summary serialises");
+        let json = serde_json::to_value(ExecSummary::template()).expect("a summary serialises");
         crate::engine::summary::slo::metric_paths(&json)
+    }
+
+    /// A summary with every optional section present: every field exec's summary.json can
+    /// hold.
+    fn template() -> ExecSummary {
+        ExecSummary {
+            cost: Some(ExecCost::default()),
+            ..ExecSummary::default()
+        }
     }
 
     /// [`ExecSummary::metric_paths`] in short, in the file's order: a section's metrics as
@@ -177,7 +242,7 @@ impl ExecSummary {
             }
         }
         // The paths come sorted; the file's text has its keys in order.
-        let text = ExecSummary::default().to_json();
+        let text = ExecSummary::template().to_json();
         families.sort_by_key(|(key, _)| text.find(&format!("\n  \"{key}\":")));
         families.into_iter().map(|(_, f)| f).collect()
     }
