@@ -446,7 +446,7 @@ async fn handle(
                     p.seen = *seen;
                 }
                 v.charged = reply.orphanable;
-                v.billed = reply.billed;
+                v.billed = reply.billed.take();
                 if let Some(d) = reply.decided {
                     run.traffic.decided(d);
                 }

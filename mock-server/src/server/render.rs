@@ -136,7 +136,7 @@ pub(super) fn render(ask: &Ask, d: &Decision, id: u64, wall_now: Duration) -> Re
         }
     }
     reply.orphanable = d.charged && d.latency.is_some();
-    reply.billed = d.bill;
+    reply.billed = d.bill.map(Box::new);
     reply.decided = Some(Decided {
         status,
         charged: d.charged,

@@ -56,7 +56,7 @@ pub(crate) struct Reply {
     /// What the model decided, for the traffic series (`None`: refused before the model).
     pub(crate) decided: Option<Decided>,
     /// What the model billed it, if anything: wasted if the client hangs up first.
-    pub(crate) billed: Option<crate::price::Bill>,
+    pub(crate) billed: Option<Box<crate::price::Bill>>,
     /// A streamed answer: its events, sent from `delay` on (the first token) instead of `body`.
     pub(crate) stream: Option<Stream>,
     /// What the model decided, for the request log (only when one is kept).

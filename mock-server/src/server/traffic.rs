@@ -302,8 +302,8 @@ pub(crate) struct Visit {
     key: Option<(u64, Duration)>,
     /// The model charged it and will answer it.
     pub(crate) charged: bool,
-    /// What the model billed it, if anything.
-    pub(crate) billed: Option<Bill>,
+    /// What the model billed it, if anything (boxed: most providers bill nothing).
+    pub(crate) billed: Option<Box<Bill>>,
     /// Its answer was handed to the connection.
     pub(crate) answered: bool,
     /// Its record, when a request log is kept: handed over as it leaves.
@@ -317,8 +317,8 @@ impl Drop for Visit {
         s.advance(now);
         s.in_flight = s.in_flight.saturating_sub(1);
         s.orphaned += u64::from(self.charged && !self.answered);
-        if let Some(b) = self.billed.filter(|_| !self.answered) {
-            s.orphaned_billed = s.orphaned_billed.plus(b);
+        if let Some(b) = self.billed.as_deref().filter(|_| !self.answered) {
+            s.orphaned_billed = s.orphaned_billed.plus(*b);
         }
         if let Some((key, arrived)) = self.key.take() {
             s.ended(key, arrived, now);
