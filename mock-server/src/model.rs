@@ -72,8 +72,8 @@ pub struct Decision {
     /// and when its first token is ready, from arrival (queueing included).
     pub generated: Option<Generated>,
     /// What this request was billed, if it was (a provider with a `price`; see
-    /// [`crate::price`]).
-    pub bill: Option<Bill>,
+    /// [`crate::price`]). Boxed: most providers bill nothing, and a decision is moved often.
+    pub bill: Option<Box<Bill>>,
 }
 
 /// What a generating provider made of a model call.
@@ -573,6 +573,7 @@ impl ProviderModel {
         if let Some(b) = bill {
             self.counters.billed = self.counters.billed.plus(b);
         }
+        let bill = bill.map(Box::new);
         if let (Outcome::Served, Some((n, _)), Some(ticket)) = (outcome, made, ticket) {
             // The output is charged as max_tokens until the last token, then as what it was.
             self.split

@@ -40,6 +40,25 @@ pub struct Syntheses {
     pub left_min: u64,
 }
 
+/// Tokens and picodollars: what a query's used answers were billed, in all.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Spent {
+    /// Tokens billed.
+    pub tokens: u64,
+    /// Their price, in picodollars.
+    pub picodollars: u64,
+}
+
+impl Spent {
+    /// Both added.
+    pub fn plus(self, o: Spent) -> Spent {
+        Spent {
+            tokens: self.tokens.saturating_add(o.tokens),
+            picodollars: self.picodollars.saturating_add(o.picodollars),
+        }
+    }
+}
+
 /// Counts of what happened to calls.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CallCounts {
@@ -180,7 +199,7 @@ pub struct Recording {
     pub used: Vec<Bill>,
     /// Of those, what queries that failed or were abandoned used: paid for, and wasted.
     #[serde(default)]
-    pub used_by_failed: Bill,
+    pub used_by_failed: Spent,
 }
 
 /// What the answers of a generating provider's model calls took, in model time (µs).
@@ -349,7 +368,7 @@ impl<I: Moment> Recorder<I> {
                     generation: None,
                     limits_until_us: None,
                     used: vec![Bill::default(); endpoints],
-                    used_by_failed: Bill::default(),
+                    used_by_failed: Spent::default(),
                 },
                 peak: Peak60::default(),
                 peaks: vec![Peak60::default(); several],
@@ -413,7 +432,7 @@ impl<I: Moment> Recorder<I> {
     /// (runtime) after that intended start. Only queries whose calls all succeeded (or were "not
     /// run") enter the latency histogram; failed ones are counted.
     /// `used`: what the answers it used were billed.
-    pub fn query_done(&self, late: Duration, latency: Duration, failed: bool, used: Bill) {
+    pub fn query_done(&self, late: Duration, latency: Duration, failed: bool, used: Spent) {
         let mut guard = self.lock();
         let s = &mut *guard;
         s.started(late);
@@ -435,7 +454,7 @@ impl<I: Moment> Recorder<I> {
 
     /// A query that started `late` (runtime) after its intended start was abandoned by its
     /// caller, having used answers billed `used`.
-    pub fn query_abandoned(&self, late: Duration, used: Bill) {
+    pub fn query_abandoned(&self, late: Duration, used: Spent) {
         let mut s = self.lock();
         s.started(late);
         s.rec.queries_abandoned += 1;

@@ -98,7 +98,7 @@ pub(super) fn render(ask: &Ask, d: &Decision, id: u64, wall_now: Duration) -> Re
         .header("x-request-id", format!("req_mock_{id}"))
         .header(CHARGED_HEADER, if d.charged { "true" } else { "false" });
     // What it was billed: a client books what it used by it.
-    if let Some(b) = d.bill {
+    if let Some(b) = &d.bill {
         reply = reply.header(crate::price::BILL_HEADER, b.header());
     }
     // Each API's own headers: OpenAI's x-ratelimit-* and retry-after-ms; Anthropic's
@@ -136,7 +136,7 @@ pub(super) fn render(ask: &Ask, d: &Decision, id: u64, wall_now: Duration) -> Re
         }
     }
     reply.orphanable = d.charged && d.latency.is_some();
-    reply.billed = d.bill.map(Box::new);
+    reply.billed = d.bill.clone();
     reply.decided = Some(Decided {
         status,
         charged: d.charged,

@@ -211,7 +211,7 @@ impl HttpProvider {
             .and_then(Bill::parse_header)
         {
             Ok(bill) => {
-                if query.use_answer(bill) {
+                if query.use_answer(&bill) {
                     self.recorder.used(endpoint, bill);
                 }
             }

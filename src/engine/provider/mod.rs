@@ -14,32 +14,36 @@ use std::future::Future;
 
 use capsize_mock::Bill;
 
-use crate::engine::recorder::Recorder;
+use crate::engine::recorder::{Recorder, Spent};
 use crate::scheduler::{Moment, ProviderError};
 
 /// One query, as its attempts see it: whether its caller has given up on it (an answer that
 /// arrives after that is orphaned quota, and unused), and what the answers its calls used were
-/// billed (a priced provider's).
+/// billed (a priced provider's). Small: every query's future holds one.
 #[derive(Debug, Default)]
 pub struct QueryState {
     /// Turns true when the caller has given up on the query.
     pub abandoned: Cell<bool>,
-    used: Cell<Bill>,
+    used: Cell<Spent>,
 }
 
 impl QueryState {
     /// What the answers the query used were billed, so far.
-    pub fn used(&self) -> Bill {
+    pub fn used(&self) -> Spent {
         self.used.get()
     }
 
     /// The query used an answer billed `bill`, unless it was abandoned already; returns
     /// whether it did.
-    pub fn use_answer(&self, bill: Bill) -> bool {
+    pub fn use_answer(&self, bill: &Bill) -> bool {
         if self.abandoned.get() {
             return false;
         }
-        self.used.set(self.used.get().plus(bill));
+        let spent = Spent {
+            tokens: bill.tokens(),
+            picodollars: bill.picodollars(),
+        };
+        self.used.set(self.used.get().plus(spent));
         true
     }
 }

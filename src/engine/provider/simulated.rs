@@ -151,7 +151,7 @@ impl<C: Clock> VirtualProvider<C> {
         let now = self.scale.to_model(arrived - self.t0);
         let bill =
             self.models.borrow()[way.endpoint].bill_of(now, tokens, way.max_tokens, generated);
-        if let Some(bill) = bill.filter(|b| query.use_answer(*b)) {
+        if let Some(bill) = bill.filter(|b| query.use_answer(b)) {
             self.recorder.used(way.endpoint, bill);
         }
     }

@@ -16,7 +16,6 @@ use std::sync::Arc;
 use std::task::{Poll, Waker};
 use std::time::Duration;
 
-use capsize_mock::Bill;
 use futures_util::future::Either;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::sync::Notify;
@@ -25,7 +24,7 @@ use super::replica::Slice;
 use super::runtime::Runtime;
 
 use crate::engine::provider::{Provider, QueryState};
-use crate::engine::recorder::Recorder;
+use crate::engine::recorder::{Recorder, Spent};
 use crate::engine::routes::{self, Routes};
 use crate::engine::scenario::{Arrivals, ModelTurn, Scenario, Stop, Subagents, TurnPlacement};
 use crate::engine::timescale::TimeScale;
@@ -323,7 +322,7 @@ async fn detachable_query<P: Provider + 'static, R: Runtime>(
     ctx: &Rc<Replica<P, R>>,
     plan: QueryPlan,
     scope: &Scope<R::Instant>,
-) -> (bool, Bill) {
+) -> (bool, Spent) {
     let query = Rc::new(QueryState::default());
     let mut work = Box::pin({
         let (ctx, query) = (ctx.clone(), query.clone());

@@ -10,6 +10,8 @@
 
 use capsize_mock::price::PICODOLLARS;
 use capsize_mock::Bill;
+
+use crate::engine::recorder::Spent;
 use serde::Serialize;
 
 /// One provider's part of the bill.
@@ -85,7 +87,7 @@ impl Cost {
     /// `queries_started` queries of which `good` were good.
     pub fn of(
         endpoints: &[Billed<'_>],
-        used_by_failed: Bill,
+        used_by_failed: Spent,
         queries_started: u64,
         good: u64,
     ) -> Option<Cost> {
@@ -100,7 +102,7 @@ impl Cost {
             .fold(Bill::default(), |t, e| t.plus(e.billed.since(e.used)));
         let wasted = unused
             .picodollars()
-            .saturating_add(used_by_failed.picodollars());
+            .saturating_add(used_by_failed.picodollars);
         let per = |n: u64| {
             if n > 0 {
                 usd(total.picodollars()) / n as f64
@@ -121,8 +123,8 @@ impl Cost {
             },
             unused_answers_usd: usd(unused.picodollars()),
             unused_answers_tokens: unused.tokens(),
-            failed_queries_usd: usd(used_by_failed.picodollars()),
-            failed_queries_tokens: used_by_failed.tokens(),
+            failed_queries_usd: usd(used_by_failed.picodollars),
+            failed_queries_tokens: used_by_failed.tokens,
             input_tokens: total.input_tokens,
             cached_input_tokens: total.cached_input_tokens,
             output_tokens: total.output_tokens,
