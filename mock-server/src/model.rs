@@ -356,25 +356,6 @@ impl ProviderModel {
         self.on_request_with(now, tokens, Service::default())
     }
 
-    /// What a served request of `tokens` arriving at `now` with `max_tokens` was billed, if
-    /// the price in force then asks anything: as [`Decision::bill`] said when it was decided
-    /// (`generated`: the output tokens of a generated answer). For a client that keeps less
-    /// than the whole decision across the answer's wait.
-    pub fn bill_of(
-        &self,
-        now: Duration,
-        tokens: u64,
-        max_tokens: Option<u64>,
-        generated: Option<u64>,
-    ) -> Option<Bill> {
-        let phase = match self.config.phases.is_empty() {
-            true => None,
-            false => phases::at(&self.config.phases, now).0,
-        };
-        let price = in_force(&self.config, phase).price?;
-        Some(bill(&price, tokens, max_tokens, generated))
-    }
-
     /// Each phase's counters, in the phases' order (requests counted in the phase in force
     /// at their arrival).
     pub fn phase_counters(&self) -> &[Counters] {
@@ -562,18 +543,16 @@ impl ProviderModel {
             _ => self.counters.errored += 1,
         }
         // An answer is billed: served, or (`bill_errors`) failed by the model.
-        let bill = cfg
-            .price
-            .filter(|p| match outcome {
-                Outcome::Served => true,
-                Outcome::Error(_) => p.bill_errors,
-                _ => false,
-            })
-            .map(|p| bill(&p, tokens, asked.max_tokens, made.map(|(n, _)| n)));
-        if let Some(b) = bill {
-            self.counters.billed = self.counters.billed.plus(b);
-        }
-        let bill = bill.map(Box::new);
+        let bill = match &cfg.price {
+            Some(p)
+                if outcome == Outcome::Served || p.bill_errors && outcome != Outcome::Timeout =>
+            {
+                let b = bill(p, tokens, asked.max_tokens, made.map(|(n, _)| n));
+                self.counters.billed = self.counters.billed.plus(b);
+                Some(Box::new(b))
+            }
+            _ => None,
+        };
         if let (Outcome::Served, Some((n, _)), Some(ticket)) = (outcome, made, ticket) {
             // The output is charged as max_tokens until the last token, then as what it was.
             self.split

@@ -462,10 +462,10 @@ impl<I: Moment> Recorder<I> {
     }
 
     /// A query used an answer of `endpoint`'s billed `bill`.
-    pub fn used(&self, endpoint: usize, bill: Bill) {
+    pub fn used(&self, endpoint: usize, bill: &Bill) {
         let mut s = self.lock();
         if let Some(u) = s.rec.used.get_mut(endpoint) {
-            *u = u.plus(bill);
+            *u = u.plus(*bill);
         }
     }
 

@@ -212,7 +212,7 @@ impl HttpProvider {
         {
             Ok(bill) => {
                 if query.use_answer(&bill) {
-                    self.recorder.used(endpoint, bill);
+                    self.recorder.used(endpoint, &bill);
                 }
             }
             Err(e) => {

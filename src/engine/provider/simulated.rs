@@ -6,7 +6,7 @@ use std::cell::RefCell;
 use std::sync::Arc;
 use std::time::Duration;
 
-use capsize_mock::{Counters, Decision, Latency, Outcome, ProviderModel, Service};
+use capsize_mock::{Bill, Counters, Decision, Latency, Outcome, ProviderModel, Service};
 
 use super::{OrphanWatch, Provider, QueryState};
 use crate::engine::recorder::{Arrival, Recorder};
@@ -25,8 +25,6 @@ struct Way {
     max_tokens: Option<u64>,
     /// A streamed model turn: the client sees its first token.
     stream: bool,
-    /// Its provider has a price (its own, or a phase's): an answer used is booked.
-    priced: bool,
 }
 
 /// The provider models in-process, on `clock` at `scale`.
@@ -76,7 +74,6 @@ impl<C: Clock> VirtualProvider<C> {
                     model_turn: r.model_turn,
                     max_tokens: r.max_tokens,
                     stream: r.stream,
-                    priced: e.config.priced(),
                 }
             })
             .collect();
@@ -134,28 +131,11 @@ struct Answer {
     /// A generated answer's first token as the client sees it (streamed only), and its output
     /// tokens.
     generated: Option<(Option<Duration>, u64)>,
+    /// What the answer was billed, if the client receives it (a priced provider's).
+    bill: Option<Box<Bill>>,
 }
 
 impl<C: Clock> VirtualProvider<C> {
-    /// Books an answer `query` used: what the request of `tokens` along `route` that arrived
-    /// at `arrived` was billed (`generated`: its answer's output tokens).
-    fn book_used(
-        &self,
-        arrived: C::Instant,
-        tokens: u64,
-        route: u16,
-        generated: Option<u64>,
-        query: &QueryState,
-    ) {
-        let way = &self.ways[usize::from(route)];
-        let now = self.scale.to_model(arrived - self.t0);
-        let bill =
-            self.models.borrow()[way.endpoint].bill_of(now, tokens, way.max_tokens, generated);
-        if let Some(bill) = bill.filter(|b| query.use_answer(b)) {
-            self.recorder.used(way.endpoint, bill);
-        }
-    }
-
     /// Asks route `route`'s model about a request of `tokens` arriving at `arrived`, and records
     /// the arrival.
     fn answer(&self, arrived: C::Instant, tokens: u64, route: u16) -> Answer {
@@ -192,6 +172,7 @@ impl<C: Clock> VirtualProvider<C> {
             }
             _ => (self.timeout, Err(ProviderError::timeout())),
         };
+        let result_ok = result.is_ok();
         Answer {
             charged: decision.charged,
             wait,
@@ -201,6 +182,8 @@ impl<C: Clock> VirtualProvider<C> {
                 let first = way.stream.then(|| self.scale.to_runtime(g.first_token));
                 (first, g.output_tokens)
             }),
+            // Only an answer the client receives can be used.
+            bill: decision.bill.filter(|_| result_ok),
         }
     }
 }
@@ -218,6 +201,7 @@ impl<C: Clock> Provider for VirtualProvider<C> {
             wait,
             result,
             generated,
+            bill,
         } = self.answer(arrived, tokens, route);
         let mut watch = OrphanWatch {
             charged,
@@ -230,8 +214,9 @@ impl<C: Clock> Provider for VirtualProvider<C> {
         if let (Ok(()), Some((first, output_tokens))) = (&result, generated) {
             self.recorder.generated(wait, first, output_tokens);
         }
-        if result.is_ok() && self.ways[usize::from(route)].priced {
-            self.book_used(arrived, tokens, route, generated.map(|g| g.1), query);
+        if let Some(bill) = bill.filter(|b| query.use_answer(b)) {
+            self.recorder
+                .used(self.ways[usize::from(route)].endpoint, &bill);
         }
         result
     }
