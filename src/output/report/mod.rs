@@ -53,6 +53,33 @@ fn pct(v: Option<f64>) -> String {
 }
 
 /// The summary as a readable table.
+/// The cost line: `  cost           $0.0083 in all, $0.0021 a good query (4); wasted
+/// $0.0000 (0.0 %): ...`.
+fn cost_line(c: &crate::engine::summary::cost::Cost) -> String {
+    let per_good = c
+        .per_good_query_usd
+        .map_or("no good query".to_string(), |v| {
+            format!("${} a good query ({})", dollars(v), c.good_queries)
+        });
+    format!(
+        "  cost           ${} in all, {per_good}; wasted ${} ({:.1} %): ${} of answers no query used, ${} used by failed queries",
+        dollars(c.total_usd),
+        dollars(c.wasted_usd),
+        c.wasted_share * 100.0,
+        dollars(c.unused_answers_usd),
+        dollars(c.failed_queries_usd)
+    )
+}
+
+/// Dollars to four significant digits (at least to the cent): `0.002085`, `12.35`, `1234`.
+pub fn dollars(v: f64) -> String {
+    if v == 0.0 {
+        return "0".into();
+    }
+    let digits = (3 - v.abs().log10().floor() as i32).clamp(2, 12) as usize;
+    format!("{v:.digits$}")
+}
+
 pub fn table(s: &Summary) -> String {
     let mut out = String::new();
     let _ = writeln!(
@@ -100,6 +127,9 @@ pub fn table(s: &Summary) -> String {
         "  client         {} attempts ({} timed out at the client), {} retries; calls: {} failed for good, {} cancelled, {} not run; {} orphaned requests",
         s.attempts, s.attempts_timed_out, s.retries, s.errors, s.cancelled, s.not_run, s.orphaned_requests
     );
+    if let Some(c) = &s.cost {
+        let _ = writeln!(out, "{}", cost_line(c));
+    }
     if let Some(l) = &s.concurrency_limit {
         let _ = writeln!(
             out,
