@@ -255,3 +255,78 @@ fn ci_gates_on_the_cost_of_a_good_query() {
         assert!(said.contains("cost.per_good_query_usd"), "{said}");
     }
 }
+
+#[test]
+fn a_sweep_recommends_the_cheapest_passing_point_and_shows_what_each_costs() {
+    let t = Temp::new("cost", "sweep");
+    // Tool calls of 200 ms to 3 s: a short client timeout pays for every slow answer it gives
+    // up on, and again for each retry.
+    let scenario = format!(
+        r#"
+name = "cost-sweep"
+seed = 3
+[provider]
+latency = {{ dist = "uniform", min_ms = 200, max_ms = 3000 }}
+{PRICE}
+[workload]
+queries = 40
+calls_per_query = 4
+tokens_per_call = 1000
+[scheduler]
+max_concurrency = 8
+retry = {{ max_retries = 3, base_ms = 0, cap_ms = 0 }}
+[sweep]
+"scheduler.timeout_ms" = [1200, 2000, 3500]
+prefer = "min cost.per_good_query_usd"
+"#
+    );
+    let file = t.write("sweep.toml", &scenario);
+    let out = t.path("out");
+    let o = capsize(&[
+        "sweep",
+        file.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let csv = std::fs::read_to_string(out.join("sweep.csv")).unwrap();
+    let mut rows = csv.lines();
+    let header: Vec<&str> = rows.next().unwrap().split(',').collect();
+    let col = |name: &str| {
+        header
+            .iter()
+            .position(|h| *h == name)
+            .unwrap_or_else(|| panic!("{name} in {header:?}"))
+    };
+    let (timeout, per_good, wasted) = (
+        col("scheduler.timeout_ms"),
+        col("cost_per_good_query_usd"),
+        col("wasted_share"),
+    );
+    let points: Vec<(String, f64, f64)> = rows
+        .map(|r| {
+            let f: Vec<&str> = r.split(',').collect();
+            (
+                f[timeout].to_string(),
+                f[per_good].parse().unwrap(),
+                f[wasted].parse().unwrap(),
+            )
+        })
+        .collect();
+    // The shortest timeout wastes the most and costs the most per good query.
+    assert!(points[0].2 > points[2].2, "{points:?}");
+    assert!(points[0].1 > points[2].1, "{points:?}");
+    let cheapest = points.iter().min_by(|a, b| a.1.total_cmp(&b.1)).unwrap();
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(
+        md.contains(&format!("**timeout_ms = {}", cheapest.0)),
+        "the cheapest point, {cheapest:?}, is recommended: {md}"
+    );
+    assert!(
+        md.contains("the smallest mean `cost.per_good_query_usd` (`[sweep] prefer`)"),
+        "{md}"
+    );
+    assert!(md.contains("a good query ($"), "the headline says it: {md}");
+    assert!(md.contains("| $ / good query | wasted |"), "{md}");
+    assert!(out.join("cost.svg").is_file() && out.join("cost.png").is_file());
+}

@@ -327,7 +327,7 @@ fn prefer_chooses_which_passing_point_is_recommended() {
     for (prefer, says) in [
         (
             "max workload.sessions",
-            "sweep.prefer: \"max workload.sessions\" names a key that is not swept",
+            "sweep.prefer: \"max workload.sessions\" names neither a swept key of numbers nor a metric of summary.json",
         ),
         (
             "most scheduler.headroom",

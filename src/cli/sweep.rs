@@ -180,7 +180,8 @@ pub fn sweep(args: SweepArgs) -> ExitCode {
 /// Declares every file a sweep of `grid` writes into `dir`.
 pub(crate) fn declare(outputs: &mut OutputSet, grid: &Grid, dir: &Path) {
     let adaptive = written::limit::any_adaptive(grid.points.iter().map(|(_, s)| s));
-    capacity::declare(outputs, dir, adaptive);
+    let priced = grid.points.first().is_some_and(|(_, s)| s.priced());
+    capacity::declare(outputs, dir, adaptive, priced);
 }
 
 /// Runs `shard` of the sweep and writes its folder in `dir`.

@@ -168,10 +168,15 @@ impl Grid {
         }
         if let Some(prefer) = base.prefer.as_ref() {
             let swept = axes.iter().find(|a| a.key == prefer.key);
-            if !swept.is_some_and(|a| a.values[0].is_number()) {
+            // A metric of summary.json (`min cost.per_good_query_usd`), or a swept number.
+            let metric = swept.is_none()
+                && (crate::engine::summary::Summary::metric_paths().contains(&prefer.key)
+                    || crate::engine::summary::Summary::provider_paths(&base.provider_names())
+                        .contains(&prefer.key));
+            if !metric && !swept.is_some_and(|a| a.values[0].is_number()) {
                 let keys: Vec<&str> = axes.iter().map(|a| a.key.as_str()).collect();
                 return Err(GridError::Flag(format!(
-                    "{}: sweep.prefer: \"{prefer}\" names a key that is not swept, or not a number (swept: {})",
+                    "{}: sweep.prefer: \"{prefer}\" names neither a swept key of numbers nor a metric of summary.json (swept: {}; a metric such as cost.per_good_query_usd)",
                     path.display(),
                     keys.join(", ")
                 )));

@@ -224,12 +224,18 @@ pub fn recommend(points: &[PointResult], slo: &[Threshold]) -> Option<Recommenda
             .unwrap_or_default(),
         max: false,
     });
+    // A swept key's value, or a metric's mean over the point's runs (`[sweep] prefer = "min
+    // cost.per_good_query_usd"`); a point without one comes last.
+    let on_metric = first.point.get(&prefer.key).is_none();
     let key = |p: &PointResult| {
-        let v = p.point.get(&prefer.key).map_or(f64::NAN, |v| v.as_f64());
-        if prefer.max {
-            -v
-        } else {
-            v
+        let v = match p.point.get(&prefer.key) {
+            Some(v) => Some(v.as_f64()),
+            None => crate::engine::summary::slo::number(&p.mean, &prefer.key),
+        };
+        match v.filter(|v| !v.is_nan()) {
+            Some(v) if prefer.max => -v,
+            Some(v) => v,
+            None => f64::INFINITY,
         }
     };
     let headroom = |p: &PointResult| p.scenario.scheduler.headroom;
@@ -261,7 +267,12 @@ pub fn recommend(points: &[PointResult], slo: &[Threshold]) -> Option<Recommenda
             .collect::<Vec<_>>()
             .join(", ")
     };
-    let which = if prefer.max { "largest" } else { "smallest" };
+    let which = match (prefer.max, on_metric) {
+        (true, false) => "largest",
+        (false, false) => "smallest",
+        (true, true) => "largest mean",
+        (false, true) => "smallest mean",
+    };
     let from = if first.scenario.prefer.is_some() {
         " (`[sweep] prefer`)"
     } else {

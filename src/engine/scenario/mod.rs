@@ -320,6 +320,11 @@ impl Scenario {
             .collect()
     }
 
+    /// Whether a provider has a `price` (its own or a phase's): its runs have a cost.
+    pub fn priced(&self) -> bool {
+        self.providers.iter().any(|p| p.config.priced())
+    }
+
     /// The provider the closed-form arithmetic is about: where tool calls go (where model
     /// turns go, when tool calls go to no provider).
     pub fn provider(&self) -> &ProviderConfig {

@@ -22,6 +22,8 @@ const HEADROOM: &str = "scheduler.headroom";
 
 /// Stems of the sweep's charts, then of the recommended point's.
 pub(super) const SWEEP_CHARTS: [&str; 3] = ["latency", "throughput", "rate_limited"];
+/// The stem of the cost chart, drawn when the sweep's provider has a `price`.
+pub(super) const COST_CHART: &str = "cost";
 pub(super) const POINT_CHARTS: [&str; 4] = [
     "latency_distribution",
     super::usage::CHARTS[0],
@@ -222,7 +224,36 @@ pub fn sweep_charts(
     };
     let limited = rate_limited(points, &x, group.as_deref(), &more);
     let [l, t, r] = SWEEP_CHARTS;
-    vec![(l, latency), (t, throughput), (r, limited)]
+    let mut charts = vec![(l, latency), (t, throughput), (r, limited)];
+    if super::csv::priced(points) {
+        charts.push((COST_CHART, cost(points, &x, g, &more, axis)));
+    }
+    charts
+}
+
+/// What a good query costs, and what is wasted, in dollars, against the x key.
+fn cost(points: &[PointResult], x: &str, g: Option<&str>, more: &[String], axis: XAxis) -> Chart {
+    let mut chart = Chart::new("Cost per good query", short(x), "dollars", axis);
+    fill(&mut chart, points, more, |ps| {
+        let mut series = lines(ps, x, g, metrics::COST_PER_GOOD_QUERY_USD, "per good query");
+        if g.is_none() {
+            // Alone, the waste per query started beside it: what a setting throws away.
+            series.extend(lines_of(
+                ps.iter().copied(),
+                x,
+                None,
+                "wasted per query",
+                |p| {
+                    let wasted = mean_at(p, metrics::COST_WASTED_USD)?;
+                    let started = mean_at(p, metrics::QUERIES_STARTED)?;
+                    Some(if started > 0.0 { wasted / started } else { 0.0 })
+                },
+            ));
+        }
+        series
+    });
+    chart.y_from_zero = true;
+    chart
 }
 
 /// The distinct headrooms of the points, lowest first.

@@ -13,6 +13,41 @@ struct Column {
     read: fn(&Value) -> Option<f64>,
 }
 
+/// The cost columns, in CSV order after the others, when the sweep's provider has a `price`:
+/// dollars, written to six significant digits (a query may cost a fraction of a cent).
+const COST_COLUMNS: &[Column] = &[
+    Column {
+        name: "cost_usd",
+        read: |v| metrics::COST_TOTAL_USD.read(v),
+    },
+    Column {
+        name: "cost_per_good_query_usd",
+        read: |v| metrics::COST_PER_GOOD_QUERY_USD.read(v),
+    },
+    Column {
+        name: "wasted_usd",
+        read: |v| metrics::COST_WASTED_USD.read(v),
+    },
+    Column {
+        name: "wasted_share",
+        read: |v| metrics::COST_WASTED_SHARE.read(v),
+    },
+];
+
+/// Whether the sweep of `points` is priced: its runs have a `cost`.
+pub fn priced(points: &[PointResult]) -> bool {
+    points
+        .first()
+        .and_then(|p| p.runs.first())
+        .is_some_and(|r| r.get("cost").is_some())
+}
+
+/// The columns of a sweep of `points`: [`COLUMNS`], then the cost's when it is priced.
+fn columns(points: &[PointResult]) -> impl Iterator<Item = &'static Column> {
+    let cost: &'static [Column] = if priced(points) { COST_COLUMNS } else { &[] };
+    COLUMNS.iter().chain(cost)
+}
+
 /// The per-point columns, in CSV order.
 const COLUMNS: &[Column] = &[
     Column {
@@ -82,10 +117,23 @@ const COLUMNS: &[Column] = &[
 
 /// A column's mean (and 95 % half-width) over a point's runs; `None` if any run lacks it.
 fn stat(p: &PointResult, column: &str) -> Option<(f64, f64)> {
-    let c = COLUMNS.iter().find(|c| c.name == column)?;
+    let c = COLUMNS
+        .iter()
+        .chain(COST_COLUMNS)
+        .find(|c| c.name == column)?;
     let xs: Option<Vec<f64>> = p.runs.iter().map(|r| (c.read)(r)).collect();
     let s = mean_ci(&xs?);
     Some((s.mean, s.ci95))
+}
+
+/// `v` to six significant digits (dollars: a query may cost a fraction of a cent).
+fn money(v: f64) -> String {
+    if v == 0.0 || !v.is_finite() {
+        return number(v);
+    }
+    let digits = 5 - v.abs().log10().floor() as i32;
+    let scale = 10f64.powi(digits);
+    format!("{}", (v * scale).round() / scale)
 }
 
 fn number(v: f64) -> String {
@@ -107,7 +155,7 @@ pub fn csv(points: &[PointResult], slo: &[Threshold]) -> Result<String, csv::Err
         .map(|p| p.point.values.iter().map(|(k, _)| k.clone()).collect())
         .unwrap_or_default();
     header.push(if repeats > 1 { "seeds" } else { "seed" }.into());
-    for c in COLUMNS {
+    for c in columns(points) {
         header.push(c.name.into());
         if repeats > 1 {
             header.push(format!("{}_ci95", c.name));
@@ -124,11 +172,16 @@ pub fn csv(points: &[PointResult], slo: &[Threshold]) -> Result<String, csv::Err
                 .collect::<Vec<_>>()
                 .join(" "),
         );
-        for c in COLUMNS {
+        for c in columns(points) {
             let s = stat(p, c.name);
-            row.push(s.map_or(String::new(), |(mean, _)| number(mean)));
+            let write = if c.name.ends_with("_usd") {
+                money
+            } else {
+                number
+            };
+            row.push(s.map_or(String::new(), |(mean, _)| write(mean)));
             if repeats > 1 {
-                row.push(s.map_or(String::new(), |(_, ci)| number(ci)));
+                row.push(s.map_or(String::new(), |(_, ci)| write(ci)));
             }
         }
         row.push(passes(p, slo).to_string());

@@ -14,6 +14,7 @@ use crate::engine::summary::slo::{number, Threshold};
 use crate::fmt::fmt_num;
 use crate::output::files::OutputSet;
 use crate::output::report::charts::{self, Chart};
+use crate::output::report::dollars;
 use crate::output::report::escape::markdown;
 use crate::output::report::html;
 
@@ -40,12 +41,19 @@ fn always(p: &PointResult, metric: Metric) -> f64 {
 /// Declares every file a sweep may write into `dir`: the CSV, the report and every chart.
 /// With `adaptive` (some point of the sweep has an adaptive limit), its two charts too
 /// ([`super::limit::CHARTS`]).
-pub fn declare(set: &mut OutputSet, dir: &Path, adaptive: bool) {
+pub fn declare(set: &mut OutputSet, dir: &Path, adaptive: bool, priced: bool) {
     for name in [CSV].iter().chain(&REPORTS) {
         set.output(dir.join(name), "--out");
     }
     let limit = super::limit::CHARTS.iter().filter(|_| adaptive);
-    for stem in SWEEP_CHARTS.iter().chain(&POINT_CHARTS).chain(limit) {
+    let cost = [super::charts::COST_CHART];
+    let cost = cost.iter().filter(|_| priced);
+    for stem in SWEEP_CHARTS
+        .iter()
+        .chain(cost)
+        .chain(&POINT_CHARTS)
+        .chain(limit)
+    {
         charts::declare(set, dir, stem);
     }
 }
@@ -406,6 +414,15 @@ fn headline(p: &PointResult) -> String {
             format!("{} 429s", fmt_num(limited))
         }
     );
+    if let Some(per_good) = mean_at(p, metrics::COST_PER_GOOD_QUERY_USD) {
+        let _ = write!(
+            line,
+            ", ${} a good query (${} wasted, {} % of the bill)",
+            dollars(per_good),
+            dollars(always(p, metrics::COST_WASTED_USD)),
+            fmt_num(always(p, metrics::COST_WASTED_SHARE) * 100.0)
+        );
+    }
     if p.scenario.named_providers {
         // Several providers: the limit that binds, and how much of what it allows is used.
         let d = Demand::of(&p.scenario);
@@ -480,13 +497,24 @@ fn key_names(points: &[PointResult]) -> Vec<String> {
 /// Every point: its values, queries/s, query p95, 429s and whether it passes (or why not).
 fn point_table(md: &mut String, points: &[PointResult], keys: &[String], slo: &[Threshold]) {
     let _ = writeln!(md, "\n## Points\n");
+    let priced = super::csv::priced(points);
     if !points.is_empty() {
+        let cost = if priced {
+            " $ / good query | wasted |"
+        } else {
+            ""
+        };
         let _ = writeln!(
             md,
-            "| {} | queries/s | query p95 (ms) | 429s | passes |",
+            "| {} | queries/s | query p95 (ms) | 429s |{cost} passes |",
             keys.join(" | ")
         );
-        let _ = writeln!(md, "|{}---:|---:|---:|---|", "---:|".repeat(keys.len()));
+        let _ = writeln!(
+            md,
+            "|{}---:|---:|---:|{}---|",
+            "---:|".repeat(keys.len()),
+            if priced { "---:|---:|" } else { "" }
+        );
     }
     for p in points {
         let vals: Vec<String> = p.point.values.iter().map(|(_, v)| v.to_string()).collect();
@@ -497,9 +525,19 @@ fn point_table(md: &mut String, points: &[PointResult], keys: &[String], slo: &[
                 None => mean_at(p, metric).map_or("".into(), fmt_num),
             }
         };
+        let cost = if priced {
+            format!(
+                " {} | {} % |",
+                mean_at(p, metrics::COST_PER_GOOD_QUERY_USD)
+                    .map_or("none good".into(), |v| format!("${}", dollars(v))),
+                fmt_num(always(p, metrics::COST_WASTED_SHARE) * 100.0)
+            )
+        } else {
+            String::new()
+        };
         let _ = writeln!(
             md,
-            "| {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} |{cost} {} |",
             vals.join(" | "),
             get(metrics::QUERIES_PER_S),
             get(metrics::QUERY_P95),
