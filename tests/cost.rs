@@ -330,3 +330,56 @@ prefer = "min cost.per_good_query_usd"
     assert!(md.contains("| $ / good query | wasted |"), "{md}");
     assert!(out.join("cost.svg").is_file() && out.join("cost.png").is_file());
 }
+
+#[test]
+fn compare_puts_the_cost_of_a_setting_beside_its_alternative() {
+    let t = Temp::new("cost", "compare");
+    // The same tool calls with a client timeout under (A) and over (B) their slowest answer.
+    let base = |timeout: u32| {
+        format!(
+            r#"
+name = "cost-compare"
+seed = 3
+[provider]
+latency = {{ dist = "uniform", min_ms = 200, max_ms = 3000 }}
+{PRICE}
+[workload]
+queries = 200
+calls_per_query = 4
+tokens_per_call = 1000
+[scheduler]
+max_concurrency = 8
+timeout_ms = {timeout}
+retry = {{ max_retries = 3, base_ms = 0, cap_ms = 0 }}
+"#
+        )
+    };
+    let run = |name: &str, timeout: u32| {
+        let file = t.write(&format!("{name}.toml"), &base(timeout));
+        let out = t.path(name);
+        let o = capsize(&[
+            "run",
+            file.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        out
+    };
+    let (a, b) = (run("short", 1200), run("long", 3500));
+    let o = capsize(&["compare", a.to_str().unwrap(), b.to_str().unwrap()]);
+    let said = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{said}{}", stderr(&o));
+    for row in [
+        "$ per query",
+        "$ per good query",
+        "share of the bill wasted",
+    ] {
+        let line = said
+            .lines()
+            .find(|l| l.trim_start().starts_with(row))
+            .unwrap_or_else(|| panic!("no {row} row: {said}"));
+        // The longer timeout wastes nothing and costs less: better, beyond the noise.
+        assert!(line.contains("better"), "{line}");
+    }
+}

@@ -4,8 +4,9 @@
 //! Two runs are compared on their headline figures ([`runs`]): throughput, query and call
 //! percentiles, the share of requests refused with a 429 and of queries that failed, requests,
 //! tokens and retries per query started (a count grows with the work done, so it is compared
-//! per query, whatever ended the runs), and each provider's of several. Each figure's noise is
-//! judged as [`noise::Method`] says. Two sweeps are compared point by point ([`sweep`]), each
+//! per query, whatever ended the runs), each provider's of several, and, when both runs are
+//! priced, the bill per query and per good query and the share of it wasted. Each figure's
+//! noise is judged as [`noise::Method`] says. Two sweeps are compared point by point ([`sweep`]), each
 //! metric's mean against the other's, beyond their 95 % half-widths combined.
 //!
 //! Which way is worse comes from the CI gate's table ([`crate::analysis::check::direction`]).
@@ -398,6 +399,48 @@ pub fn runs(a: &Run, b: &Run) -> Runs {
         "provider.received",
     ));
     rows.push(per_query("retries per query", "retries", "retries"));
+    // What a setting costs beside its alternative (both runs priced): the bill per query and
+    // per good query, as rates in the answers billed (each served answer is one), and the
+    // share of the bill wasted, as a proportion of them.
+    if a.priced() && b.priced() {
+        let served = |r: &Run| r.num("provider.served");
+        for (label, path, over) in [
+            ("$ per query", "cost.total_usd", "queries_started"),
+            ("$ per good query", "cost.total_usd", "cost.good_queries"),
+        ] {
+            let v = |r: &Run| (r.num(over) > 0.0).then(|| r.num(path) / r.num(over));
+            let half = |r: &Run| Some(noise::poisson_rate(v(r)?, served(r)));
+            let t = half(a).zip(half(b)).map(|(x, y)| noise::combined(x, y));
+            let named = if over == "queries_started" {
+                "cost.per_query_usd"
+            } else {
+                "cost.per_good_query_usd"
+            };
+            rows.push(Row::new(
+                label,
+                named,
+                (v(a), v(b)),
+                way(named),
+                t,
+                Method::Poisson,
+            ));
+        }
+        let share = |r: &Run| r.num("cost.wasted_share");
+        let t = noise::two_proportions(
+            share(a) * served(a),
+            served(a),
+            share(b) * served(b),
+            served(b),
+        );
+        rows.push(Row::new(
+            "share of the bill wasted",
+            "cost.wasted_share",
+            (Some(share(a)), Some(share(b))),
+            way("cost.wasted_share"),
+            t,
+            Method::Binomial,
+        ));
+    }
     // Each provider of several.
     let mut names = a.providers();
     for n in b.providers() {

@@ -49,7 +49,7 @@ impl Method {
         Some(match self {
             Method::OrderStatistics => "a percentile's 95 % interval is the pair of order statistics at ranks n·p ± 1.96·√(n·p·(1−p)), read off the .hgrm beside summary.json (conservatively, at its rows); it moved when the change exceeds the two intervals' sides toward each other, combined (√(a² + b²))",
             Method::Mean => "the mean ± 1.96·sd/√n of each run, sd and n from its .hgrm, combined (√(a² + b²))",
-            Method::Poisson => "the count behind the figure as Poisson (± 1.96·√count: queries finished for a rate, requests for requests and tokens, retries for retries), combined (√(a² + b²))",
+            Method::Poisson => "the count behind the figure as Poisson (± 1.96·√count: queries finished for a rate, requests for requests and tokens, retries for retries, answers served for dollars), combined (√(a² + b²))",
             Method::Binomial => "two proportions, pooled: moved when |pB − pA| > 1.96·√(p·(1−p)·(1/nA + 1/nB))",
             Method::Repeats => "each point's mean over its repeats ± its 95 % half-width from sweep.csv, combined (√(a² + b²))",
             Method::None => "no interval (no .hgrm beside summary.json, or one run per sweep point): the change is shown without a verdict",

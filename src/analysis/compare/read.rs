@@ -87,6 +87,11 @@ impl Run {
         slo::number(&self.json, path).unwrap_or(0.0)
     }
 
+    /// Whether the run has a `cost` (its provider has a price).
+    pub fn priced(&self) -> bool {
+        self.json.get("cost").is_some_and(Value::is_object)
+    }
+
     /// The words at a top-level field (`scenario`, `mode`), or "?".
     pub fn word(&self, field: &str) -> String {
         self.json

@@ -86,6 +86,12 @@ fn column(name: &str) -> Option<&'static str> {
         "tpm_utilization" => "tpm_utilization",
         "peak_rpm_utilization" => "peak_rpm_utilization",
         "orphaned_requests" => "orphaned_requests",
+        // The bill grows with the work done, as the other counts; per good query and the
+        // share wasted are judged.
+        "cost_usd" => "cost.total_usd",
+        "cost_per_good_query_usd" => "cost.per_good_query_usd",
+        "wasted_usd" => "cost.wasted_usd",
+        "wasted_share" => "cost.wasted_share",
         _ => return None,
     })
 }
