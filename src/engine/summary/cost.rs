@@ -49,6 +49,16 @@ pub struct Cost {
     pub failed_queries_usd: f64,
     /// Their tokens.
     pub failed_queries_tokens: u64,
+    /// The bill by kind of token.
+    #[serde(flatten)]
+    pub by_kind: ByKind,
+    /// Each priced provider's part (a list: not a metric).
+    pub providers: Vec<ProviderCost>,
+}
+
+/// A bill by kind of token: tokens and dollars (summary.json's and exec's `cost`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ByKind {
     /// Prompt tokens billed at the input rate.
     pub input_tokens: u64,
     /// Prompt tokens billed at the cached rate.
@@ -61,8 +71,20 @@ pub struct Cost {
     pub cached_input_usd: f64,
     /// The answer tokens' price, in dollars.
     pub output_usd: f64,
-    /// Each priced provider's part (a list: not a metric).
-    pub providers: Vec<ProviderCost>,
+}
+
+impl ByKind {
+    /// `bill` by kind.
+    pub fn of(bill: &Bill) -> ByKind {
+        ByKind {
+            input_tokens: bill.input_tokens,
+            cached_input_tokens: bill.cached_input_tokens,
+            output_tokens: bill.output_tokens,
+            input_usd: usd(bill.input_picodollars),
+            cached_input_usd: usd(bill.cached_input_picodollars),
+            output_usd: usd(bill.output_picodollars),
+        }
+    }
 }
 
 /// Picodollars as dollars.
@@ -125,12 +147,7 @@ impl Cost {
             unused_answers_tokens: unused.tokens(),
             failed_queries_usd: usd(used_by_failed.picodollars),
             failed_queries_tokens: used_by_failed.tokens,
-            input_tokens: total.input_tokens,
-            cached_input_tokens: total.cached_input_tokens,
-            output_tokens: total.output_tokens,
-            input_usd: usd(total.input_picodollars),
-            cached_input_usd: usd(total.cached_input_picodollars),
-            output_usd: usd(total.output_picodollars),
+            by_kind: ByKind::of(&total),
             providers: endpoints
                 .iter()
                 .map(|e| ProviderCost {

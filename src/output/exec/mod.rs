@@ -10,12 +10,12 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use capsize_mock::price::PICODOLLARS;
 use capsize_mock::server::Report;
 use capsize_mock::Bill;
 
 use crate::engine::exec::{AgentEnd, Ending};
 use crate::engine::scenario::Scenario;
+use crate::engine::summary::cost::ByKind;
 use crate::engine::summary::{Percentiles, PhaseCounts, ProviderCounts, SCHEMA_VERSION};
 use crate::fmt::fmt_num;
 use crate::output::files::OutputSet;
@@ -103,18 +103,9 @@ pub struct ExecCost {
     pub wasted_usd: f64,
     /// `wasted_usd` over `total_usd` (0 when nothing was billed).
     pub wasted_share: f64,
-    /// Prompt tokens billed at the input rate.
-    pub input_tokens: u64,
-    /// Prompt tokens billed at the cached rate.
-    pub cached_input_tokens: u64,
-    /// Answer tokens billed.
-    pub output_tokens: u64,
-    /// The prompt tokens' price at the input rate, in dollars.
-    pub input_usd: f64,
-    /// The cached prompt tokens' price, in dollars.
-    pub cached_input_usd: f64,
-    /// The answer tokens' price, in dollars.
-    pub output_usd: f64,
+    /// The bill by kind of token.
+    #[serde(flatten)]
+    pub by_kind: ByKind,
 }
 
 impl ExecCost {
@@ -129,12 +120,7 @@ impl ExecCost {
             } else {
                 0.0
             },
-            input_tokens: billed.input_tokens,
-            cached_input_tokens: billed.cached_input_tokens,
-            output_tokens: billed.output_tokens,
-            input_usd: billed.input_picodollars as f64 / PICODOLLARS,
-            cached_input_usd: billed.cached_input_picodollars as f64 / PICODOLLARS,
-            output_usd: billed.output_picodollars as f64 / PICODOLLARS,
+            by_kind: ByKind::of(billed),
         }
     }
 }
