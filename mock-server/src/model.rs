@@ -22,7 +22,7 @@ use crate::headers::go_duration;
 use crate::latency::Latency;
 use crate::limits::duration_from_ms;
 use crate::phases::{self, Outage};
-use crate::price::{Bill, Price};
+use crate::price::Bill;
 use crate::split::{Split, SplitLimits};
 use crate::window::{Limit, Usage, Window};
 
@@ -210,13 +210,6 @@ impl Counters {
             billed: self.billed.since(before.billed),
         }
     }
-}
-
-/// The bill of a request of `tokens` with `max_tokens` at `price`: its prompt is its tokens
-/// less its `max_tokens`; its output what it `generated`, else its `max_tokens`.
-fn bill(price: &Price, tokens: u64, max_tokens: Option<u64>, generated: Option<u64>) -> Bill {
-    let asked = max_tokens.unwrap_or(0).min(tokens);
-    price.bill(tokens - asked, generated.unwrap_or(asked))
 }
 
 /// A rate-limited LLM API with no clock.
@@ -547,7 +540,8 @@ impl ProviderModel {
             Some(p)
                 if outcome == Outcome::Served || p.bill_errors && outcome != Outcome::Timeout =>
             {
-                let b = bill(p, tokens, asked.max_tokens, made.map(|(n, _)| n));
+                // Its prompt, and its output: what it generated, else its max_tokens.
+                let b = p.bill(cost.input, made.map_or(cost.output, |(n, _)| n));
                 self.counters.billed = self.counters.billed.plus(b);
                 Some(Box::new(b))
             }

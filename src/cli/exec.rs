@@ -11,9 +11,9 @@ use super::run::ReplicaArgs;
 use super::{check_redis, check_target, default_out, out, seed_flag, Failure};
 use crate::analysis::check;
 use crate::engine::exec::fleet::Member;
-use crate::engine::exec::{self as engine, AgentEnd, Ending, ExecRequest, Target};
-use crate::engine::scenario::{fnv1a_hex, Scenario};
-use crate::engine::sim::replica::{Record, ReplicaOf, RECORD_FILE};
+use crate::engine::exec::{self as engine, Ending, ExecRequest, Target};
+use crate::engine::scenario::Scenario;
+use crate::engine::sim::replica::{ReplicaOf, RECORD_FILE};
 use crate::engine::summary::Summary;
 use crate::output::exec::{self as report, ExecSummary};
 use crate::output::files::OutputSet;
@@ -323,33 +323,29 @@ impl Prepared<'_> {
         outcome: engine::ExecOutcome,
         code: ExitCode,
     ) -> Result<ExitCode, Failure> {
-        let at = args.scenario.display();
-        let bytes = capsize_files::read_regular_file(&args.scenario, u64::MAX)
-            .map_err(|e| Failure::bad_input(format!("{at}: cannot read: {e}")))?;
         let mut sets = args.sets.clone();
-        if let Some(seed) = args.seed {
-            sets.push(format!("seed={seed}"));
-        }
-        let agent: AgentEnd = outcome.agent;
+        sets.extend(args.seed.map(|s| format!("seed={s}")));
+        let agent = outcome.agent;
+        // The summary of what this replica saw, for its own line only.
+        let summary =
+            ExecSummary::new(&self.scenario, &[(command.clone(), agent)], &outcome.report);
         let member = Member {
-            command: command.clone(),
+            command,
             agent,
             report: outcome.report,
         };
-        let record = Record::new(
+        let mut outputs = self.outputs;
+        // An exec runs its provider at model time itself: time scale 1.
+        super::run::put_record(
+            &mut outputs,
+            &self.dir,
             me,
-            &args.scenario.to_string_lossy(),
-            fnv1a_hex(&bytes),
+            &args.scenario,
             &sets,
             1.0,
             member,
-        );
-        let text =
-            serde_json::to_string(&record).map_err(|e| Failure::write_failed(e.to_string()))?;
-        let mut outputs = self.outputs;
-        outputs.put(self.dir.join(RECORD_FILE), text + "\n");
+        )?;
         outputs.commit().map_err(|e| Failure::output(&e))?;
-        let summary = ExecSummary::new(&self.scenario, &[(command, agent)], &record.outcome.report);
         say_if_failed(&summary.agent);
         let shown = escape::terminal(&self.dir.display().to_string());
         let parent =

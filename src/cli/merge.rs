@@ -201,7 +201,7 @@ fn read_records<O: Piece>(dirs: &[PathBuf]) -> Result<Vec<(String, Record<O>)>, 
     Ok(records)
 }
 
-/// A replica.json's text.
+/// A manifest's or a replica record's text (at most [`MAX_MANIFEST_BYTES`], UTF-8).
 fn read_text(at: &Path) -> Result<String, String> {
     capsize_files::read_regular_file(at, MAX_MANIFEST_BYTES)
         .map_err(|e| format!("{}: cannot read: {e}", at.display()))
@@ -294,9 +294,7 @@ fn merge_execs(args: &MergeArgs, dirs: &[PathBuf]) -> ExitCode {
 fn read_one(dir: &Path) -> Result<Read, String> {
     let from = dir.display().to_string();
     let at = |name: &str| dir.join(name).display().to_string();
-    let bytes = capsize_files::read_regular_file(&dir.join(MANIFEST), MAX_MANIFEST_BYTES)
-        .map_err(|e| format!("{}: cannot read: {e}", at(MANIFEST)))?;
-    let text = String::from_utf8(bytes).map_err(|_| format!("{}: not UTF-8 text", at(MANIFEST)))?;
+    let text = read_text(&dir.join(MANIFEST))?;
     let manifest = Manifest::parse(&text).map_err(|e| format!("{}: {e}", at(MANIFEST)))?;
     let file = std::fs::File::open(dir.join(RUNS))
         .map_err(|e| format!("{}: cannot read: {e}", at(RUNS)))?;

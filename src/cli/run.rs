@@ -1,14 +1,14 @@
 //! `capsize run`: one run of a scenario, or one replica of a fleet run as separate processes
 //! (`--replica I/K --run-id ID`).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Args as ClapArgs;
 
 use super::{default_out, load_and_run_with, out, Failure, ScenarioArgs};
 use crate::engine::scenario::fnv1a_hex;
-use crate::engine::sim::replica::{self, ReplicaOf, RECORD_FILE as RECORD};
+use crate::engine::sim::replica::{self, Piece, ReplicaOf, RECORD_FILE as RECORD};
 use crate::engine::sim::RunExtras;
 use crate::engine::summary::Summary;
 use crate::output::files::OutputSet;
@@ -74,6 +74,32 @@ impl ReplicaArgs {
     }
 }
 
+/// Puts `me`'s `replica.json` into `dir`: its run of the scenario file at `scenario` (read
+/// again for its FNV-1a) with `sets` at `time_scale`, and `outcome`. (`run` and `exec`.)
+pub(super) fn put_record<O: Piece>(
+    outputs: &mut OutputSet,
+    dir: &Path,
+    me: &ReplicaOf,
+    scenario: &Path,
+    sets: &[String],
+    time_scale: f64,
+    outcome: O,
+) -> Result<(), Failure> {
+    let bytes = capsize_files::read_regular_file(scenario, u64::MAX)
+        .map_err(|e| Failure::bad_input(format!("{}: cannot read: {e}", scenario.display())))?;
+    let record = replica::Record::new(
+        me,
+        &scenario.to_string_lossy(),
+        fnv1a_hex(&bytes),
+        sets,
+        time_scale,
+        outcome,
+    );
+    let text = serde_json::to_string(&record).map_err(|e| Failure::write_failed(e.to_string()))?;
+    outputs.put(dir.join(RECORD), text + "\n");
+    Ok(())
+}
+
 /// `capsize run`.
 pub fn run(args: RunArgs) -> ExitCode {
     let replica = match args.replica.of() {
@@ -111,25 +137,18 @@ pub fn run(args: RunArgs) -> ExitCode {
         crate::output::timeseries::put(&mut outputs, &dir, &outcome.recording, outcome.span);
     }
     if let Some(r) = &replica {
-        let bytes = match capsize_files::read_regular_file(&args.input.scenario, u64::MAX) {
-            Ok(b) => b,
-            Err(e) => {
-                let at = args.input.scenario.display();
-                return Failure::bad_input(format!("{at}: cannot read: {e}")).exit();
-            }
-        };
-        let record = replica::Record::new(
+        let put = put_record(
+            &mut outputs,
+            &dir,
             r,
-            &args.input.scenario.to_string_lossy(),
-            fnv1a_hex(&bytes),
+            &args.input.scenario,
             &args.input.sets_with_seed(),
             args.input.clock.time_scale.unwrap_or(1.0),
             replica::Outcome::from(&outcome),
         );
-        match serde_json::to_string(&record) {
-            Ok(text) => outputs.put(dir.join(RECORD), text + "\n"),
-            Err(e) => return Failure::write_failed(e.to_string()).exit(),
-        };
+        if let Err(f) = put {
+            return f.exit();
+        }
     }
     if let Err(e) = outputs.commit() {
         return Failure::output(&e).exit();

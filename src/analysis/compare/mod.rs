@@ -405,22 +405,21 @@ pub fn runs(a: &Run, b: &Run) -> Runs {
     if a.priced() && b.priced() {
         let served = |r: &Run| r.num("provider.served");
         for (label, path, over) in [
-            ("$ per query", "cost.total_usd", "queries_started"),
-            ("$ per good query", "cost.total_usd", "cost.good_queries"),
+            ("$ per query", "cost.per_query_usd", "queries_started"),
+            (
+                "$ per good query",
+                "cost.per_good_query_usd",
+                "cost.good_queries",
+            ),
         ] {
-            let v = |r: &Run| (r.num(over) > 0.0).then(|| r.num(path) / r.num(over));
+            let v = |r: &Run| (r.num(over) > 0.0).then(|| r.num("cost.total_usd") / r.num(over));
             let half = |r: &Run| Some(noise::poisson_rate(v(r)?, served(r)));
             let t = half(a).zip(half(b)).map(|(x, y)| noise::combined(x, y));
-            let named = if over == "queries_started" {
-                "cost.per_query_usd"
-            } else {
-                "cost.per_good_query_usd"
-            };
             rows.push(Row::new(
                 label,
-                named,
+                path,
                 (v(a), v(b)),
-                way(named),
+                way(path),
                 t,
                 Method::Poisson,
             ));

@@ -166,13 +166,11 @@ pub enum ExecError {
 
 impl ExecError {
     /// Whether the command line is at fault (not found, not executable) rather than the system.
+    /// (A target's errors, [`ExecError::Target`], are classified as a run's are.)
     pub fn is_bad_input(&self) -> bool {
         matches!(
             self,
-            ExecError::NotFound(_)
-                | ExecError::Spawn { .. }
-                | ExecError::SeveralProviders(_)
-                | ExecError::Target(SimError::Mismatch(_) | SimError::BadProvider(_))
+            ExecError::NotFound(_) | ExecError::Spawn { .. } | ExecError::SeveralProviders(_)
         )
     }
 }

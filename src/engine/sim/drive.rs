@@ -283,7 +283,7 @@ async fn one_query<P: Provider + 'static, R: Runtime>(
     if let Some(t) = ctx.parent_timeout {
         scope = scope.with_deadline(intended + t);
     }
-    let failed = if ctx.transport_cancel || !scope.watches(Work::Sent) {
+    let (failed, used) = if ctx.transport_cancel || !scope.watches(Work::Sent) {
         // With transport cancellation the scope stops the work itself: queued calls are never
         // sent, in-flight ones dropped. Otherwise nothing stops the work, and nothing stops
         // the caller's wait for it.
@@ -302,7 +302,6 @@ async fn one_query<P: Provider + 'static, R: Runtime>(
     } else {
         detachable_query(ctx, std::mem::take(plan), &scope).await
     };
-    let (failed, used) = failed;
     if ctx.stopped(&scope, Work::Sent) {
         ctx.recorder.query_abandoned(late, used);
         return;

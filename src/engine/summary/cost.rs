@@ -92,6 +92,15 @@ fn usd(picodollars: u64) -> f64 {
     picodollars as f64 / PICODOLLARS
 }
 
+/// `part` of a bill of `total` picodollars, as a share (0 when nothing was billed).
+pub fn share(part: u64, total: u64) -> f64 {
+    if total > 0 {
+        part as f64 / total as f64
+    } else {
+        0.0
+    }
+}
+
 /// What one endpoint billed and what of it the queries used.
 #[derive(Debug, Clone)]
 pub struct Billed<'a> {
@@ -138,11 +147,7 @@ impl Cost {
             per_good_query_usd: (good > 0).then(|| per(good)),
             good_queries: good,
             wasted_usd: usd(wasted),
-            wasted_share: if total.picodollars() > 0 {
-                wasted as f64 / total.picodollars() as f64
-            } else {
-                0.0
-            },
+            wasted_share: share(wasted, total.picodollars()),
             unused_answers_usd: usd(unused.picodollars()),
             unused_answers_tokens: unused.tokens(),
             failed_queries_usd: usd(used_by_failed.picodollars),

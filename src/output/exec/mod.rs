@@ -15,7 +15,7 @@ use capsize_mock::Bill;
 
 use crate::engine::exec::{AgentEnd, Ending};
 use crate::engine::scenario::Scenario;
-use crate::engine::summary::cost::ByKind;
+use crate::engine::summary::cost::{share, ByKind};
 use crate::engine::summary::{Percentiles, PhaseCounts, ProviderCounts, SCHEMA_VERSION};
 use crate::fmt::fmt_num;
 use crate::output::files::OutputSet;
@@ -111,15 +111,10 @@ pub struct ExecCost {
 impl ExecCost {
     /// The cost of what a priced provider `billed`, of which its orphans `orphaned`.
     fn of(billed: &Bill, orphaned: &Bill) -> ExecCost {
-        let total = billed.picodollars();
         ExecCost {
             total_usd: billed.usd(),
             wasted_usd: orphaned.usd(),
-            wasted_share: if total > 0 {
-                orphaned.picodollars() as f64 / total as f64
-            } else {
-                0.0
-            },
+            wasted_share: share(orphaned.picodollars(), billed.picodollars()),
             by_kind: ByKind::of(billed),
         }
     }
