@@ -1,6 +1,20 @@
 //! Numbers for people, as every table, report and message capsize writes prints them. The
 //! bottom of `src/`: every layer reads it, it reads nothing of capsize.
 
+/// `v` to six significant digits, without separators, for a table read by programs (dollars:
+/// a query may cost a fraction of a cent).
+pub fn six_figures(v: f64) -> String {
+    if v == 0.0 {
+        return "0".into();
+    }
+    if !v.is_finite() {
+        return v.to_string();
+    }
+    let digits = 5 - v.abs().log10().floor() as i32;
+    let scale = 10f64.powi(digits);
+    format!("{}", (v * scale).round() / scale)
+}
+
 /// A number for people: integers whole, others to about four significant figures, with
 /// thousands separated by commas (`10,000`, `166.7`, `1.25`, `0.0125`); from 10^15 up, four
 /// significant figures and a power of ten (`1e308`, `2.5e16`), not hundreds of digits.

@@ -1,5 +1,6 @@
 //! `capsize search`: the largest (or smallest) value of one numeric key that still meets the
-//! scenario's objectives ([`crate::analysis::sweep::search`]); what it writes is
+//! scenario's objectives, or (`--over KEY --min METRIC`) the passing value with the least mean
+//! of a metric ([`crate::analysis::sweep::search`]); what it writes is
 //! [`crate::output::sweep::search`].
 
 use std::path::{Path, PathBuf};
@@ -14,7 +15,7 @@ use crate::engine::scenario;
 use crate::fmt::fmt_num;
 use crate::output::files::OutputSet;
 use crate::output::report::escape;
-use crate::output::sweep::search::{answer, check_words, csv, not_monotone, row, CSV};
+use crate::output::sweep::search::{answer, check_words, csv, metric_cell, not_monotone, row, CSV};
 
 /// Flags of `capsize search`.
 #[derive(Debug, ClapArgs)]
@@ -23,13 +24,19 @@ pub struct SearchArgs {
     /// The scenario file (TOML), with the [slo] objectives to meet.
     scenario: PathBuf,
     /// Find the largest value of this key that meets the objectives (a load:
-    /// workload.sessions, workload.arrival_rate).
+    /// workload.sessions, workload.arrival_rate). With --over: the greatest mean of this
+    /// metric of summary.json.
     #[arg(long, value_name = "KEY.PATH")]
     max: Option<String>,
     /// Find the smallest value of this key that meets the objectives (a capacity:
-    /// scheduler.max_concurrency, provider.rpm).
+    /// scheduler.max_concurrency, provider.rpm). With --over: the least mean of this metric
+    /// of summary.json (cost.per_good_query_usd: the cheapest passing value).
     #[arg(long, value_name = "KEY.PATH")]
     min: Option<String>,
+    /// Search this key for the passing value with the least (--min) or greatest (--max) mean
+    /// of a metric, instead of for the edge of the passing values.
+    #[arg(long, value_name = "KEY.PATH")]
+    over: Option<String>,
     /// Where to start (default: the scenario's own value of the key).
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     from: Option<String>,
@@ -76,7 +83,13 @@ fn own_value(text: &str, key: &str) -> Option<(f64, bool)> {
 }
 
 /// The search's spec from the flags and the scenario's text.
-fn spec(args: &SearchArgs, key: &str, max: bool, text: &str) -> Result<SearchSpec, String> {
+fn spec(
+    args: &SearchArgs,
+    key: &str,
+    max: bool,
+    metric: Option<String>,
+    text: &str,
+) -> Result<SearchSpec, String> {
     if let Some(set) = args.sets.iter().find(|s| scenario::set_key(s) == Some(key)) {
         return Err(format!(
             "--set {set} gives the key the search varies: drop it or search another key"
@@ -130,7 +143,39 @@ fn spec(args: &SearchArgs, key: &str, max: bool, text: &str) -> Result<SearchSpe
         precision: args.precision,
         repeats: args.repeats,
         max_repeats: args.max_repeats,
+        metric,
     })
+}
+
+/// Refuses a `--min`/`--max` metric that summary.json does not have (or a cost without a
+/// price), and a metric given as the key to search without `--over`.
+fn metric_known(
+    base: &crate::engine::scenario::Scenario,
+    key: &str,
+    max: bool,
+    metric: Option<&str>,
+) -> Result<(), String> {
+    use crate::engine::summary::Summary;
+    let flag = if max { "--max" } else { "--min" };
+    let is_metric = |m: &str| {
+        Summary::metric_paths().iter().any(|p| p == m)
+            || Summary::provider_paths(&base.provider_names())
+                .iter()
+                .any(|p| p == m)
+    };
+    match metric {
+        None if is_metric(key) => Err(format!(
+            "{flag} {key}: a metric of summary.json, not a key of the scenario: give --over KEY to find the KEY value with the {} {key} (e.g. --over scheduler.max_concurrency)",
+            if max { "greatest" } else { "least" }
+        )),
+        Some(m) if !is_metric(m) => Err(format!(
+            "{flag} {m}: with --over, {flag} takes a metric of summary.json, such as cost.per_good_query_usd or latency_ms.query.p95"
+        )),
+        Some(m) if m.starts_with("cost.") && !base.priced() => Err(format!(
+            "{flag} {m}: the scenario has no price, so nothing is billed: add one ([provider] price = {{ input_per_mtok = 3.0, output_per_mtok = 15.0 }})"
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// Refuses a start or `--to` the key does not take, naming the flag, its value and the key's
@@ -179,10 +224,15 @@ pub fn search(args: SearchArgs) -> ExitCode {
         Ok(r) => r,
         Err(e) => return Failure::bad_input(e).exit(),
     };
-    let (key, max) = match (&args.max, &args.min) {
+    let (target, max) = match (&args.max, &args.min) {
         (Some(k), None) => (k.trim().to_string(), true),
         (None, Some(k)) => (k.trim().to_string(), false),
         _ => return Failure::bad_input("give one of --max KEY or --min KEY").exit(),
+    };
+    // With --over, --min and --max name a metric; without, the key searched.
+    let (key, metric) = match &args.over {
+        Some(over) => (over.trim().to_string(), Some(target)),
+        None => (target, None),
     };
     let mut sets = args.sets.clone();
     if let Some(seed) = args.seed {
@@ -211,7 +261,10 @@ pub fn search(args: SearchArgs) -> ExitCode {
     {
         return Failure::bad_input(format!("{}: {e}", args.scenario.display())).exit();
     }
-    let spec = match spec(&args, &key, max, &text) {
+    if let Err(e) = metric_known(&base, &key, max, metric.as_deref()) {
+        return Failure::bad_input(format!("{}: {e}", args.scenario.display())).exit();
+    }
+    let spec = match spec(&args, &key, max, metric, &text) {
         Ok(s) => s,
         Err(e) => return Failure::bad_input(format!("{}: {e}", args.scenario.display())).exit(),
     };
@@ -257,8 +310,12 @@ pub fn search(args: SearchArgs) -> ExitCode {
         lowest = lowest.min(p.value);
         highest = highest.max(p.value);
         let [v, seeds, qps, p95, limited, verdict, step, _] = row(&spec, None, p);
+        let metric = match (spec.metric.as_deref(), metric_cell(&spec, p)) {
+            (Some(m), Some(value)) if !value.is_empty() => format!("; {m} {value}"),
+            _ => String::new(),
+        };
         eprintln!(
-            "capsize search: {key} = {v} ({step}): {verdict} ({seeds} seeds pass; {qps} queries/s, p95 {p95} ms, {limited} 429s)"
+            "capsize search: {key} = {v} ({step}): {verdict} ({seeds} seeds pass{metric}; {qps} queries/s, p95 {p95} ms, {limited} 429s)"
         );
     };
     let found = match search::search(&args.scenario, &sets, &spec, &base.slo, &opts, shown) {
@@ -284,10 +341,10 @@ pub fn search(args: SearchArgs) -> ExitCode {
         escape::terminal(&base.name),
         found.probes.len(),
         spec.repeats,
-        if note.is_empty() {
-            ""
-        } else {
-            "; passing is not monotone"
+        match (note.is_empty(), spec.metric.is_some()) {
+            (true, _) => "",
+            (false, false) => "; passing is not monotone",
+            (false, true) => "; not one minimum",
         },
         escape::terminal(&answer(&spec, &found)),
         note,

@@ -126,16 +126,6 @@ fn stat(p: &PointResult, column: &str) -> Option<(f64, f64)> {
     Some((s.mean, s.ci95))
 }
 
-/// `v` to six significant digits (dollars: a query may cost a fraction of a cent).
-fn money(v: f64) -> String {
-    if v == 0.0 || !v.is_finite() {
-        return number(v);
-    }
-    let digits = 5 - v.abs().log10().floor() as i32;
-    let scale = 10f64.powi(digits);
-    format!("{}", (v * scale).round() / scale)
-}
-
 fn number(v: f64) -> String {
     let r = (v * 1e4).round() / 1e4;
     if r == r.trunc() && r.abs() < 1e15 {
@@ -175,7 +165,7 @@ pub fn csv(points: &[PointResult], slo: &[Threshold]) -> Result<String, csv::Err
         for c in columns(points) {
             let s = stat(p, c.name);
             let write = if c.name.ends_with("_usd") {
-                money
+                crate::fmt::six_figures
             } else {
                 number
             };

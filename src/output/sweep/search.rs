@@ -1,11 +1,12 @@
 //! What `capsize search` writes and prints: search.csv (a row per probe, in the order run),
-//! each probe's line of progress, and the answer in words.
+//! each probe's line of progress, and the answer in words, for a boundary search and a search
+//! on a metric alike.
 
 use std::fmt::Write as _;
 
 use crate::analysis::sweep::search::{self, Found, Limit, Probe, SearchSpec, Step, Stop};
 use crate::engine::summary::metrics;
-use crate::fmt::fmt_num;
+use crate::fmt::{fmt_num, six_figures};
 
 /// The file a search writes.
 pub const CSV: &str = "search.csv";
@@ -31,10 +32,39 @@ pub fn row(spec: &SearchSpec, found: Option<&Found>, p: &Probe) -> [String; 8] {
     ]
 }
 
-/// search.csv's note on a probe that contradicts the assumption that passing is monotone:
-/// `not monotone: 2, larger, passes` on a failing probe, `not monotone: 1, smaller, fails` on
-/// a passing one; empty otherwise.
+/// The metric's mean at a probe, for a search on a metric (empty without a value); `None` for
+/// a boundary search.
+pub fn metric_cell(spec: &SearchSpec, p: &Probe) -> Option<String> {
+    let metric = spec.metric.as_deref()?;
+    Some(search::reading(p, metric).map_or(String::new(), |(m, _)| six_figures(m)))
+}
+
+/// search.csv's note on a probe. A boundary search: one that contradicts the assumption that
+/// passing is monotone (`not monotone: 2, larger, passes` on a failing probe, `not monotone:
+/// 1, smaller, fails` on a passing one). A search on a metric: `least` or `greatest` (the
+/// answer), `as good within noise`, `another dip`, `fails between passing values`. Empty
+/// otherwise.
 fn note(spec: &SearchSpec, found: &Found, p: &Probe) -> String {
+    if spec.metric.is_some() {
+        let is = |values: Vec<f64>| values.contains(&p.value);
+        let answer = found.answer.map(|a| found.probes[a].value);
+        return if answer == Some(p.value) {
+            if spec.max {
+                "greatest"
+            } else {
+                "least"
+            }
+        } else if is(search::near(spec, found)) {
+            "as good within noise"
+        } else if is(search::dips(spec, found)) {
+            "another dip"
+        } else if is(search::gaps(found)) {
+            "fails between passing values"
+        } else {
+            ""
+        }
+        .into();
+    }
     found.contradicts(p, spec.max).map_or(String::new(), |q| {
         format!(
             "not monotone: {}, {}, {}",
@@ -48,8 +78,14 @@ fn note(spec: &SearchSpec, found: &Found, p: &Probe) -> String {
 /// `search.csv`: a row per probe, in the order run.
 pub fn csv(spec: &SearchSpec, found: &Found) -> Result<String, csv::Error> {
     let mut w = csv::Writer::from_writer(Vec::new());
-    w.write_record([
-        spec.key.as_str(),
+    // A search on a metric has the metric's column after the key's.
+    let with_metric = |mut cells: Vec<String>, metric: Option<String>| {
+        if let Some(m) = metric {
+            cells.insert(1, m);
+        }
+        cells
+    };
+    let header = [
         "seeds_passing",
         "queries_per_s",
         "query_p95_ms",
@@ -57,9 +93,14 @@ pub fn csv(spec: &SearchSpec, found: &Found) -> Result<String, csv::Error> {
         "verdict",
         "step",
         "note",
-    ])?;
+    ];
+    let header = std::iter::once(spec.key.as_str())
+        .chain(header)
+        .map(String::from);
+    w.write_record(with_metric(header.collect(), spec.metric.clone()))?;
     for p in &found.probes {
-        w.write_record(row(spec, Some(found), p))?;
+        let cells = row(spec, Some(found), p).to_vec();
+        w.write_record(with_metric(cells, metric_cell(spec, p)))?;
     }
     let bytes = w.into_inner().map_err(|e| e.into_error())?;
     Ok(String::from_utf8_lossy(&bytes).into_owned())
@@ -80,6 +121,9 @@ fn limit_words(spec: &SearchSpec, limit: &Limit, high: bool) -> String {
 
 /// The answer in words.
 pub fn answer(spec: &SearchSpec, found: &Found) -> String {
+    if let (Some(metric), Some(a)) = (spec.metric.as_deref(), found.answer) {
+        return least_words(spec, metric, found, &found.probes[a]);
+    }
     let which = if spec.max { "largest" } else { "smallest" };
     let probe = |i: usize| &found.probes[i];
     let reasons = |p: &Probe| {
@@ -140,8 +184,11 @@ pub fn answer(spec: &SearchSpec, found: &Found) -> String {
             let values = found.probes.iter().map(|p| p.value);
             let lo = values.clone().fold(f64::INFINITY, f64::min);
             let hi = values.fold(f64::NEG_INFINITY, f64::max);
-            // The end nearest to passing by the assumption: the least load, the most capacity.
-            let (best, limit) = if spec.max {
+            // The end nearest to passing by the assumption: the least load, the most capacity;
+            // for a search on a metric, the start.
+            let (best, limit) = if spec.metric.is_some() {
+                (search::start(spec), &found.limits.low)
+            } else if spec.max {
                 (lo, &found.limits.low)
             } else {
                 (hi, &found.limits.high)
@@ -170,6 +217,58 @@ pub fn answer(spec: &SearchSpec, found: &Found) -> String {
             )
         }
     }
+}
+
+/// A search on a metric's answer: `least mean cost.per_good_query_usd of the
+/// scheduler.max_concurrency values that meet the objectives: 8, at 0.0066 (± 0.0001 over 3
+/// seeds); as good within the noise: 6, 10`, and where it lies at a limit, which.
+fn least_words(spec: &SearchSpec, metric: &str, found: &Found, a: &Probe) -> String {
+    let (mean, error) = search::reading(a, metric).unwrap_or((f64::NAN, 0.0));
+    let mut line = format!(
+        "{} mean {metric} of the {} values that meet the objectives: {}, at {} (± {} over {} seeds)",
+        if spec.max { "greatest" } else { "least" },
+        spec.key,
+        search::shown(spec, a.value),
+        six_figures(mean),
+        fmt_num(error),
+        a.result.runs.len()
+    );
+    let near: Vec<String> = search::near(spec, found)
+        .into_iter()
+        .map(|v| search::shown(spec, v))
+        .collect();
+    if !near.is_empty() {
+        let _ = write!(line, "; as good within twice that: {}", near.join(", "));
+    }
+    let failing = found.probes.iter().filter(|p| !p.passes()).count();
+    if failing > 0 {
+        let _ = write!(
+            line,
+            "; {failing} of {} values tried fail",
+            found.probes.len()
+        );
+    }
+    for (limit, high) in [(&found.limits.low, false), (&found.limits.high, true)] {
+        if a.value != limit.value {
+            continue;
+        }
+        let _ = write!(
+            line,
+            "; it is {}, so no {} value was tried",
+            limit_words(spec, limit, high),
+            if high { "larger" } else { "smaller" }
+        );
+        match (limit.stop, high) {
+            (Stop::To | Stop::Range, true) => {
+                line.push_str(": a better one may lie above it (raise --to)")
+            }
+            (Stop::Range, false) => {
+                line.push_str(": a better one may lie below it (start lower with --from)")
+            }
+            _ => {}
+        }
+    }
+    line
 }
 
 /// Why the search turns to check the other way (`step`, the first such probe), from the
@@ -202,8 +301,13 @@ pub fn check_words(spec: &SearchSpec, lowest: f64, highest: f64, step: Step) -> 
     )
 }
 
-/// The line saying the probes contradict the assumption that passing is monotone, if they do.
+/// The line saying the probes contradict the search's assumption, if they do: for a boundary
+/// search that passing is monotone, for a search on a metric that the passing values are one
+/// stretch with one minimum.
 pub fn not_monotone(spec: &SearchSpec, found: &Found) -> Option<String> {
+    if let Some(metric) = spec.metric.as_deref() {
+        return least_caveat(spec, metric, found);
+    }
     let (fails, passes) = found.contradiction(spec.max)?;
     let passing: Vec<String> = found
         .passing_values()
@@ -223,4 +327,34 @@ pub fn not_monotone(spec: &SearchSpec, found: &Found) -> Option<String> {
         },
         passing.join(", ")
     ))
+}
+
+/// A search on a metric's caveat: more than one dip, or failing values between passing ones.
+fn least_caveat(spec: &SearchSpec, metric: &str, found: &Found) -> Option<String> {
+    let shown = |values: Vec<f64>| {
+        let v: Vec<String> = values.iter().map(|v| search::shown(spec, *v)).collect();
+        v.join(", ")
+    };
+    let (dips, gaps) = (search::dips(spec, found), search::gaps(found));
+    let mut said = Vec::new();
+    if dips.len() > 1 {
+        said.push(format!(
+            "{metric} dips at more than one value of {} ({}) beyond the seeds' noise",
+            spec.key,
+            shown(dips)
+        ));
+    }
+    if !gaps.is_empty() {
+        said.push(format!(
+            "{} {} fails between values that pass",
+            spec.key,
+            shown(gaps)
+        ));
+    }
+    (!said.is_empty()).then(|| {
+        format!(
+            "not one minimum: {} (the search assumes one stretch of passing values with one minimum): the best found may not be the best there is; a sweep over the range shows the whole curve",
+            said.join("; ")
+        )
+    })
 }

@@ -24,9 +24,15 @@
 //! own, some fail), the probe is noisy near the boundary: it runs `repeats` more seeds, up to
 //! `max_repeats`, and is judged on the mean of all of them. The answer says how many of its
 //! seeds passed on their own.
+//!
+//! **On a metric** (`--over KEY --min METRIC`): the value of the key, among those that pass,
+//! with the least (or greatest) mean of a metric of summary.json, such as
+//! `cost.per_good_query_usd`; see [`least`].
 
+mod least;
 mod limits;
 
+pub use least::{dips, gaps, near, reading};
 use limits::axis_value;
 pub use limits::{limits, outside, shown, start, Outside};
 
@@ -55,6 +61,9 @@ pub struct SearchSpec {
     pub repeats: u32,
     /// See [`SearchSpec::repeats`].
     pub max_repeats: u32,
+    /// A metric of summary.json to optimise over the passing values (`--over KEY --min
+    /// METRIC`): then `max` asks for its greatest mean, not the key's largest passing value.
+    pub metric: Option<String>,
 }
 
 /// How a probe's value was chosen.
@@ -72,6 +81,8 @@ pub enum Step {
     CheckDown,
     /// Between a passing and a failing value.
     Bisect,
+    /// Near the best value of the metric so far (a search on a metric).
+    Refine,
 }
 
 impl std::fmt::Display for Step {
@@ -84,6 +95,7 @@ impl std::fmt::Display for Step {
             Step::CheckUp => "check up",
             Step::CheckDown => "check down",
             Step::Bisect => "bisect",
+            Step::Refine => "refine",
         })
     }
 }
@@ -321,6 +333,37 @@ fn closer(before: &Probe, now: &Probe) -> bool {
     })
 }
 
+/// `v` as the key takes it: rounded for an integer key.
+fn round(spec: &SearchSpec, v: f64) -> f64 {
+    if spec.integer {
+        v.round()
+    } else {
+        v
+    }
+}
+
+/// The next value from `v` one way, doubled or halved, within `limits` (`None`: `v` is the
+/// limit).
+fn next(spec: &SearchSpec, limits: &Limits, v: f64, up: bool) -> Option<f64> {
+    let (low, high) = (limits.low.value, limits.high.value);
+    let n = if up {
+        round(
+            spec,
+            (v * 2.0)
+                .min(high)
+                .max(v + if spec.integer { 1.0 } else { 0.0 }),
+        )
+    } else {
+        round(spec, (v / 2.0).max(low))
+    };
+    let beyond = if up {
+        n > high || n == v
+    } else {
+        n < low || n == v
+    };
+    (!beyond).then_some(n)
+}
+
 /// Searches the scenario at `path` (with `sets`) along `spec`, reporting each probe to
 /// `seen` as it finishes. The start must be a value the key takes (see [`outside`]).
 pub fn search(
@@ -331,8 +374,10 @@ pub fn search(
     opts: &SweepOptions,
     mut seen: impl FnMut(&Probe),
 ) -> Result<Found, SearchError> {
+    if spec.metric.is_some() {
+        return least::least(path, sets, spec, slo, opts, seen);
+    }
     let limits = limits(path, sets, spec);
-    let (limit_down, limit_up) = (limits.low.value, limits.high.value);
     let mut probes: Vec<Probe> = Vec::new();
     let mut run = |v: f64, step: Step, probes: &mut Vec<Probe>| -> Result<bool, SearchError> {
         let p = probe(path, sets, spec, slo, v, step, opts)?;
@@ -341,25 +386,8 @@ pub fn search(
         probes.push(p);
         Ok(pass)
     };
-    let round = |v: f64| if spec.integer { v.round() } else { v };
-    // The next value from `v` one way within the limits (`None`: `v` is the limit).
-    let next = |v: f64, up: bool| -> Option<f64> {
-        let n = if up {
-            round(
-                (v * 2.0)
-                    .min(limit_up)
-                    .max(v + if spec.integer { 1.0 } else { 0.0 }),
-            )
-        } else {
-            round((v / 2.0).max(limit_down))
-        };
-        let beyond = if up {
-            n > limit_up || n == v
-        } else {
-            n < limit_down || n == v
-        };
-        (!beyond).then_some(n)
-    };
+    let round = |v: f64| round(spec, v);
+    let next = |v: f64, up: bool| next(spec, &limits, v, up);
     // "Up" is the direction of more load for --max (values fail above the answer), of more
     // capacity for --min (values pass above it). `good` is the passing side of the boundary.
     let up_fails = spec.max;
