@@ -257,6 +257,43 @@ fn ci_gates_on_the_cost_of_a_good_query() {
 }
 
 #[test]
+fn a_baseline_of_a_priced_run_gates_its_cost() {
+    let t = Temp::new("cost", "baseline");
+    let file = t.write("good.toml", &all_good());
+    let baseline = t.path("baseline.json");
+    let (f, b) = (file.to_str().unwrap(), baseline.to_str().unwrap());
+    let o = capsize(&["baseline", f, "--out", b]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let check = |extra: &[&str]| {
+        let out = t.path("check");
+        let mut args = vec!["check", f, "--baseline", b, "--out", out.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        capsize(&args)
+    };
+    // The same run: every figure, the bill by provider beside them, as the baseline's.
+    let o = check(&[]);
+    let said = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{said}{}", stderr(&o));
+    assert!(
+        said.lines()
+            .any(|l| l.starts_with("baseline") && l.contains("cost.per_good_query_usd")),
+        "{said}"
+    );
+    // A dearer model (prompts at $4 a million, not $3) costs more per query: worse beyond 5 %.
+    let o = check(&[
+        "--set",
+        "provider.price={ input_per_mtok = 4.0, output_per_mtok = 15.0, cached_input_per_mtok = 0.3, cached_input_share = 0.5 }",
+    ]);
+    let said = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{said}{}", stderr(&o));
+    assert!(
+        said.lines()
+            .any(|l| l.contains("cost.per_good_query_usd") && l.contains("FAIL")),
+        "{said}"
+    );
+}
+
+#[test]
 fn a_sweep_recommends_the_cheapest_passing_point_and_shows_what_each_costs() {
     let t = Temp::new("cost", "sweep");
     // Tool calls of 200 ms to 3 s: a short client timeout pays for every slow answer it gives

@@ -7,32 +7,15 @@ mod common;
 use common::temp::Temp;
 use common::{capsize, stderr};
 
-/// Six sessions through one semaphore to a provider that serves 12 at once and queues the
-/// rest, each query 8 calls with a 3 s deadline and a 1.5 s client timeout retried twice. Too
-/// little concurrency misses the deadline (the finished calls of abandoned queries are
-/// wasted); too much queues at the provider until the client gives up on answers it is
-/// billed for, and pays again for each retry. Between, every token billed is used: $0.024 a
-/// query (8 × 1000 prompt tokens at $3 a million).
-const BATHTUB: &str = r#"
-name = "bathtub"
-seed = 5
-[provider]
-latency = { dist = "uniform", min_ms = 300, max_ms = 700 }
-max_in_flight = 12
-price = { input_per_mtok = 3.0, output_per_mtok = 15.0 }
-[workload]
-sessions = 6
-queries = 60
-calls_per_query = 8
-tokens_per_call = 1000
-parent_timeout_ms = 3000
-[scheduler]
-max_concurrency = 4
-timeout_ms = 1500
-retry = { max_retries = 2, base_ms = 0, cap_ms = 0 }
-[slo]
-"latency_ms.query.p95" = "< 3000"
-"#;
+/// The shipped bathtub: six sessions through one semaphore to a provider that serves 12 at
+/// once and queues the rest, each query 8 calls with a 3 s deadline and a 1.5 s client timeout
+/// retried twice. Too little concurrency misses the deadline (the finished calls of abandoned
+/// queries are wasted); too much queues at the provider until the client gives up on answers
+/// it is billed for, and pays again for each retry. Between, every token billed is used:
+/// $0.024 a query (8 × 1000 prompt tokens at $3 a million).
+fn bathtub() -> String {
+    std::fs::read_to_string("scenarios/cost.toml").unwrap()
+}
 
 /// One row of a CSV by column name.
 fn rows(path: &std::path::Path) -> Vec<std::collections::BTreeMap<String, String>> {
@@ -63,7 +46,7 @@ fn csv_cells(line: &str) -> Vec<String> {
 /// search's answer, its probes, and the sweep's best passing point (best mean, then the
 /// smaller value).
 fn against_a_sweep(t: &Temp, flag: &str, metric: &str, column: &str) -> (String, usize, String) {
-    let file = t.write("bathtub.toml", BATHTUB);
+    let file = t.write("bathtub.toml", &bathtub());
     let (sweep, search) = (
         t.path(&format!("sweep{flag}")),
         t.path(&format!("search{flag}")),
@@ -161,10 +144,10 @@ fn the_greatest_throughput_is_the_one_a_full_sweep_finds() {
 #[test]
 fn a_search_on_a_metric_refuses_what_it_cannot_answer_in_one_line() {
     let t = Temp::new("search-metric", "bad");
-    let file = t.write("bathtub.toml", BATHTUB);
+    let file = t.write("bathtub.toml", &bathtub());
     let unpriced = t.write(
         "unpriced.toml",
-        &BATHTUB.replace(
+        &bathtub().replace(
             "price = { input_per_mtok = 3.0, output_per_mtok = 15.0 }\n",
             "",
         ),

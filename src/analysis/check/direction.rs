@@ -150,6 +150,11 @@ pub fn direction(path: &str) -> Option<Direction> {
             _ => None,
         };
     }
+    // The provider's own bill, counted as it served: it rises with the work done; `cost.*`
+    // holds the gates.
+    if crate::engine::summary::cost::is_provider_bill(path) {
+        return Some(NotGated);
+    }
     // A provider of several, `providers.NAME.FIELD`: as the field of all of them together.
     if let Some(rest) = path.strip_prefix("providers.") {
         let (_, field) = rest.split_once('.')?;
@@ -186,6 +191,15 @@ mod tests {
             Some(Direction::LowerIsWorse)
         );
         assert_eq!(direction("seed"), Some(Direction::NotGated));
+        assert_eq!(
+            direction("provider.billed.input_picodollars"),
+            Some(Direction::NotGated)
+        );
+        assert_eq!(
+            direction("providers.llm.billed.requests"),
+            Some(Direction::NotGated)
+        );
+        assert_eq!(direction("provider.billed.nonsense"), None);
         assert_eq!(direction("latency_ms.query.p42"), None);
         assert_eq!(direction("provider.nonsense"), None);
     }

@@ -209,8 +209,11 @@ fn groups(json: &Value, path: &str) -> Result<(), String> {
 }
 
 /// Whether summary.json writes a list at dotted `path`: a provider's phases
-/// (`provider.phases`, `providers.NAME.phases`).
+/// (`provider.phases`, `providers.NAME.phases`), the bill by provider (`cost.providers`).
 fn is_list(path: &str) -> bool {
+    if path == "cost.providers" {
+        return true;
+    }
     let Some(owner) = path.strip_suffix(".phases") else {
         return false;
     };

@@ -92,6 +92,18 @@ fn usd(picodollars: u64) -> f64 {
     picodollars as f64 / PICODOLLARS
 }
 
+/// Whether dotted `path` is a field of the provider's own bill in summary.json
+/// (`provider.billed.input_tokens`, `providers.NAME.billed.requests`: only with a price).
+pub fn is_provider_bill(path: &str) -> bool {
+    let field = path.strip_prefix("provider.billed.").or_else(|| {
+        let rest = path.strip_prefix("providers.")?;
+        let (_, rest) = rest.split_once('.')?;
+        rest.strip_prefix("billed.")
+    });
+    let fields = serde_json::to_value(Bill::default()).unwrap_or_default();
+    field.is_some_and(|f| fields.get(f).is_some())
+}
+
 /// `part` of a bill of `total` picodollars, as a share (0 when nothing was billed).
 pub fn share(part: u64, total: u64) -> f64 {
     if total > 0 {

@@ -54,12 +54,19 @@ fn score(spec: &SearchSpec, p: &Probe) -> Option<f64> {
     Some(if spec.max { -mean } else { mean })
 }
 
+/// Whether two means are the same but for rounding (a mean of 12 equal values may differ from
+/// a mean of 3 in the last bit).
+fn same(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-9 * a.abs().max(b.abs())
+}
+
 /// Whether probe `a` beats `b`: it passes and `b` does not, or both pass and it has the better
-/// score, or the same score at a smaller value. Of values equally good the smallest wins, so
-/// on a flat stretch the search heads for its lower end.
+/// score, or the same score (but for rounding) at a smaller value. Of values equally good the
+/// smallest wins, so on a flat stretch the search heads for its lower end.
 fn better(spec: &SearchSpec, a: &Probe, b: &Probe) -> bool {
     match (score(spec, a), score(spec, b)) {
-        (Some(x), Some(y)) => x.total_cmp(&y).then(a.value.total_cmp(&b.value)).is_lt(),
+        (Some(x), Some(y)) if same(x, y) => a.value < b.value,
+        (Some(x), Some(y)) => x < y,
         (Some(_), None) => true,
         (None, _) => false,
     }
@@ -205,7 +212,7 @@ pub fn dips(spec: &SearchSpec, found: &Found) -> Vec<f64> {
                 return false;
             };
             let beats = |j: Option<usize>| match j.and_then(|j| scores[j]) {
-                Some(n) => n - s > 2.0 * error,
+                Some(n) => n - s > 2.0 * error && !same(n, s),
                 None => true,
             };
             beats(i.checked_sub(1)) && beats(Some(i + 1).filter(|j| *j < sorted.len()))
@@ -242,7 +249,10 @@ pub fn near(spec: &SearchSpec, found: &Found) -> Vec<f64> {
     by_value(&found.probes)
         .into_iter()
         .filter(|p| p.value != answer.value && p.passes())
-        .filter(|p| reading(p, metric).is_some_and(|(m, _)| (m - mean).abs() <= 2.0 * error))
+        .filter(|p| {
+            reading(p, metric)
+                .is_some_and(|(m, _)| same(m, mean) || (m - mean).abs() <= 2.0 * error)
+        })
         .map(|p| p.value)
         .collect()
 }
@@ -321,11 +331,12 @@ mod tests {
     #[test]
     fn the_best_passes_and_of_equal_means_is_the_smallest_value() {
         let (min, max) = (spec(false), spec(true));
+        // 0.1 + 0.2 is 0.30000000000000004: the same mean but for rounding.
         let probes = vec![
-            probe(8.0, &[0.02], true),
-            probe(4.0, &[0.02], true),
+            probe(8.0, &[0.3], true),
+            probe(4.0, &[0.1 + 0.2], true),
             probe(2.0, &[0.01], false),
-            probe(16.0, &[0.03], true),
+            probe(16.0, &[0.5], true),
         ];
         assert_eq!(best(&min, &probes), Some(1), "4: as cheap as 8, smaller");
         assert_eq!(best(&max, &probes), Some(3), "16: the greatest");
