@@ -387,6 +387,7 @@ fn what_the_agent_sent_is_counted_exactly() {
         keys,
         [
             "schema_version",
+            "capsize_version",
             "scenario",
             "seed",
             "mode",

@@ -230,14 +230,16 @@ impl Gate<'_> {
         checks
     }
 
-    /// "name (seed S, mode) against baseline FILE (seed B) at T % tolerance".
+    /// "name (seed S, mode) against baseline FILE (seed B) at T % tolerance", the baseline's
+    /// capsize version beside its seed where it is not this one.
     fn title(&self, args: &CheckArgs) -> String {
         let against = match (&args.baseline, &self.baseline) {
             (Some(path), Some(b)) => format!(
-                " against baseline {} (seed {}) at {} tolerance",
+                " against baseline {} (seed {}{}) at {} tolerance",
                 path.display(),
                 crate::engine::summary::slo::lookup(b, metrics::SEED.path())
                     .map_or("?".into(), |v| v.to_string()),
+                check::other_version(b).map_or(String::new(), |v| format!("; {v}")),
                 args.tolerance
             ),
             _ => String::new(),

@@ -18,6 +18,7 @@ use std::process::ExitCode;
 mod calibrate;
 mod check;
 mod compare;
+mod examples;
 mod exec;
 mod interrupt;
 mod merge;
@@ -41,6 +42,15 @@ pub const EXIT_RUN_FAILED: u8 = 4;
 /// Exit code for outputs that could not be written.
 pub const EXIT_WRITE_FAILED: u8 = 5;
 
+/// `capsize --version`: the version and the commit it was built from (build.rs: `unknown`
+/// for a build outside a git checkout that was not given `CAPSIZE_COMMIT`).
+pub const LONG_VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("CAPSIZE_COMMIT"),
+    ")"
+);
+
 /// Size the concurrency and rate-limit headroom of LLM agent tool calls.
 ///
 /// capsize drives a real scheduler (bounded fan-out, RPM/TPM token buckets, retry with jitter
@@ -48,7 +58,7 @@ pub const EXIT_WRITE_FAILED: u8 = 5;
 /// like a rate-limited LLM API, in virtual time or real time, and reports what max_concurrency
 /// and headroom to run at.
 #[derive(Debug, Parser)]
-#[command(name = "capsize", version, about, long_about)]
+#[command(name = "capsize", version = LONG_VERSION, about, long_about)]
 pub struct Args {
     #[command(subcommand)]
     command: Command,
@@ -58,6 +68,12 @@ pub struct Args {
 enum Command {
     /// Run the article's scheduler examples in virtual time and print what was measured.
     Demo,
+    /// List the example scenarios built into capsize, or write one out to start from.
+    ///
+    /// `capsize examples` lists them with what each shows; `capsize examples NAME` writes
+    /// NAME.toml into the current folder (or --out, a file or a folder), refusing to replace a
+    /// file that is there without --force.
+    Examples(examples::ExamplesArgs),
     /// Run a scenario file and report latency, throughput and 429s.
     ///
     /// In virtual time by default (fast, deterministic); --mode realtime runs it over HTTP
@@ -84,7 +100,8 @@ enum Command {
     /// capsize-out/<name>/exec/). Exit 2 when a piece is missing, given twice or of another
     /// sweep or run.
     Merge(merge::MergeArgs),
-    /// Find the largest (--max) or smallest (--min) value of one key that meets the objectives.
+    /// Find the largest (--max) or smallest (--min) value of one key that meets the objectives,
+    /// or (--over KEY --min METRIC) the passing value with the least mean of a metric.
     ///
     /// Brackets from the scenario's own value (or --from) by doubling or halving, then bisects:
     /// to the integer for an integer key, to --precision for a fractional one. Each probe runs
@@ -559,6 +576,7 @@ pub fn main() -> ExitCode {
     };
     match args.command {
         Command::Demo => out(&crate::output::demo::render(&crate::output::demo::rows())),
+        Command::Examples(args) => examples::examples(args),
         Command::Run(args) => run::run(args),
         Command::Sweep(args) => sweep::sweep(args),
         Command::Merge(args) => merge::merge(args),

@@ -10,6 +10,10 @@
 
 pub mod exec;
 pub mod observed;
+
+/// The capsize version that writes a file: summary.json, reports, a shard's manifest, a
+/// replica's record (one version for the workspace, CHANGELOG.md's).
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 pub mod provider;
 pub mod recorder;
 pub mod routes;

@@ -223,6 +223,18 @@ fn is_list(path: &str) -> bool {
             .is_some_and(|name| !name.is_empty() && !name.contains('.'))
 }
 
+/// Where a baseline was written by another capsize than this one, which: `written by capsize
+/// 0.1.0, this is 0.2.0` (or, for a baseline that names none, `written by a capsize before
+/// 0.1.0`). A figure may move with what changed between them (CHANGELOG.md).
+pub fn other_version(baseline: &Value) -> Option<String> {
+    let this = crate::engine::VERSION;
+    match baseline.get("capsize_version").and_then(Value::as_str) {
+        Some(v) if v == this => None,
+        Some(v) => Some(format!("written by capsize {v}, this is {this}")),
+        None => Some("written by a capsize before 0.1.0, which named no version".into()),
+    }
+}
+
 /// The run against each objective.
 pub fn objectives(thresholds: &[Threshold], run: &Value) -> Vec<Check> {
     thresholds

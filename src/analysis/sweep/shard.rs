@@ -157,7 +157,7 @@ impl Manifest {
         Manifest {
             kind: KIND.into(),
             schema_version: SCHEMA_VERSION,
-            capsize: env!("CARGO_PKG_VERSION").into(),
+            capsize: crate::engine::VERSION.into(),
             scenario: scenario.into(),
             scenario_fnv1a: fnv1a_hex(scenario_bytes),
             sets: sets.to_vec(),

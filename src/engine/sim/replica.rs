@@ -381,7 +381,7 @@ impl<O: Piece> Record<O> {
         Record {
             kind: O::KIND.into(),
             schema_version: SCHEMA_VERSION,
-            capsize: env!("CARGO_PKG_VERSION").into(),
+            capsize: crate::engine::VERSION.into(),
             run_id: me.run_id.clone(),
             replica: me.index + 1,
             replicas: me.count,

@@ -166,6 +166,8 @@ pub struct NamedProviderSummary {
 pub struct Summary {
     /// Schema version.
     pub schema_version: u32,
+    /// The capsize version that wrote it.
+    pub capsize_version: String,
     /// Scenario name.
     pub scenario: String,
     /// Seed.
@@ -471,6 +473,7 @@ impl Summary {
         let one = scenario.provider();
         Summary {
             schema_version: SCHEMA_VERSION,
+            capsize_version: crate::engine::VERSION.into(),
             scenario: scenario.name.clone(),
             seed: scenario.seed,
             mode: out.mode.name().into(),

@@ -71,6 +71,7 @@ pub fn json(cal: &Calibration, check: Option<&FitCheck>, assumed: &[String]) -> 
         .collect();
     let doc = json!({
         "schema_version": SCHEMA_VERSION,
+        "capsize_version": crate::engine::VERSION,
         "inputs": cal.reads.iter().map(|r| json!({
             "path": r.path.display().to_string(), "format": r.format.to_string(),
             "spans": r.spans, "skipped": r.skipped.total(),

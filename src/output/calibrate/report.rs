@@ -75,6 +75,7 @@ pub fn markdown(
 ) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "# Calibration: {}\n", escape::markdown(name));
+    let _ = writeln!(out, "_Written by capsize {}._\n", crate::engine::VERSION);
     out.push_str("## What was read\n\n| file | read as | spans or rows | skipped or assumed |\n|---|---|---:|---:|\n");
     for r in &cal.reads {
         let _ = writeln!(

@@ -55,6 +55,8 @@ pub struct InFlight {
 pub struct ExecSummary {
     /// Schema version.
     pub schema_version: u32,
+    /// The capsize version that wrote it.
+    pub capsize_version: String,
     /// Scenario name.
     pub scenario: String,
     /// Seed of the mock's model.
@@ -160,6 +162,7 @@ impl ExecSummary {
         let p = &report.counters;
         ExecSummary {
             schema_version: SCHEMA_VERSION,
+            capsize_version: crate::engine::VERSION.into(),
             scenario: scenario.name.clone(),
             seed: scenario.seed,
             mode: "exec".into(),

@@ -252,6 +252,7 @@ fn title(md: &mut String, first: Option<&PointResult>) {
     if let Some(d) = first.and_then(|p| p.scenario.description.as_deref()) {
         let _ = writeln!(md, "{}\n", markdown(d));
     }
+    let _ = writeln!(md, "_Written by capsize {}._\n", crate::engine::VERSION);
 }
 
 /// That the sweep was interrupted: how many points finished, and what that means for the rest
