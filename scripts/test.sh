@@ -14,6 +14,9 @@
 #    own clients against their models), tests/sdk_streaming.rs (the SDKs' streaming helpers
 #    against the mock's events), tests/exec_sdk.rs (an SDK agent under capsize exec) and
 #    tests/calibrate_exec.rs (an agent traced by OpenTelemetry, calibrated, predicting itself).
+# 5. The wheel (scripts/wheel.sh --check): built with maturin, installed into a fresh venv
+#    from the file alone, and the quick start run from it (run, examples, exec of a tiny Python
+#    agent, capsize-mock, uvx), so the wheel cannot ship broken.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -66,3 +69,5 @@ CAPSIZE_SDK_PYTHON="$PWD/$venv/bin/python" cargo test --test sdk_clients -- --ig
 CAPSIZE_SDK_PYTHON="$PWD/$venv/bin/python" cargo test --test sdk_streaming -- --ignored
 CAPSIZE_SDK_PYTHON="$PWD/$venv/bin/python" cargo test --test exec_sdk -- --ignored
 CAPSIZE_SDK_PYTHON="$PWD/$venv/bin/python" cargo test --test calibrate_exec -- --ignored --nocapture
+# The wheel, as a user installs it.
+scripts/wheel.sh --check
