@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The official Python SDKs' own time per request (issue 34's measurement): each SDK, unmodified,
+# fans out through one shared async client (scripts/clients/sdk_fanout.py) against capsize's
+# mock answering in a constant LATENCY_MS (default 50), at 1, 20 and 50 tasks, 1,000 requests
+# each. It prints each run's p50, p95 and mean latency as the client saw it, and what that
+# implies: the overhead over the provider's latency, and the throughput over the tasks, whose
+# inverse at the most tasks is the event loop's busy time per request when one thread is
+# saturated (tasks / mean latency = requests a second).
+#
+# Needs the SDK venv (scripts/test.sh makes it at target/sdk-venv) and a release build.
+# Measure on a quiet machine: the client and the mock share its cores.
+# Usage: scripts/sdk-client-cost.sh      (LATENCY_MS, CARGO_TARGET_DIR honoured)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+target=${CARGO_TARGET_DIR:-target}
+py=$PWD/target/sdk-venv/bin/python
+[[ -x "$py" ]] || { echo "scripts/sdk-client-cost.sh: no SDK venv at target/sdk-venv: run scripts/test.sh once" >&2; exit 2; }
+cargo build --release --quiet --bin capsize
+latency=${LATENCY_MS:-50}
+out=$(mktemp)
+"$target/release/capsize" mock --rpm 1000000 --tpm 1000000000 --latency-ms "$latency" --port 0 >"$out" &
+mock=$!
+trap 'kill "$mock" 2>/dev/null || true; rm -f "$out"' EXIT
+for _ in $(seq 100); do [[ -s "$out" ]] && break; sleep 0.05; done
+url=$(head -1 "$out")
+echo "the SDKs against a mock answering in $latency ms ($url)"
+for sdk in openai anthropic; do
+  for tasks in 1 20 50; do
+    per=$(( (1000 + tasks - 1) / tasks ))
+    "$py" scripts/clients/sdk_fanout.py "$sdk" "$url" "$tasks" "$per" |
+      "$py" -c '
+import json, statistics, sys
+sdk, tasks, latency = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+lat = sorted(json.load(sys.stdin)["latencies_s"])
+n = len(lat)
+p = lambda q: lat[min(n - 1, int(q * n))] * 1000
+mean = statistics.mean(lat) * 1000
+print(f"{sdk:9} {tasks:2} tasks: p50 {p(.5):6.1f} ms  p95 {p(.95):6.1f} ms  mean {mean:6.1f} ms"
+      f"  overhead {mean - latency:5.1f} ms  {tasks / mean * 1000:5.0f} requests/s")
+' "$sdk" "$tasks" "$latency"
+  done
+done
