@@ -157,12 +157,8 @@ fn metric_known(
 ) -> Result<(), String> {
     use crate::engine::summary::Summary;
     let flag = if max { "--max" } else { "--min" };
-    let is_metric = |m: &str| {
-        Summary::metric_paths().iter().any(|p| p == m)
-            || Summary::provider_paths(&base.provider_names())
-                .iter()
-                .any(|p| p == m)
-    };
+    let providers = base.provider_names();
+    let is_metric = |m: &str| Summary::is_metric(m, &providers);
     match metric {
         None if is_metric(key) => Err(format!(
             "{flag} {key}: a metric of summary.json, not a key of the scenario: give --over KEY to find the KEY value with the {} {key} (e.g. --over scheduler.max_concurrency)",

@@ -170,9 +170,7 @@ impl Grid {
             let swept = axes.iter().find(|a| a.key == prefer.key);
             // A metric of summary.json (`min cost.per_good_query_usd`), or a swept number.
             let metric = swept.is_none()
-                && (crate::engine::summary::Summary::metric_paths().contains(&prefer.key)
-                    || crate::engine::summary::Summary::provider_paths(&base.provider_names())
-                        .contains(&prefer.key));
+                && crate::engine::summary::Summary::is_metric(&prefer.key, &base.provider_names());
             if !metric && !swept.is_some_and(|a| a.values[0].is_number()) {
                 let keys: Vec<&str> = axes.iter().map(|a| a.key.as_str()).collect();
                 return Err(GridError::Flag(format!(

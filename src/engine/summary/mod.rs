@@ -551,6 +551,13 @@ impl Summary {
             .collect()
     }
 
+    /// Whether `path` is a metric summary.json holds for a scenario with these providers: one of
+    /// [`Summary::metric_paths`] or of [`Summary::provider_paths`].
+    pub fn is_metric(path: &str, providers: &[String]) -> bool {
+        Summary::metric_paths().iter().any(|p| p == path)
+            || Summary::provider_paths(providers).iter().any(|p| p == path)
+    }
+
     /// Every metric summary.json can hold, as dotted paths in the file's order: what an
     /// objective or a tolerance may name. (The `synthesis` fields appear only in runs of
     /// workloads with a synthesis turn, the `generation` fields only in runs with a generating

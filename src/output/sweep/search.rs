@@ -157,25 +157,12 @@ pub fn answer(spec: &SearchSpec, found: &Found) -> String {
                 }
                 // Nothing failed on the far side: the search stopped at its limit there.
                 None => {
-                    let (limit, further) = if spec.max {
-                        (&found.limits.high, "larger")
+                    let limit = if spec.max {
+                        &found.limits.high
                     } else {
-                        (&found.limits.low, "smaller")
+                        &found.limits.low
                     };
-                    let _ = write!(
-                        line,
-                        "; it is {}, so no {further} value was tried",
-                        limit_words(spec, limit, spec.max)
-                    );
-                    match limit.stop {
-                        Stop::To | Stop::Range if spec.max => {
-                            line.push_str(": the answer may lie above it (raise --to)")
-                        }
-                        Stop::Range => {
-                            line.push_str(": the answer may lie below it (start lower with --from)")
-                        }
-                        _ => {}
-                    }
+                    line.push_str(&at_limit(spec, limit, spec.max, "the answer"));
                 }
             }
             line
@@ -249,26 +236,32 @@ fn least_words(spec: &SearchSpec, metric: &str, found: &Found, a: &Probe) -> Str
         );
     }
     for (limit, high) in [(&found.limits.low, false), (&found.limits.high, true)] {
-        if a.value != limit.value {
-            continue;
-        }
-        let _ = write!(
-            line,
-            "; it is {}, so no {} value was tried",
-            limit_words(spec, limit, high),
-            if high { "larger" } else { "smaller" }
-        );
-        match (limit.stop, high) {
-            (Stop::To | Stop::Range, true) => {
-                line.push_str(": a better one may lie above it (raise --to)")
-            }
-            (Stop::Range, false) => {
-                line.push_str(": a better one may lie below it (start lower with --from)")
-            }
-            _ => {}
+        if a.value == limit.value {
+            line.push_str(&at_limit(spec, limit, high, "a better one"));
         }
     }
     line
+}
+
+/// An answer at a limit (the `high` one, or the low): `; it is the --to given, so no larger
+/// value was tried`, and where the limit is the search's own rather than the key's, that
+/// `what` (the answer, a better one) may lie beyond it and how to look there.
+fn at_limit(spec: &SearchSpec, limit: &Limit, high: bool, what: &str) -> String {
+    let mut words = format!(
+        "; it is {}, so no {} value was tried",
+        limit_words(spec, limit, high),
+        if high { "larger" } else { "smaller" }
+    );
+    match (limit.stop, high) {
+        (Stop::To | Stop::Range, true) => {
+            let _ = write!(words, ": {what} may lie above it (raise --to)");
+        }
+        (Stop::Range, false) => {
+            let _ = write!(words, ": {what} may lie below it (start lower with --from)");
+        }
+        _ => {}
+    }
+    words
 }
 
 /// Why the search turns to check the other way (`step`, the first such probe), from the
