@@ -362,3 +362,69 @@ fn a_processor_whose_retries_jump_the_queue_is_predicted_with_its_failures() {
     assert_within_10_percent("p50 latency (s)", real.quantile(0.5), model.quantile(0.5));
     assert_within_10_percent("p95 latency (s)", real.quantile(0.95), model.quantile(0.95));
 }
+
+/// A fast provider (50 ms, no limits in reach) and `tasks` tasks of `per` requests each.
+fn fast_provider(tasks: u32, per: u32) -> String {
+    format!(
+        r#"
+name = "fast-provider"
+seed = 1
+[provider]
+rpm = 1000000
+tpm = 1000000000
+latency = {{ dist = "constant", ms = 50 }}
+[workload]
+sessions = {tasks}
+queries_per_session = {per}
+calls_per_query = 1
+tokens_per_call = 1
+"#
+    )
+}
+
+/// The SDK at `tasks` tasks against a 50 ms provider in real time (the client's own time is
+/// real CPU time: scaling the run would magnify it), predicted with the client model of the
+/// SDK's preset (`scheduler.client.preset`) and without one.
+fn fast_calls(sdk: &str, preset: &str, tasks: u32) {
+    let per = 2_000 / tasks;
+    let toml = fast_provider(tasks, per);
+    let t = Temp::new("sdk-fast", &format!("{sdk}-{tasks}"));
+    let (tasks_arg, per_arg) = (tasks.to_string(), per.to_string());
+    let real = real(&t, &toml, 1, FANOUT, &[sdk, "{url}", &tasks_arg, &per_arg]);
+    let mut sets = sdk_at_scale(preset, 1);
+    let without = predicted(&toml, &sets);
+    sets.push(format!("scheduler.client.preset=\"{preset}\""));
+    let with = predicted(&toml, &sets);
+    assert_counts(&real, &with);
+    eprintln!(
+        "{sdk} at {tasks} tasks without a client model: p50 {:.1} ms, p95 {:.1} ms",
+        without.quantile(0.5) * 1e3,
+        without.quantile(0.95) * 1e3
+    );
+    eprintln!(
+        "{sdk} at {tasks} tasks: p95 real {:.1} ms, predicted {:.1} ms",
+        real.quantile(0.95) * 1e3,
+        with.quantile(0.95) * 1e3
+    );
+    assert_within_10_percent("p50 latency (s)", real.quantile(0.5), with.quantile(0.5));
+    // Without the client's own time the provider's 50 ms is all there is.
+    assert!(
+        without.quantile(0.5) <= 0.0501,
+        "{:?}",
+        without.quantile(0.5)
+    );
+}
+
+#[test]
+#[ignore = "needs the SDK venv: scripts/test.sh"]
+fn the_openai_sdk_own_time_is_predicted_at_20_and_50_tasks() {
+    fast_calls("openai", "openai-python", 20);
+    fast_calls("openai", "openai-python", 50);
+}
+
+#[test]
+#[ignore = "needs the SDK venv: scripts/test.sh"]
+fn the_anthropic_sdk_own_time_is_predicted_at_20_and_50_tasks() {
+    fast_calls("anthropic", "anthropic-python", 20);
+    fast_calls("anthropic", "anthropic-python", 50);
+}

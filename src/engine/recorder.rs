@@ -154,6 +154,15 @@ pub struct Recording {
     /// Per charged request: time queued at the provider for a free server (µs).
     #[serde(with = "wire")]
     pub provider_queue: Histogram<u64>,
+    /// Per attempt of a client with its own time (`[scheduler.client]`): that time, waiting
+    /// for one of its threads and working, before the attempt left and after its answer came
+    /// (µs; part of service). `None` for a client that costs nothing.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "wire::option"
+    )]
+    pub client: Option<Histogram<u64>>,
     /// Per query: how late it started after its intended start (µs; zero in virtual time).
     #[serde(with = "wire")]
     pub start_lateness: Histogram<u64>,
@@ -348,6 +357,7 @@ impl<I: Moment> Recorder<I> {
                     backoff: h.clone(),
                     service: h.clone(),
                     provider_queue: h.clone(),
+                    client: None,
                     start_lateness: h,
                     calls: CallCounts::default(),
                     queries_completed: 0,
@@ -394,6 +404,20 @@ impl<I: Moment> Recorder<I> {
         self.lock().rec.model_turns = on.then(histogram);
         self.model_turns = on;
         self
+    }
+
+    /// Keep the client's own time per attempt from now on ([`Recording::client`]).
+    pub fn keep_client_time(&self) {
+        self.lock().rec.client.get_or_insert_with(histogram);
+    }
+
+    /// An attempt cost the client `spent` (runtime) of its own time.
+    pub fn client_time(&self, spent: Duration) {
+        let mut s = self.lock();
+        let v = model_micros(s.scale, spent);
+        if let Some(h) = s.rec.client.as_mut() {
+            h.saturating_record(v);
+        }
     }
 
     /// Whether model turns are timed.

@@ -31,6 +31,9 @@ pub mod streams {
     pub const JITTER: u64 = 3;
     /// Arrival gaps and think times.
     pub const ARRIVALS: u64 = 4;
+    /// The client's own time (`[scheduler.client]`): replica `i`'s is drawn from this
+    /// stream's `i`-th.
+    pub const CLIENT: u64 = 5;
     /// The model of a scenario's provider `k > 0` (the first is [`PROVIDER`]'s) is
     /// `PROVIDERS + k`.
     pub const PROVIDERS: u64 = 16;

@@ -117,10 +117,15 @@ impl Recording {
                 .and_then(|s| s.peak_60s())
                 .unwrap_or(sum);
         }
-        match (&mut self.model_turns, &o.model_turns) {
-            (Some(a), Some(b)) => add(a, b, "model turn")?,
-            (a @ None, Some(b)) => *a = Some(b.clone()),
-            _ => {}
+        for (a, b, what) in [
+            (&mut self.model_turns, &o.model_turns, "model turn"),
+            (&mut self.client, &o.client, "client"),
+        ] {
+            match (a, b) {
+                (Some(a), Some(b)) => add(a, b, what)?,
+                (a @ None, Some(b)) => *a = Some(b.clone()),
+                _ => {}
+            }
         }
         match (&mut self.generation, &o.generation) {
             (Some(a), Some(b)) => a.absorb(b)?,

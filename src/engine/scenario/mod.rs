@@ -6,6 +6,7 @@
 
 pub mod bounds;
 pub mod check;
+pub mod client;
 mod concurrency;
 pub mod fleet;
 pub mod providers;
@@ -25,6 +26,7 @@ use thiserror::Error;
 
 use crate::engine::summary::slo::{Threshold, Tolerance};
 use crate::scheduler::{Adaptive, RetryPolicy, TurnPolicy};
+pub use client::ClientModel;
 pub use fleet::{Fleet, FleetLimiter};
 use raw::RawScenario;
 pub use sweep_slo::{Axis, AxisValue};
@@ -263,6 +265,8 @@ pub struct SchedulerSettings {
     pub turn: TurnPolicy,
     /// Cancelled work is dropped (true) or left running (false).
     pub transport_cancel: bool,
+    /// The client's own time per attempt (`None`: it costs nothing).
+    pub client: Option<ClientModel>,
 }
 
 impl SchedulerSettings {

@@ -248,4 +248,6 @@ pub struct RawScheduler {
     pub over_cap: Option<String>,
     /// Cancelled work is dropped (true) or left running (false).
     pub transport_cancel: Option<bool>,
+    /// The client's own time per attempt (absent: none).
+    pub client: Option<super::client::RawClient>,
 }

@@ -424,7 +424,7 @@ fn fits(w: &Workload, providers: &[NamedProvider]) -> Result<(), Invalid> {
     Ok(())
 }
 
-fn scheduler(s: &RawScheduler) -> Result<SchedulerSettings, Invalid> {
+fn scheduler(s: &RawScheduler, base: &Path) -> Result<SchedulerSettings, Invalid> {
     let headroom = headroom("scheduler.headroom", s.headroom.unwrap_or(1.0))?;
     let over_cap = match s.over_cap.as_deref() {
         None | Some("truncate") => CapPolicy::Truncate,
@@ -463,6 +463,7 @@ fn scheduler(s: &RawScheduler) -> Result<SchedulerSettings, Invalid> {
             over_cap,
         },
         transport_cancel: s.transport_cancel.unwrap_or(true),
+        client: super::client::client(s.client.as_ref(), base)?,
     })
 }
 
@@ -506,7 +507,7 @@ pub(super) fn validate(raw: RawScenario, base: &Path) -> Result<Scenario, Invali
         providers,
         named_providers,
         workload,
-        scheduler: scheduler(&raw.scheduler)?,
+        scheduler: scheduler(&raw.scheduler, base)?,
         fleet: super::fleet::fleet(raw.fleet.as_ref())?,
         sweep: raw
             .sweep

@@ -20,6 +20,7 @@ use futures_util::future::Either;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::sync::Notify;
 
+use super::client::Client;
 use super::replica::Slice;
 use super::runtime::Runtime;
 
@@ -28,7 +29,7 @@ use crate::engine::recorder::{Recorder, Spent};
 use crate::engine::routes::{self, Routes};
 use crate::engine::scenario::{Arrivals, ModelTurn, Scenario, Stop, Subagents, TurnPlacement};
 use crate::engine::timescale::TimeScale;
-use crate::engine::workload::{PlannedCall, Planner, QueryPlan};
+use crate::engine::workload::{stream_seed, streams, PlannedCall, Planner, QueryPlan};
 use crate::scheduler::{
     Budget, CallError, CallSpec, FanOut, Interrupt, LimitStats, ProviderError, Scheduler, Scope,
     TurnPolicy, Via, Work,
@@ -72,6 +73,8 @@ struct Replica<P, R: Runtime> {
     scheduler: Scheduler<R>,
     /// The limiter each route waits in.
     vias: Vec<Via>,
+    /// Its client's own time, if the scenario gives it one.
+    client: Option<Client<R>>,
     /// Queries it finished.
     queries: Cell<u64>,
 }
@@ -121,8 +124,13 @@ impl<P: Provider, R: Runtime> Replica<P, R> {
         let spec = CallSpec::of(tokens)
             .in_scope(scope)
             .via(self.vias[usize::from(route)]);
-        self.scheduler
-            .call(spec, move |_| self.provider.request(tokens, route, query))
+        self.scheduler.call(spec, move |_| {
+            let attempt = self.provider.request(tokens, route, query);
+            match &self.client {
+                None => Either::Left(attempt),
+                Some(client) => Either::Right(client.around(attempt)),
+            }
+        })
     }
 }
 
@@ -532,10 +540,16 @@ pub(super) async fn drive<P: Provider + 'static, R: Runtime>(
     });
     let replicas: Vec<_> = schedulers
         .into_iter()
-        .map(|scheduler| {
+        .enumerate()
+        .map(|(i, scheduler)| {
+            let client = s.scheduler.client.as_ref().map(|model| {
+                let seed = stream_seed(stream_seed(s.seed, streams::CLIENT), i as u64);
+                Client::new(model, seed, rt.clone(), scale, ctx.recorder.clone())
+            });
             Rc::new(Replica {
                 run: ctx.clone(),
                 vias: vias(s, &scheduler),
+                client,
                 scheduler,
                 queries: Cell::new(0),
             })

@@ -90,6 +90,11 @@ pub struct Latencies {
     pub call_service: Percentiles,
     /// Per charged request: queued at the provider for a free server (part of service).
     pub provider_queue: Percentiles,
+    /// Per attempt, with a client model (`[scheduler.client]`): the client's own time, waiting
+    /// for one of its threads and working, before the attempt left and after its answer came
+    /// (part of service). Absent without one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client: Option<Percentiles>,
     /// Per query: how late it started after its intended start. Zero in virtual time; in real
     /// time the client's own lag (for a query whose first call does not wait, its send lateness).
     pub query_start_lateness: Percentiles,
@@ -492,6 +497,7 @@ impl Summary {
                 call_backoff: Percentiles::of(&r.backoff),
                 call_service: Percentiles::of(&r.service),
                 provider_queue: Percentiles::of(&r.provider_queue),
+                client: r.client.as_ref().map(Percentiles::of),
                 query_start_lateness: Percentiles::of(&r.start_lateness),
             },
             throughput: Throughput {

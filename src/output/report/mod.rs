@@ -114,6 +114,10 @@ pub fn table(s: &Summary) -> String {
     ] {
         row(&mut out, name, p);
     }
+    if let Some(client) = &l.client {
+        // Per attempt, and part of service: the client's own time.
+        row(&mut out, "    client", client);
+    }
     let p = &s.provider.counters;
     let _ = writeln!(
         out,

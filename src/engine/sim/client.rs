@@ -1,0 +1,156 @@
+//! The client's own time in a run (`[scheduler.client]`): each attempt waits for one of the
+//! client's threads and works on it before it leaves, and again after its answer arrives.
+//!
+//! One [`Client`] per replica (each process of a fleet has its own event loop). Its threads are
+//! a fair semaphore: at one instant they go in the order they were asked for, the same rule as
+//! the scheduler's permits. The work is drawn from the replica's own stream when a thread is
+//! taken, so the same scenario and seed give the same run. The client's timeout per attempt
+//! counts the provider's answer only, as an HTTP client's read timeout does: the work around it
+//! is the client's, before the request is written and after the answer is read.
+
+use std::cell::RefCell;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use capsize_mock::limits::duration_from_ms;
+use capsize_mock::Latency;
+use rand::rngs::Xoshiro256PlusPlus;
+use rand::SeedableRng;
+use tokio::sync::Semaphore;
+
+use crate::engine::recorder::Recorder;
+use crate::engine::scenario::ClientModel;
+use crate::engine::timescale::TimeScale;
+use crate::scheduler::{Clock, FailureKind, Moment, ProviderError};
+
+/// One replica's client: its threads, its work, its random stream.
+pub(super) struct Client<C: Clock> {
+    clock: C,
+    threads: Semaphore,
+    send: Latency,
+    parse: Latency,
+    rng: RefCell<Xoshiro256PlusPlus>,
+    recorder: Arc<Recorder<C::Instant>>,
+    scale: TimeScale,
+}
+
+impl<C: Clock> Client<C> {
+    /// The client `model` on `clock` at `scale`, drawing from `seed`, recording into
+    /// `recorder`.
+    pub(super) fn new(
+        model: &ClientModel,
+        seed: u64,
+        clock: C,
+        scale: TimeScale,
+        recorder: Arc<Recorder<C::Instant>>,
+    ) -> Self {
+        recorder.keep_client_time();
+        Client {
+            clock,
+            threads: Semaphore::new(model.threads.min(Semaphore::MAX_PERMITS)),
+            send: model.send.clone(),
+            parse: model.parse.clone(),
+            rng: RefCell::new(Xoshiro256PlusPlus::seed_from_u64(seed)),
+            recorder,
+            scale,
+        }
+    }
+
+    /// `attempt` as the client makes it: its send work first (the attempt leaves when that is
+    /// done), then the attempt, then its parse work unless it timed out (no answer came).
+    pub(super) async fn around<F>(&self, attempt: F) -> Result<(), ProviderError>
+    where
+        F: Future<Output = Result<(), ProviderError>>,
+    {
+        let mut spent = self.work(&self.send).await;
+        let result = attempt.await;
+        let answered = !matches!(&result, Err(e) if matches!(e.kind, FailureKind::Timeout));
+        if answered {
+            spent += self.work(&self.parse).await;
+        }
+        self.recorder.client_time(spent);
+        result
+    }
+
+    /// Waits for a thread and works `work` on it; returns the time both took (runtime).
+    async fn work(&self, work: &Latency) -> Duration {
+        if matches!(work, Latency::Constant(ms) if *ms <= 0.0) {
+            return Duration::ZERO;
+        }
+        let asked = self.clock.now();
+        // Never closed: the only error is a closed semaphore.
+        let _thread = self.threads.acquire().await.ok();
+        let ms = work.sample(&mut *self.rng.borrow_mut());
+        let busy = self.scale.to_runtime(duration_from_ms(ms));
+        let start = self.clock.now();
+        self.clock.sleep_until(start + busy).await;
+        self.clock.now().saturating_duration_since(asked)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::rc::Rc;
+
+    use super::*;
+    use crate::engine::sim::runtime::{DesRuntime, Runtime};
+    use crate::scheduler::Nanos;
+
+    /// Ten attempts at once on one thread, 1 ms to send and 2 ms to parse, answered 50 ms after
+    /// they leave: the n-th leaves at n ms, is answered at n + 50 ms and queues behind the
+    /// parses before it.
+    #[test]
+    fn attempts_queue_for_one_thread_before_and_after_the_provider() {
+        let model = ClientModel {
+            preset: None,
+            send: Latency::Constant(1.0),
+            parse: Latency::Constant(2.0),
+            threads: 1,
+        };
+        let ends = crate::engine::sim::runtime::run_virtual(crate::engine::sim::TICK, |rt| {
+            let rt: DesRuntime<Nanos> = rt;
+            async move {
+                let recorder = Arc::new(Recorder::new(TimeScale::VIRTUAL, 1));
+                recorder.keep_client_time();
+                let client = Rc::new(Client::new(
+                    &model,
+                    7,
+                    rt.clone(),
+                    TimeScale::VIRTUAL,
+                    recorder,
+                ));
+                let t0 = rt.now();
+                let tasks: Vec<_> = (0..10)
+                    .map(|_| {
+                        let (client, rt) = (client.clone(), rt.clone());
+                        rt.clone().spawn(async move {
+                            client
+                                .around(async {
+                                    let left = rt.now();
+                                    rt.sleep_until(left + Duration::from_millis(50)).await;
+                                    Ok(())
+                                })
+                                .await
+                                .unwrap();
+                            rt.now() - t0
+                        })
+                    })
+                    .collect();
+                let mut ends = Vec::new();
+                for t in tasks {
+                    ends.push(t.await);
+                }
+                ends
+            }
+        })
+        .unwrap();
+        // Sends take the thread 0-10 ms; the first answer comes at 51 ms, the thread is free,
+        // and the parses run back to back: the n-th (from 1) ends at 51 + 2n - 2 + 2 = 51 + 2n
+        // ... all after the sends, since the first answer comes after the last send.
+        let want: Vec<Duration> = (1..=10)
+            .map(|n| Duration::from_millis(51 + 2 * n))
+            .collect();
+        assert_eq!(ends, want);
+    }
+}

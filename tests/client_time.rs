@@ -1,0 +1,153 @@
+//! The client's own time (`[scheduler.client]`) in virtual time: work before an attempt leaves
+//! and after its answer comes, queueing for the client's threads, one client per replica, its
+//! own phase in summary.json, and nothing at all without the table.
+
+use std::path::Path;
+
+use capsize::api::scenario::parse;
+use capsize::api::sim;
+use capsize::api::summary::Summary;
+
+/// 20 queries of one call each, all at once, against a 50 ms provider with no limit in reach;
+/// the client's sends take 1 ms each.
+const TWENTY_AT_ONCE: &str = r#"
+name = "twenty-at-once"
+[provider]
+rpm = 1000000
+tpm = 1000000000
+latency = { dist = "constant", ms = 50 }
+[workload]
+sessions = 20
+queries_per_session = 1
+calls_per_query = 1
+tokens_per_call = 1
+[scheduler]
+client = { send = { dist = "constant", ms = 1 } }
+"#;
+
+/// The run's call latencies' (min, max, count) and its client times' (min, max), in µs at the
+/// histograms' resolution.
+fn spread(sets: &[&str]) -> ((u64, u64, u64), (u64, u64)) {
+    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+    let s = parse(TWENTY_AT_ONCE, Path::new("t.toml"), &sets).unwrap_or_else(|e| panic!("{e}"));
+    let out = sim::run(&s).unwrap();
+    let (call, client) = (&out.recording.call, out.recording.client.as_ref().unwrap());
+    let at = |h: &hdrhistogram::Histogram<u64>, v: u64| h.median_equivalent(v);
+    (
+        (at(call, call.min()), at(call, call.max()), call.len()),
+        (at(client, client.min()), at(client, client.max())),
+    )
+}
+
+fn us(h: u64) -> u64 {
+    // The median equivalent of a value at 3 significant digits, as `spread` reads them.
+    let h0 = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 86_400_000_000, 3).unwrap();
+    h0.median_equivalent(h)
+}
+
+#[test]
+fn sends_queue_for_one_thread_so_the_nth_call_leaves_n_ms_late() {
+    // The n-th send ends at n ms: the call is answered at n + 50 ms, having spent n ms of
+    // its own (n - 1 waiting for the thread).
+    let (call, client) = spread(&[]);
+    assert_eq!(call, (us(51_000), us(70_000), 20));
+    assert_eq!(client, (us(1_000), us(20_000)));
+}
+
+#[test]
+fn more_threads_or_more_replicas_take_the_queue_apart() {
+    // Two threads: two sends at a time, the last leaves at 10 ms.
+    let (call, client) = spread(&["scheduler.client.threads=2"]);
+    assert_eq!(
+        (call, client),
+        ((us(51_000), us(60_000), 20), (us(1_000), us(10_000)))
+    );
+    // Two replicas, each with its own event loop: the same.
+    let (call, client) = spread(&["fleet.replicas=2"]);
+    assert_eq!(
+        (call, client),
+        ((us(51_000), us(60_000), 20), (us(1_000), us(10_000)))
+    );
+}
+
+#[test]
+fn parse_work_comes_after_the_answer_and_queues_behind_the_others() {
+    // Sends of 1 ms, parses of 2 ms: the n-th leaves at n ms and is answered at n + 50, but the
+    // parses queue from the first answer at 51 ms: the n-th is done at 51 + 2n.
+    let (call, client) = spread(&["scheduler.client.parse={dist=\"constant\",ms=2}"]);
+    assert_eq!(call, (us(53_000), us(91_000), 20));
+    // The first call's own time is its 1 ms send and 2 ms parse; the last's, 20 ms to send
+    // and, answered at 70 ms, 21 ms until its parse is done at 91 ms.
+    assert_eq!(client, (us(3_000), us(41_000)));
+}
+
+#[test]
+fn every_attempt_costs_the_client_and_a_timeout_has_nothing_to_parse() {
+    // One call against a provider that takes 200 ms, timed out at 100 ms and retried once
+    // after 1 s: two sends of 1 ms, no parse (no answer came); the call fails after 2 × 101 ms
+    // and the backoff.
+    let toml = r#"
+name = "timeouts"
+[provider]
+latency = { dist = "constant", ms = 200 }
+[workload]
+sessions = 1
+queries_per_session = 1
+calls_per_query = 1
+tokens_per_call = 1
+[scheduler]
+timeout_ms = 100
+retry = { max_retries = 1, base_ms = 1000, cap_ms = 1000, jitter = "none" }
+client = { send = { dist = "constant", ms = 1 }, parse = { dist = "constant", ms = 5 } }
+"#;
+    let s = parse(toml, Path::new("t.toml"), &[]).unwrap_or_else(|e| panic!("{e}"));
+    let out = sim::run(&s).unwrap();
+    let client = out.recording.client.as_ref().unwrap();
+    assert_eq!(
+        (client.len(), client.min(), client.max()),
+        (2, 1_000, 1_000)
+    );
+    assert_eq!(out.recording.calls.failed, 1);
+    // 1 ms + 100 ms, 1 s of backoff, 1 ms + 100 ms.
+    assert_eq!(out.span, std::time::Duration::from_millis(1_202));
+}
+
+#[test]
+fn the_client_time_is_its_own_phase_in_summary_json_and_absent_without_the_table() {
+    let with = parse(TWENTY_AT_ONCE, Path::new("t.toml"), &[]).unwrap();
+    let summary = Summary::new(&with, &sim::run(&with).unwrap());
+    let json = serde_json::to_value(&summary).unwrap();
+    let client = &json["latency_ms"]["client"];
+    assert_eq!(client["count"], 20);
+    assert_eq!(client["p50"].as_f64().map(f64::round), Some(10.0));
+    let without: String = TWENTY_AT_ONCE
+        .lines()
+        .filter(|l| !l.starts_with("client"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let without = parse(&without, Path::new("t.toml"), &[]).unwrap();
+    let summary = Summary::new(&without, &sim::run(&without).unwrap());
+    let json = serde_json::to_value(&summary).unwrap();
+    assert!(json["latency_ms"].get("client").is_none(), "{json}");
+    assert_eq!(
+        json["latency_ms"]["call"]["max"].as_f64().map(f64::round),
+        Some(50.0)
+    );
+}
+
+#[test]
+fn a_preset_is_the_sdks_measured_time_and_reads_from_the_scenario() {
+    // The openai SDK's preset: 1.75 ms a request on one loop (1.0 to send, 0.75 to parse, each
+    // exponential). With 50 tasks the loop is the bottleneck: about 50 × 1.75 ms a call.
+    let toml = TWENTY_AT_ONCE
+        .replace("sessions = 20", "sessions = 50")
+        .replace("queries_per_session = 1", "queries_per_session = 40")
+        .replace(
+            "client = { send = { dist = \"constant\", ms = 1 } }",
+            "client = { preset = \"openai-python\" }",
+        );
+    let s = parse(&toml, Path::new("t.toml"), &[]).unwrap();
+    let out = sim::run(&s).unwrap();
+    let p50 = out.recording.call.value_at_quantile(0.5) as f64 / 1000.0;
+    assert!((p50 - 87.5).abs() < 87.5 * 0.03, "p50 {p50} ms");
+}
