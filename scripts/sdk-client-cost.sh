@@ -5,7 +5,10 @@
 # each. It prints each run's p50, p95 and mean latency as the client saw it, and what that
 # implies: the overhead over the provider's latency, and the throughput over the tasks, whose
 # inverse at the most tasks is the event loop's busy time per request when one thread is
-# saturated (tasks / mean latency = requests a second).
+# saturated (tasks / mean latency = requests a second). Then what `[scheduler.client]`'s
+# presets are made of: the loop's time per request (the median at 50 tasks over 50, since the
+# median request waits for the other 49), and how the SDK divides its own time between
+# sending and parsing with one task (scripts/clients/sdk_own_time.py).
 #
 # Needs the SDK venv (scripts/test.sh makes it at target/sdk-venv) and a release build.
 # Measure on a quiet machine: the client and the mock share its cores.
@@ -39,4 +42,13 @@ print(f"{sdk:9} {tasks:2} tasks: p50 {p(.5):6.1f} ms  p95 {p(.95):6.1f} ms  mean
       f"  overhead {mean - latency:5.1f} ms  {tasks / mean * 1000:5.0f} requests/s")
 ' "$sdk" "$tasks" "$latency"
   done
+  per=$(( 2000 / 50 ))
+  "$py" scripts/clients/sdk_fanout.py "$sdk" "$url" 50 "$per" |
+    "$py" -c '
+import json, statistics, sys
+lat = json.load(sys.stdin)["latencies_s"]
+print(f"{sys.argv[1]:9} the loop per request: {statistics.median(lat) * 1000 / 50:.2f} ms (p50 at 50 tasks / 50)")
+' "$sdk"
+  echo -n "$sdk    split with one task: "
+  (cd scripts/clients && "$py" sdk_own_time.py "$sdk" "$url" 200)
 done

@@ -6,6 +6,7 @@
 //! compatible server). Both book the provider-side facts the recorder needs: arrivals over time
 //! and orphaned quota (requests charged whose answers nobody used).
 
+pub mod client;
 pub mod http;
 pub mod simulated;
 
@@ -25,9 +26,24 @@ pub struct QueryState {
     /// Turns true when the caller has given up on the query.
     pub abandoned: Cell<bool>,
     used: Cell<Spent>,
+    /// The replica of the client the query runs on.
+    replica: u32,
 }
 
 impl QueryState {
+    /// A query of replica `replica`'s.
+    pub fn on_replica(replica: usize) -> Self {
+        QueryState {
+            replica: u32::try_from(replica).unwrap_or(u32::MAX),
+            ..QueryState::default()
+        }
+    }
+
+    /// The replica of the client the query runs on.
+    pub fn replica(&self) -> usize {
+        self.replica as usize
+    }
+
     /// What the answers the query used were billed, so far.
     pub fn used(&self) -> Spent {
         self.used.get()

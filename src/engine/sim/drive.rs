@@ -20,16 +20,16 @@ use futures_util::future::Either;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::sync::Notify;
 
-use super::client::Client;
 use super::replica::Slice;
 use super::runtime::Runtime;
 
+use crate::engine::provider::client::WithClient;
 use crate::engine::provider::{Provider, QueryState};
 use crate::engine::recorder::{Recorder, Spent};
 use crate::engine::routes::{self, Routes};
 use crate::engine::scenario::{Arrivals, ModelTurn, Scenario, Stop, Subagents, TurnPlacement};
 use crate::engine::timescale::TimeScale;
-use crate::engine::workload::{stream_seed, streams, PlannedCall, Planner, QueryPlan};
+use crate::engine::workload::{PlannedCall, Planner, QueryPlan};
 use crate::scheduler::{
     Budget, CallError, CallSpec, FanOut, Interrupt, LimitStats, ProviderError, Scheduler, Scope,
     TurnPolicy, Via, Work,
@@ -73,8 +73,8 @@ struct Replica<P, R: Runtime> {
     scheduler: Scheduler<R>,
     /// The limiter each route waits in.
     vias: Vec<Via>,
-    /// Its client's own time, if the scenario gives it one.
-    client: Option<Client<R>>,
+    /// Its place among the replicas.
+    index: usize,
     /// Queries it finished.
     queries: Cell<u64>,
 }
@@ -124,13 +124,8 @@ impl<P: Provider, R: Runtime> Replica<P, R> {
         let spec = CallSpec::of(tokens)
             .in_scope(scope)
             .via(self.vias[usize::from(route)]);
-        self.scheduler.call(spec, move |_| {
-            let attempt = self.provider.request(tokens, route, query);
-            match &self.client {
-                None => Either::Left(attempt),
-                Some(client) => Either::Right(client.around(attempt)),
-            }
-        })
+        self.scheduler
+            .call(spec, move |_| self.provider.request(tokens, route, query))
     }
 }
 
@@ -300,7 +295,7 @@ async fn one_query<P: Provider + 'static, R: Runtime>(
         } else {
             Scope::default()
         };
-        let query = QueryState::default();
+        let query = QueryState::on_replica(ctx.index);
         // Awaited here rather than through `run_query`'s Either: one layer less to poll.
         let failed = match ctx.subagents {
             None => run_agent(ctx, single_agent(plan), work, &query).await,
@@ -330,7 +325,7 @@ async fn detachable_query<P: Provider + 'static, R: Runtime>(
     plan: QueryPlan,
     scope: &Scope<R::Instant>,
 ) -> (bool, Spent) {
-    let query = Rc::new(QueryState::default());
+    let query = Rc::new(QueryState::on_replica(ctx.index));
     let mut work = Box::pin({
         let (ctx, query) = (ctx.clone(), query.clone());
         async move { run_query(&ctx, &plan, Scope::default(), &query).await }
@@ -487,7 +482,27 @@ pub(super) struct Driven {
 
 /// Runs `s`'s workload through `scheduler` to `provider` until it is done: every query ended
 /// and every detached piece of work finished. `None` if `horizon` (model time) passes first.
+/// With a client model (`[scheduler.client]`) the provider is reached through the replicas'
+/// clients; without one, directly (nothing of the client model is then in a call's path).
 pub(super) async fn drive<P: Provider + 'static, R: Runtime>(
+    s: &Scenario,
+    slice: Slice,
+    schedulers: Vec<Scheduler<R>>,
+    provider: Rc<P>,
+    recorder: Arc<Recorder<R::Instant>>,
+    scale: TimeScale,
+    horizon: Duration,
+) -> Option<Driven> {
+    let Some(model) = &s.scheduler.client else {
+        return drive_to(s, slice, schedulers, provider, recorder, scale, horizon).await;
+    };
+    let rt = schedulers.first()?.clock().clone();
+    let (replicas, seed) = (schedulers.len(), s.seed);
+    let clients = WithClient::new(provider, model, replicas, seed, rt, scale, recorder.clone());
+    drive_to(s, slice, schedulers, Rc::new(clients), recorder, scale, horizon).await
+}
+
+async fn drive_to<P: Provider + 'static, R: Runtime>(
     s: &Scenario,
     slice: Slice,
     schedulers: Vec<Scheduler<R>>,
@@ -541,15 +556,11 @@ pub(super) async fn drive<P: Provider + 'static, R: Runtime>(
     let replicas: Vec<_> = schedulers
         .into_iter()
         .enumerate()
-        .map(|(i, scheduler)| {
-            let client = s.scheduler.client.as_ref().map(|model| {
-                let seed = stream_seed(stream_seed(s.seed, streams::CLIENT), i as u64);
-                Client::new(model, seed, rt.clone(), scale, ctx.recorder.clone())
-            });
+        .map(|(index, scheduler)| {
             Rc::new(Replica {
                 run: ctx.clone(),
                 vias: vias(s, &scheduler),
-                client,
+                index,
                 scheduler,
                 queries: Cell::new(0),
             })

@@ -1,7 +1,9 @@
 //! The client's own time in a run (`[scheduler.client]`): each attempt waits for one of the
 //! client's threads and works on it before it leaves, and again after its answer arrives.
 //!
-//! One [`Client`] per replica (each process of a fleet has its own event loop). Its threads are
+//! [`WithClient`] puts that in front of any [`Provider`], so a run without a client model
+//! drives the provider itself and pays nothing for the feature. One [`Client`] per replica
+//! (each process of a fleet has its own event loop), chosen by the query's replica. Its threads are
 //! a fair semaphore: at one instant they go in the order they were asked for, the same rule as
 //! the scheduler's permits. The work is drawn from the replica's own stream when a thread is
 //! taken, so the same scenario and seed give the same run. The client's timeout per attempt
@@ -10,6 +12,7 @@
 
 use std::cell::RefCell;
 use std::future::Future;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,13 +22,59 @@ use rand::rngs::Xoshiro256PlusPlus;
 use rand::SeedableRng;
 use tokio::sync::Semaphore;
 
+use super::{Provider, QueryState};
 use crate::engine::recorder::Recorder;
 use crate::engine::scenario::ClientModel;
 use crate::engine::timescale::TimeScale;
+use crate::engine::workload::{stream_seed, streams};
 use crate::scheduler::{Clock, FailureKind, Moment, ProviderError};
 
+/// A provider `P` reached through the replicas' clients, each with its own time.
+pub struct WithClient<P, C: Clock> {
+    inner: Rc<P>,
+    clients: Vec<Client<C>>,
+}
+
+impl<P, C: Clock> WithClient<P, C> {
+    /// `inner` behind `replicas` clients of `model` on `clock` at `scale`, replica `i`'s
+    /// drawing from stream `i` of `seed`'s client stream, recording into `recorder`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        inner: Rc<P>,
+        model: &ClientModel,
+        replicas: usize,
+        seed: u64,
+        clock: C,
+        scale: TimeScale,
+        recorder: Arc<Recorder<C::Instant>>,
+    ) -> Self {
+        let stream = stream_seed(seed, streams::CLIENT);
+        let clients = (0..replicas.max(1))
+            .map(|i| {
+                let seed = stream_seed(stream, i as u64);
+                Client::new(model, seed, clock.clone(), scale, recorder.clone())
+            })
+            .collect();
+        WithClient { inner, clients }
+    }
+}
+
+impl<P: Provider, C: Clock> Provider for WithClient<P, C> {
+    async fn request(
+        &self,
+        tokens: u64,
+        route: u16,
+        query: &QueryState,
+    ) -> Result<(), ProviderError> {
+        let client = &self.clients[query.replica() % self.clients.len()];
+        client
+            .around(self.inner.request(tokens, route, query))
+            .await
+    }
+}
+
 /// One replica's client: its threads, its work, its random stream.
-pub(super) struct Client<C: Clock> {
+struct Client<C: Clock> {
     clock: C,
     threads: Semaphore,
     send: Latency,
@@ -38,7 +87,7 @@ pub(super) struct Client<C: Clock> {
 impl<C: Clock> Client<C> {
     /// The client `model` on `clock` at `scale`, drawing from `seed`, recording into
     /// `recorder`.
-    pub(super) fn new(
+    fn new(
         model: &ClientModel,
         seed: u64,
         clock: C,
@@ -59,7 +108,7 @@ impl<C: Clock> Client<C> {
 
     /// `attempt` as the client makes it: its send work first (the attempt leaves when that is
     /// done), then the attempt, then its parse work unless it timed out (no answer came).
-    pub(super) async fn around<F>(&self, attempt: F) -> Result<(), ProviderError>
+    async fn around<F>(&self, attempt: F) -> Result<(), ProviderError>
     where
         F: Future<Output = Result<(), ProviderError>>,
     {
