@@ -1,9 +1,10 @@
 //! The client's own time in a run (`[scheduler.client]`): each attempt waits for one of the
 //! client's threads and works on it before it leaves, and again after its answer arrives.
 //!
-//! [`WithClient`] puts that in front of any [`Provider`], so a run without a client model
-//! drives the provider itself and pays nothing for the feature. One [`Client`] per replica
-//! (each process of a fleet has its own event loop), chosen by the query's replica. Its threads are
+//! Each provider takes its [`Clients`] and asks the query's for its send work before an
+//! attempt leaves and its parse work after the answer (a branch a run without a client model
+//! skips: the call path stays one piece of code, whose cost per call is gated). One [`Client`]
+//! per replica (each process of a fleet has its own event loop), chosen by the query's replica. Its threads are
 //! a fair semaphore: at one instant they go in the order they were asked for, the same rule as
 //! the scheduler's permits. The work is drawn from the replica's own stream when a thread is
 //! taken, so the same scenario and seed give the same run. The client's timeout per attempt
@@ -11,8 +12,6 @@
 //! is the client's, before the request is written and after the answer is read.
 
 use std::cell::RefCell;
-use std::future::Future;
-use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,59 +21,60 @@ use rand::rngs::Xoshiro256PlusPlus;
 use rand::SeedableRng;
 use tokio::sync::Semaphore;
 
-use super::{Provider, QueryState};
+use super::QueryState;
 use crate::engine::recorder::Recorder;
 use crate::engine::scenario::ClientModel;
 use crate::engine::timescale::TimeScale;
 use crate::engine::workload::{stream_seed, streams};
 use crate::scheduler::{Clock, FailureKind, Moment, ProviderError};
 
-/// A provider `P` reached through the replicas' clients, each with its own time.
-pub struct WithClient<P, C: Clock> {
-    inner: Rc<P>,
+/// The replicas' clients of a run: none without a client model, else one per replica.
+pub struct Clients<C: Clock> {
     clients: Vec<Client<C>>,
 }
 
-impl<P, C: Clock> WithClient<P, C> {
-    /// `inner` behind `replicas` clients of `model` on `clock` at `scale`, replica `i`'s
+impl<C: Clock> Clients<C> {
+    /// No client model: attempts cost the client nothing.
+    pub fn none() -> Self {
+        Clients {
+            clients: Vec::new(),
+        }
+    }
+
+    /// `replicas` clients of `model` (none without one) on `clock` at `scale`, replica `i`'s
     /// drawing from stream `i` of `seed`'s client stream, recording into `recorder`.
-    #[allow(clippy::too_many_arguments)]
     pub fn new(
-        inner: Rc<P>,
-        model: &ClientModel,
+        model: Option<&ClientModel>,
         replicas: usize,
         seed: u64,
-        clock: C,
-        scale: TimeScale,
-        recorder: Arc<Recorder<C::Instant>>,
+        (clock, scale): (C, TimeScale),
+        recorder: &Arc<Recorder<C::Instant>>,
     ) -> Self {
         let stream = stream_seed(seed, streams::CLIENT);
-        let clients = (0..replicas.max(1))
-            .map(|i| {
-                let seed = stream_seed(stream, i as u64);
-                Client::new(model, seed, clock.clone(), scale, recorder.clone())
-            })
-            .collect();
-        WithClient { inner, clients }
+        let clients = match model {
+            None => Vec::new(),
+            Some(model) => (0..replicas.max(1))
+                .map(|i| {
+                    let seed = stream_seed(stream, i as u64);
+                    Client::new(model, seed, clock.clone(), scale, recorder.clone())
+                })
+                .collect(),
+        };
+        Clients { clients }
     }
-}
 
-impl<P: Provider, C: Clock> Provider for WithClient<P, C> {
-    async fn request(
-        &self,
-        tokens: u64,
-        route: u16,
-        query: &QueryState,
-    ) -> Result<(), ProviderError> {
-        let client = &self.clients[query.replica() % self.clients.len()];
-        client
-            .around(self.inner.request(tokens, route, query))
-            .await
+    /// The client `query` runs on, if the run models one.
+    #[inline(always)]
+    pub fn of(&self, query: &QueryState) -> Option<&Client<C>> {
+        match self.clients.len() {
+            0 => None,
+            n => self.clients.get(query.replica() % n),
+        }
     }
 }
 
 /// One replica's client: its threads, its work, its random stream.
-struct Client<C: Clock> {
+pub struct Client<C: Clock> {
     clock: C,
     threads: Semaphore,
     send: Latency,
@@ -106,20 +106,24 @@ impl<C: Clock> Client<C> {
         }
     }
 
-    /// `attempt` as the client makes it: its send work first (the attempt leaves when that is
-    /// done), then the attempt, then its parse work unless it timed out (no answer came).
-    async fn around<F>(&self, attempt: F) -> Result<(), ProviderError>
-    where
-        F: Future<Output = Result<(), ProviderError>>,
-    {
-        let mut spent = self.work(&self.send).await;
-        let result = attempt.await;
-        let answered = !matches!(&result, Err(e) if matches!(e.kind, FailureKind::Timeout));
-        if answered {
-            spent += self.work(&self.parse).await;
+    /// The work before an attempt leaves: waits for a thread and works on it; returns the
+    /// time both took (runtime).
+    pub async fn send(&self) -> Duration {
+        self.work(&self.send).await
+    }
+
+    /// The work after an answer arrives (none after a timeout: no answer came), as
+    /// [`send`](Client::send).
+    pub async fn parse(&self, result: &Result<(), ProviderError>) -> Duration {
+        match result {
+            Err(e) if matches!(e.kind, FailureKind::Timeout) => Duration::ZERO,
+            _ => self.work(&self.parse).await,
         }
+    }
+
+    /// An attempt cost the client `spent` (runtime) of its own time.
+    pub fn spent(&self, spent: Duration) {
         self.recorder.client_time(spent);
-        result
     }
 
     /// Waits for a thread and works `work` on it; returns the time both took (runtime).
@@ -174,14 +178,11 @@ mod tests {
                     .map(|_| {
                         let (client, rt) = (client.clone(), rt.clone());
                         rt.clone().spawn(async move {
-                            client
-                                .around(async {
-                                    let left = rt.now();
-                                    rt.sleep_until(left + Duration::from_millis(50)).await;
-                                    Ok(())
-                                })
-                                .await
-                                .unwrap();
+                            let mut spent = client.send().await;
+                            let left = rt.now();
+                            rt.sleep_until(left + Duration::from_millis(50)).await;
+                            spent += client.parse(&Ok(())).await;
+                            client.spent(spent);
                             rt.now() - t0
                         })
                     })

@@ -23,9 +23,11 @@ use reqwest::header::{HeaderMap, CONTENT_TYPE};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::client::Clients;
 use super::{OrphanWatch, Provider, QueryState};
 use crate::engine::recorder::{Arrival, Recorder};
 use crate::engine::routes::Routes;
+use crate::engine::sim::runtime::RealClock;
 use crate::engine::timescale::TimeScale;
 use crate::scheduler::retry::retry_after_from_headers;
 use crate::scheduler::ProviderError;
@@ -86,6 +88,8 @@ pub struct HttpProvider {
     bad_header: RefCell<Option<String>>,
     /// Cancelled when a bad header arrives: the run stops there.
     broken: CancellationToken,
+    /// The client's own time per attempt, if the run models it.
+    clients: Clients<RealClock>,
 }
 
 /// Books a request's arrival once its fate is known; one dropped in flight counts as charged
@@ -171,7 +175,14 @@ impl HttpProvider {
             timeout: scale.to_runtime(target.timeout),
             bad_header: RefCell::new(None),
             broken: CancellationToken::new(),
+            clients: Clients::none(),
         })
+    }
+
+    /// The same provider, with `clients`' own time spent on each attempt.
+    pub fn with_clients(mut self, clients: Clients<RealClock>) -> Self {
+        self.clients = clients;
+        self
     }
 
     /// The first unreadable response header the run saw, as one line.
@@ -293,6 +304,11 @@ impl Provider for HttpProvider {
         route: u16,
         query: &QueryState,
     ) -> Result<(), ProviderError> {
+        let client = self.clients.of(query);
+        let mut spent = Duration::ZERO;
+        if let Some(c) = client {
+            spent = c.send().await;
+        }
         let sent = Instant::now();
         let way = &self.ways[usize::from(route)];
         let mut booking = Booking {
@@ -348,7 +364,7 @@ impl Provider for HttpProvider {
         // An answer, a transport error or the client's own timeout: the attempt is over either
         // way (only a drop before this point leaves the request orphaned).
         watch.answered = true;
-        match answer {
+        let result = match answer {
             Ok(Ok((status, headers, generated))) => {
                 if let Some((n, first)) = generated {
                     // Not streamed, the first token is not seen, only the whole answer.
@@ -369,6 +385,11 @@ impl Provider for HttpProvider {
                 Err(ProviderError::other(format!("transport: {e}")))
             }
             Err(_) => Err(ProviderError::timeout()),
+        };
+        if let Some(c) = client {
+            spent += c.parse(&result).await;
+            c.spent(spent);
         }
+        result
     }
 }

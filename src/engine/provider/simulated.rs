@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use capsize_mock::{Bill, Counters, Decision, Latency, Outcome, ProviderModel, Service};
 
+use super::client::Clients;
 use super::{OrphanWatch, Provider, QueryState};
 use crate::engine::recorder::{Arrival, Recorder};
 use crate::engine::routes::Routes;
@@ -37,17 +38,20 @@ pub struct VirtualProvider<C: Clock> {
     scale: TimeScale,
     /// The client's timeout per attempt, on the runtime's clock.
     timeout: Duration,
+    /// The client's own time per attempt, if the run models it.
+    clients: Clients<C>,
 }
 
 impl<C: Clock> VirtualProvider<C> {
     /// The models of `routes`' endpoints, recording into `recorder`, whose run starts now on
-    /// `clock`; the client gives up on an attempt after `timeout` (model time).
+    /// `clock`; the client gives up on an attempt after `timeout` (model time), and spends
+    /// `clients`' time on each.
     pub fn new(
         routes: &Routes,
         recorder: Arc<Recorder<C::Instant>>,
         clock: C,
         scale: TimeScale,
-        timeout: Duration,
+        (timeout, clients): (Duration, Clients<C>),
     ) -> Self {
         let models = routes
             .endpoints
@@ -85,6 +89,7 @@ impl<C: Clock> VirtualProvider<C> {
             clock,
             scale,
             timeout: scale.to_runtime(timeout),
+            clients,
         }
     }
 
@@ -195,6 +200,11 @@ impl<C: Clock> Provider for VirtualProvider<C> {
         route: u16,
         query: &QueryState,
     ) -> Result<(), ProviderError> {
+        let client = self.clients.of(query);
+        let mut spent = Duration::ZERO;
+        if let Some(c) = client {
+            spent = c.send().await;
+        }
         let arrived = self.clock.now();
         let Answer {
             charged,
@@ -217,6 +227,10 @@ impl<C: Clock> Provider for VirtualProvider<C> {
         if let Some(bill) = bill.filter(|b| query.use_answer(b)) {
             self.recorder
                 .used(self.ways[usize::from(route)].endpoint, &bill);
+        }
+        if let Some(c) = client {
+            spent += c.parse(&result).await;
+            c.spent(spent);
         }
         result
     }

@@ -23,7 +23,6 @@ use tokio::sync::Notify;
 use super::replica::Slice;
 use super::runtime::Runtime;
 
-use crate::engine::provider::client::WithClient;
 use crate::engine::provider::{Provider, QueryState};
 use crate::engine::recorder::{Recorder, Spent};
 use crate::engine::routes::{self, Routes};
@@ -482,27 +481,7 @@ pub(super) struct Driven {
 
 /// Runs `s`'s workload through `scheduler` to `provider` until it is done: every query ended
 /// and every detached piece of work finished. `None` if `horizon` (model time) passes first.
-/// With a client model (`[scheduler.client]`) the provider is reached through the replicas'
-/// clients; without one, directly (nothing of the client model is then in a call's path).
 pub(super) async fn drive<P: Provider + 'static, R: Runtime>(
-    s: &Scenario,
-    slice: Slice,
-    schedulers: Vec<Scheduler<R>>,
-    provider: Rc<P>,
-    recorder: Arc<Recorder<R::Instant>>,
-    scale: TimeScale,
-    horizon: Duration,
-) -> Option<Driven> {
-    let Some(model) = &s.scheduler.client else {
-        return drive_to(s, slice, schedulers, provider, recorder, scale, horizon).await;
-    };
-    let rt = schedulers.first()?.clock().clone();
-    let (replicas, seed) = (schedulers.len(), s.seed);
-    let clients = WithClient::new(provider, model, replicas, seed, rt, scale, recorder.clone());
-    drive_to(s, slice, schedulers, Rc::new(clients), recorder, scale, horizon).await
-}
-
-async fn drive_to<P: Provider + 'static, R: Runtime>(
     s: &Scenario,
     slice: Slice,
     schedulers: Vec<Scheduler<R>>,

@@ -34,6 +34,7 @@ use rand::SeedableRng;
 use thiserror::Error;
 
 use self::runtime::DesRuntime;
+use crate::engine::provider::client::Clients;
 use crate::engine::provider::simulated::VirtualProvider;
 use crate::engine::recorder::{Recorder, Recording};
 use crate::engine::routes::Routes;
@@ -258,12 +259,20 @@ async fn simulate(
             .with_model_turns(extras.model_turns),
     );
     let schedulers = schedulers(s, scale, &recorder, rt.clone())?;
+    let model = s.scheduler.client.as_ref();
+    let clients = Clients::new(
+        model,
+        schedulers.len(),
+        s.seed,
+        (rt.clone(), scale),
+        &recorder,
+    );
     let provider = Rc::new(VirtualProvider::new(
         &routes,
         recorder.clone(),
         rt,
         scale,
-        s.scheduler.timeout,
+        (s.scheduler.timeout, clients),
     ));
     let driven = drive::drive(
         s,

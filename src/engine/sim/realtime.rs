@@ -25,6 +25,7 @@ use super::replica::{self, ReplicaOf};
 use super::runtime::RealClock;
 use super::target;
 use super::{drive, horizon, live, schedulers, total, Mode, RunExtras, SimError, SimOutcome};
+use crate::engine::provider::client::Clients;
 use crate::engine::provider::http::{HttpProvider, HttpTarget};
 use crate::engine::recorder::Recorder;
 use crate::engine::routes::Routes;
@@ -222,9 +223,18 @@ async fn realtime(
         bases: bases.clone(),
         timeout: s.scheduler.timeout,
     };
+    let model = s.scheduler.client.as_ref();
+    let clients = Clients::new(
+        model,
+        schedulers.len(),
+        s.seed,
+        (RealClock, scale),
+        &recorder,
+    );
     let provider = Rc::new(
         HttpProvider::new(&routes, &target, recorder.clone(), Instant::now(), scale)
-            .map_err(|e| SimError::Unreachable(format!("cannot build an HTTP client: {e}")))?,
+            .map_err(|e| SimError::Unreachable(format!("cannot build an HTTP client: {e}")))?
+            .with_clients(clients),
     );
     if let Some(a) = &opts.announce {
         a.say_once();
