@@ -215,6 +215,9 @@ pub struct RetryPolicy {
     pub retry_on: Vec<u16>,
     /// Whether timeouts are retried.
     pub retry_timeouts: bool,
+    /// A Retry-After is read in whole seconds, rounded up: what a client sees of an API that
+    /// sends no finer one (Anthropic's: the `anthropic-python` preset).
+    pub retry_after_whole_seconds: bool,
 }
 
 impl Default for RetryPolicy {
@@ -233,6 +236,7 @@ impl Default for RetryPolicy {
             retries_jump_queue: false,
             retry_on: vec![500, 502, 503, 504, 529],
             retry_timeouts: true,
+            retry_after_whole_seconds: false,
         }
     }
 }
@@ -285,7 +289,10 @@ impl RetryPolicy {
         }
         match kind {
             FailureKind::RateLimited { retry_after } | FailureKind::Status { retry_after, .. } => {
-                *retry_after
+                retry_after.map(|d| match self.retry_after_whole_seconds {
+                    true if d.subsec_nanos() > 0 => Duration::from_secs(d.as_secs() + 1),
+                    _ => d,
+                })
             }
             _ => None,
         }

@@ -71,6 +71,7 @@ impl RetryPreset {
             retries_jump_queue: false,
             retry_on: [408, 409].into_iter().chain(500..=599).collect(),
             retry_timeouts: true,
+            retry_after_whole_seconds: false,
         };
         match self {
             RetryPreset::Capsize => RetryPolicy::default(),
@@ -78,7 +79,11 @@ impl RetryPreset {
                 retry_after_max: Some(Duration::from_secs(120)),
                 ..sdk
             },
-            RetryPreset::AnthropicPython => sdk,
+            // Anthropic's API sends its Retry-After in whole seconds only.
+            RetryPreset::AnthropicPython => RetryPolicy {
+                retry_after_whole_seconds: true,
+                ..sdk
+            },
         }
     }
 }
@@ -97,6 +102,7 @@ pub struct UnknownPreset(pub String);
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::retry::FailureKind;
 
     #[test]
     fn names_round_trip_and_capsize_is_the_default_policy() {
@@ -106,5 +112,22 @@ mod tests {
         assert_eq!(RetryPreset::Capsize.policy(), RetryPolicy::default());
         let err = RetryPreset::from_name("openai").unwrap_err();
         assert!(err.to_string().contains("\"openai-python\""), "{err}");
+    }
+
+    #[test]
+    fn the_anthropic_sdk_reads_a_retry_after_in_whole_seconds() {
+        let asked = |preset: RetryPreset, ms: u64| {
+            let kind = FailureKind::RateLimited {
+                retry_after: Some(Duration::from_millis(ms)),
+            };
+            preset.policy().retry_after(&kind)
+        };
+        let anthropic = RetryPreset::AnthropicPython;
+        assert_eq!(asked(anthropic, 1_200), Some(Duration::from_secs(2)));
+        assert_eq!(asked(anthropic, 3_000), Some(Duration::from_secs(3)));
+        assert_eq!(
+            asked(RetryPreset::OpenAiPython, 1_200),
+            Some(Duration::from_millis(1_200))
+        );
     }
 }

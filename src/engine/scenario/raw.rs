@@ -223,6 +223,8 @@ pub struct RawRetry {
     pub retry_on: Option<Vec<u16>>,
     /// Whether timeouts are retried.
     pub retry_timeouts: Option<bool>,
+    /// A Retry-After is read in whole seconds, rounded up.
+    pub retry_after_whole_seconds: Option<bool>,
 }
 
 /// `[scheduler]`.

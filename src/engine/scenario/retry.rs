@@ -88,5 +88,8 @@ pub(super) fn retry(r: Option<&RawRetry>) -> Result<RetryPolicy, Invalid> {
     if let Some(t) = r.retry_timeouts {
         p.retry_timeouts = t;
     }
+    if let Some(w) = r.retry_after_whole_seconds {
+        p.retry_after_whole_seconds = w;
+    }
     Ok(p)
 }
