@@ -332,6 +332,7 @@ impl MockArgs {
             itpm: None,
             otpm: None,
             window: WindowKind::default(),
+            clock_from: crate::config::ClockFrom::default(),
             retry_after: None,
             latency: RawLatency::Constant { ms: 0.0 },
             max_in_flight: None,

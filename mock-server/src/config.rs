@@ -80,6 +80,17 @@ impl Default for ErrorMix {
     }
 }
 
+/// Where a provider's clock starts (`clock_from`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClockFrom {
+    /// At the run's start (the mock's, over HTTP).
+    #[default]
+    Start,
+    /// At the first request it receives.
+    FirstRequest,
+}
+
 /// The `[provider]` table as written.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -96,6 +107,12 @@ pub struct RawProvider {
     /// How the limits are counted.
     #[serde(default)]
     pub window: WindowKind,
+    /// Where the provider's clock starts: its fixed windows' minutes and its phases' times
+    /// count from the run's start (`start`, the default) or from the first request it
+    /// receives (`first_request`: what a run in virtual time sees, for a client that starts
+    /// late, as an agent under `capsize exec` does).
+    #[serde(default)]
+    pub clock_from: ClockFrom,
     /// Retry-After on 429s (seconds at most [`MAX_DURATION_SECS`], one year).
     pub retry_after: Option<RawRetryAfter>,
     /// Service time.
@@ -159,6 +176,8 @@ pub struct ProviderConfig {
     pub otpm: Option<f64>,
     /// How the limits are counted.
     pub window: WindowKind,
+    /// Where the provider's clock starts.
+    pub clock_from: ClockFrom,
     /// Retry-After on 429s.
     pub retry_after: RetryAfter,
     /// Service time, in ms.
@@ -200,6 +219,7 @@ impl ProviderConfig {
             itpm: None,
             otpm: None,
             window: WindowKind::default(),
+            clock_from: ClockFrom::default(),
             retry_after: RetryAfter::Auto,
             latency,
             max_in_flight: None,
@@ -322,6 +342,7 @@ impl RawProvider {
             itpm: rate("itpm", self.itpm)?,
             otpm: rate("otpm", self.otpm)?,
             window: self.window,
+            clock_from: self.clock_from,
             retry_after,
             latency: self.latency.build("provider.latency", base)?,
             max_in_flight: self.max_in_flight,

@@ -25,7 +25,7 @@ pub mod split;
 pub mod tokens;
 pub mod window;
 
-pub use config::{Generation, ProviderConfig, RawProvider};
+pub use config::{ClockFrom, Generation, ProviderConfig, RawProvider};
 pub use error::ConfigError;
 pub use latency::{Latency, RawLatency};
 pub use model::{Counters, Decision, Generated, Outcome, ProviderModel, Service};

@@ -17,7 +17,7 @@ use rand::rngs::Xoshiro256PlusPlus;
 use rand::{RngExt, SeedableRng};
 use serde::{Deserialize, Serialize};
 
-use crate::config::{Overload, ProviderConfig, RetryAfter};
+use crate::config::{ClockFrom, Overload, ProviderConfig, RetryAfter};
 use crate::headers::go_duration;
 use crate::latency::Latency;
 use crate::limits::duration_from_ms;
@@ -230,6 +230,8 @@ pub struct ProviderModel {
     phase_counters: Vec<Counters>,
     /// Whether decisions carry the limits' usage (see [`ProviderModel::without_usage`]).
     usage: bool,
+    /// When the first request came, for a clock from it (`clock_from = "first_request"`).
+    origin: Option<Duration>,
 }
 
 /// The provider in force: `phase`'s, or `config`'s own.
@@ -265,6 +267,7 @@ impl ProviderModel {
             phase_counters: vec![Counters::default(); config.phases.len()],
             config,
             usage: true,
+            origin: None,
         }
     }
 
@@ -359,6 +362,10 @@ impl ProviderModel {
     /// instead of the provider's own where it gives them (a model turn, say, slower than a
     /// tool call). The draws are the same either way, so a seed gives the same stream.
     pub fn on_request_with(&mut self, now: Duration, tokens: u64, asked: Service<'_>) -> Decision {
+        let now = match self.config.clock_from {
+            ClockFrom::Start => now,
+            ClockFrom::FirstRequest => now.saturating_sub(*self.origin.get_or_insert(now)),
+        };
         // Answers completed by now settle their output tokens first (none to settle without
         // split limits).
         if !self.split.is_unlimited() {

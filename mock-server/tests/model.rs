@@ -450,3 +450,30 @@ fn a_request_larger_than_the_tpm_is_a_429_without_retry_after_under_every_window
     );
     assert_eq!(m.counters().rate_limited, 1);
 }
+
+#[test]
+fn a_clock_from_the_first_request_starts_the_fixed_minute_there() {
+    // 2 RPM in fixed minutes; the client's first request comes 30 s after the start. From the
+    // start, the third request's minute ends at 60 s: 30 s to wait. From the first request,
+    // at 90 s: 60 s, as a run whose client starts at once sees it.
+    let third_waits = |clock_from: &str| {
+        let mut m = model(
+            &format!("rpm = 2\nwindow = \"fixed\"\nretry_after = \"auto\"\nclock_from = \"{clock_from}\""),
+            1,
+        );
+        for _ in 0..2 {
+            assert_eq!(m.on_request(secs(30), 1).outcome, Outcome::Served);
+        }
+        let third = m.on_request(secs(30), 1);
+        assert_eq!(third.outcome, Outcome::RateLimited);
+        third.retry_after
+    };
+    assert_eq!(third_waits("start"), Some(secs(30)));
+    assert_eq!(third_waits("first_request"), Some(secs(60)));
+    let err = toml::from_str::<RawProvider>(
+        "latency = { dist = \"constant\", ms = 1 }\nclock_from = \"first\"",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("first_request"), "{err}");
+}
