@@ -12,7 +12,7 @@ use crate::analysis::calibrate::{self, Calibration, Collector, FitCheck, View};
 use crate::engine::observed::{self, Format};
 use crate::engine::scenario::{self, Scenario};
 use crate::fmt::fmt_num;
-use crate::output::calibrate::{reports, scenario::scenario as written_scenario};
+use crate::output::calibrate::{client, reports, scenario::scenario as written_scenario};
 use crate::output::files::OutputSet;
 
 /// Flags of `capsize calibrate`.
@@ -76,7 +76,7 @@ fn run(args: &CalibrateArgs) -> Result<String, Failure> {
         reads.push(read);
     }
     collector.finish();
-    let cal = calibrate::calibrate(collector, reads);
+    let mut cal = calibrate::calibrate(collector, reads);
     let inputs = describe_inputs(&args.inputs);
     let mut written = written_scenario(&cal, &args.name, &inputs).map_err(Failure::bad_input)?;
     for set in &args.sets {
@@ -85,9 +85,23 @@ fn run(args: &CalibrateArgs) -> Result<String, Failure> {
             .apply_set(set)
             .map_err(|m| Failure::bad_input(format!("--set {set}: {m}")))?;
     }
-    let text = written.doc.render();
+    let mut text = written.doc.render();
     let target = dir.join("scenario.toml");
-    let parsed = staged_parse(&text, &written.files, &target)?;
+    let mut parsed = staged_parse(&text, &written.files, &target)?;
+    // With both sides of the model calls read, the difference is the client's own time,
+    // fitted by replaying the scenario (unless it was given).
+    let given = args
+        .sets
+        .iter()
+        .any(|s| s.trim().starts_with("scheduler.client"));
+    if both && !given {
+        cal.client = calibrate::client::fit(&parsed, &cal).map_err(Failure::run_failed)?;
+        if let Some(fit) = &cal.client {
+            client::put(&mut written, fit);
+            text = written.doc.render();
+            parsed = staged_parse(&text, &written.files, &target)?;
+        }
+    }
     let check = if args.no_check {
         None
     } else {
@@ -197,6 +211,16 @@ fn terminal(cal: &Calibration, check: Option<&FitCheck>, dir: &Path, extra: usiz
             f.fit.distance,
             fmt_num(f.observed.p50),
             fmt_num(f.observed.p95)
+        ));
+    }
+    if let Some(c) = &cal.client {
+        s.push_str(&format!(
+            "  {:<28} {} ms a request on one thread: model calls took the agent {} ms (p50), \
+             the provider {} ms\n",
+            "the client's own time",
+            fmt_num(c.work_ms),
+            fmt_num(c.observed_p50),
+            fmt_num(c.provider_p50)
         ));
     }
     if let Some(c) = check {

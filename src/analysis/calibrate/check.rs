@@ -64,25 +64,29 @@ pub const POOLED_QUERIES: u64 = 2_000;
 pub const MAX_RUNS: u32 = 20;
 
 /// What the runs predict, pooled.
-struct Pooled {
-    query: hdrhistogram::Histogram<u64>,
-    turns: hdrhistogram::Histogram<u64>,
+pub(super) struct Pooled {
+    pub(super) query: hdrhistogram::Histogram<u64>,
+    /// Model turns' times, µs.
+    pub(super) turns: hdrhistogram::Histogram<u64>,
+    /// Successful calls' times (tool calls, or a single-call query's model call), µs.
+    pub(super) calls: hdrhistogram::Histogram<u64>,
     queries_started: u64,
     queries_per_s: f64,
     counters: capsize_mock::Counters,
+    /// Runs pooled.
+    pub(super) runs: u32,
 }
 
 /// Runs `scenario` (its seed, then the next ones, until [`POOLED_QUERIES`] queries or
-/// [`MAX_RUNS`] runs) and sets what the runs predict, pooled, beside `cal`'s observations.
-pub fn check(scenario: &Scenario, cal: &Calibration) -> Result<FitCheck, SimError> {
+/// [`MAX_RUNS`] runs) and pools what the runs predict; `provider` names the provider whose
+/// counters are kept (`None`: the run's).
+pub(super) fn pooled(scenario: &Scenario, provider: Option<&str>) -> Result<Pooled, SimError> {
     let mut pooled: Option<Pooled> = None;
-    let mut runs = 0u32;
-    let provider = cal.provider.as_ref().map(|p| p.name.as_str());
-    while runs < MAX_RUNS
-        && pooled
-            .as_ref()
-            .is_none_or(|p| p.query.len() < POOLED_QUERIES)
+    while pooled
+        .as_ref()
+        .is_none_or(|p| p.runs < MAX_RUNS && p.query.len() < POOLED_QUERIES)
     {
+        let runs = pooled.as_ref().map_or(0, |p| p.runs);
         let mut s = scenario.clone();
         s.seed = scenario.seed.wrapping_add(u64::from(runs));
         let extras = RunExtras {
@@ -103,23 +107,34 @@ pub fn check(scenario: &Scenario, cal: &Calibration) -> Result<FitCheck, SimErro
                 pooled = Some(Pooled {
                     query: outcome.recording.query.clone(),
                     turns,
+                    calls: outcome.recording.call.clone(),
                     queries_started: summary.queries_started,
                     queries_per_s: summary.throughput.queries_per_s,
                     counters,
+                    runs: 1,
                 })
             }
             Some(p) => {
                 // Both histograms have the recorder's bounds: adding cannot fail.
                 let _ = p.query.add(&outcome.recording.query);
                 let _ = p.turns.add(&turns);
+                let _ = p.calls.add(&outcome.recording.call);
                 p.queries_started += summary.queries_started;
                 p.queries_per_s += summary.throughput.queries_per_s;
                 p.counters = p.counters.plus(counters);
+                p.runs += 1;
             }
         }
-        runs += 1;
     }
-    let p = pooled.expect("one run at least");
+    Ok(pooled.expect("one run at least"))
+}
+
+/// Runs `scenario` as [`pooled`] does and sets what the runs predict beside `cal`'s
+/// observations.
+pub fn check(scenario: &Scenario, cal: &Calibration) -> Result<FitCheck, SimError> {
+    let provider = cal.provider.as_ref().map(|p| p.name.as_str());
+    let p = pooled(scenario, provider)?;
+    let runs = p.runs;
     let q = Percentiles::of(&p.query);
     let mut rows = Vec::new();
     if let Some(o) = &cal.query_latency {

@@ -3,9 +3,11 @@
 //! most 20,000 values, open traces only); [`calibrate`] fits each quantity (the family by its
 //! Kolmogorov–Smirnov distance, [`fit`]), the query's shape and the arrival process; and
 //! [`check`] runs the calibrated scenario under the observed conditions and sets its
-//! predictions beside the observations.
+//! predictions beside the observations. Where the provider's record and the agent's spans are
+//! both read, [`client::fit`] fits the client's own time from the difference.
 
 pub mod check;
+pub mod client;
 pub mod collect;
 pub mod fit;
 pub mod model;
@@ -13,5 +15,6 @@ pub mod sample;
 pub mod traces;
 
 pub use check::{check, FitCheck};
+pub use client::ClientFit;
 pub use collect::{Collector, Shape, View};
 pub use model::{calibrate, Arrival, Calibration, Fitted, ProviderFit};

@@ -201,6 +201,9 @@ pub struct Calibration {
     pub window_s: f64,
     /// HTTP attempts under calls, and how many were answered 429.
     pub http: (u64, u64),
+    /// The client's own time, where it was fitted ([`super::client::fit`]: after the
+    /// scenario is written, by replaying it).
+    pub client: Option<super::client::ClientFit>,
 }
 
 /// Fits everything `c` gathered.
@@ -242,6 +245,7 @@ pub fn calibrate(c: Collector, reads: Vec<FileRead>) -> Calibration {
         model_calls: c.client_calls.quantiles(),
         window_s,
         http: c.http,
+        client: None,
     }
 }
 

@@ -91,6 +91,7 @@ pub fn json(cal: &Calibration, check: Option<&FitCheck>, assumed: &[String]) -> 
             "own_time_ms": s.own.map(|o| json!({ "p50": o.p50, "p95": o.p95 })),
         },
         "arrival": arrival,
+        "client": super::client::json(cal.client.as_ref()),
         "check": rows,
         "check_runs": check.map(|c| c.runs),
         "assumed": assumed,

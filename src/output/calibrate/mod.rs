@@ -5,6 +5,7 @@
 //! `calibration.json` ([`json`]: the same as data).
 
 pub mod charts;
+pub mod client;
 pub mod doc;
 pub mod json;
 pub mod report;

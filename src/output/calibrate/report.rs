@@ -164,6 +164,9 @@ pub fn markdown(
             fmt_num(o.p95)
         );
     }
+    if let Some(fit) = &cal.client {
+        let _ = writeln!(out, "{}", super::client::sentence(fit));
+    }
     if s.nested > 0 {
         let _ = writeln!(out, "- {} model calls were made inside a tool (a subagent's): fitted with the model's calls, not placed as turns", fmt_num(s.nested as f64));
     }

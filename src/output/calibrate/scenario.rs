@@ -27,7 +27,7 @@ pub struct Written {
 pub struct Unwritable(pub String);
 
 /// `x` to 4 significant digits.
-fn sig(x: f64) -> f64 {
+pub(super) fn sig(x: f64) -> f64 {
     if x == 0.0 || !x.is_finite() {
         return x;
     }
