@@ -47,11 +47,20 @@ pub fn put(written: &mut Written, fit: &ClientFit) {
 
 /// calibration.md's line on it.
 pub fn sentence(fit: &ClientFit) -> String {
+    let aside = if (fit.without_p50 - fit.provider_p50).abs() > 0.01 * fit.provider_p50 {
+        format!(
+            ". The replay without it is not the provider's {} ms: the fitted latency's median \
+             differs, and the work takes that up too",
+            fmt_num(fit.provider_p50)
+        )
+    } else {
+        String::new()
+    };
     format!(
         "- the client's own time: model calls took the agent {} ms at p50, the provider {} ms. \
          Replayed with the client costing nothing they take {} ms; with {} ms of work per \
          request on one thread (half to send, half to parse), {} ms. That work is in the \
-         scenario (`scheduler.client`)",
+         scenario (`scheduler.client`){aside}",
         fmt_num(fit.observed_p50),
         fmt_num(fit.provider_p50),
         fmt_num(fit.without_p50),
