@@ -6,36 +6,11 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
+use common::calib::{calibrate, f, report, scenario, span_json};
 use common::otel::{traces, Agent};
 use common::temp::Temp;
 use common::{capsize, stderr};
 use serde_json::Value;
-
-/// Runs `capsize calibrate INPUTS --out DIR EXTRA...`.
-fn calibrate(inputs: &[&Path], out: &Path, extra: &[&str]) -> std::process::Output {
-    let mut args: Vec<&str> = vec!["calibrate"];
-    args.extend(inputs.iter().map(|p| p.to_str().unwrap()));
-    args.extend(["--out", out.to_str().unwrap()]);
-    args.extend(extra);
-    capsize(&args)
-}
-
-fn scenario(out: &Path) -> toml::Table {
-    std::fs::read_to_string(out.join("scenario.toml"))
-        .unwrap()
-        .parse()
-        .unwrap()
-}
-
-fn report(out: &Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(out.join("calibration.json")).unwrap()).unwrap()
-}
-
-fn f(v: &toml::Value) -> f64 {
-    v.as_float()
-        .or(v.as_integer().map(|i| i as f64))
-        .unwrap_or_else(|| panic!("{v} is not a number"))
-}
 
 /// A trace of `Agent::default()` calibrated once into `out`.
 fn calibrated(t: &Temp, agent: &Agent) -> PathBuf {
@@ -413,21 +388,6 @@ fn exec_calls_give_the_limits_the_provider_answered_with() {
     assert!(!assumed.contains("rate limits"), "{assumed}");
 }
 
-/// One OTLP JSON span as a line's worth of JSON.
-fn span_json(trace: u32, id: u32, parent: u32, start_ms: u64, end_ms: u64, attrs: &str) -> String {
-    let ns = |ms: u64| 1_760_000_000_000_000_000u64 + ms * 1_000_000;
-    let parent = if parent == 0 {
-        String::new()
-    } else {
-        format!("{parent:016x}")
-    };
-    format!(
-        r#"{{"traceId":"{trace:032x}","spanId":"{id:016x}","parentSpanId":"{parent}","name":"s","startTimeUnixNano":"{}","endTimeUnixNano":"{}","attributes":[{attrs}]}}"#,
-        ns(start_ms),
-        ns(end_ms)
-    )
-}
-
 #[test]
 fn what_a_trace_leaves_unsaid_or_gets_wrong_is_counted_and_said() {
     let t = Temp::new("calibrate", "untidy");
@@ -556,86 +516,4 @@ fn an_input_that_cannot_be_read_is_refused_in_one_line_and_nothing_is_written() 
         stderr(&o)
     );
     assert!(!out.exists());
-}
-
-/// 4 sessions back to back, each query one model call: the provider's record (calls.jsonl)
-/// says it answered in 100 ms, the agent's spans that the call took it 110 ms.
-fn both_sides(t: &Temp) -> (PathBuf, PathBuf) {
-    let chat = r#"{"key":"gen_ai.operation.name","value":{"stringValue":"chat"}},{"key":"gen_ai.provider.name","value":{"stringValue":"openai"}},{"key":"gen_ai.request.model","value":{"stringValue":"m"}},{"key":"gen_ai.usage.input_tokens","value":{"intValue":"900"}}"#;
-    let (mut spans, mut calls) = (Vec::new(), String::new());
-    for session in 0..4u32 {
-        let agent = format!(
-            r#"{{"key":"gen_ai.operation.name","value":{{"stringValue":"invoke_agent"}}}},{{"key":"gen_ai.conversation.id","value":{{"stringValue":"s{session}"}}}}"#
-        );
-        for q in 0..150u32 {
-            let trace = session * 1_000 + q + 1;
-            let at = u64::from(q) * 111 + u64::from(session) * 7;
-            spans.push(span_json(
-                trace,
-                trace * 10 + 1,
-                trace * 10,
-                at + 1,
-                at + 111,
-                chat,
-            ));
-            spans.push(span_json(trace, trace * 10, 0, at, at + 111, &agent));
-            calls.push_str(&format!(
-                "{{\"capsize_call\":1,\"unix_ns\":{},\"provider\":\"openai\",\"route\":\"model\",\"model\":\"m\",\"status\":200,\"latency_ms\":100,\"input_tokens\":900,\"max_tokens\":100}}\n",
-                1_760_000_000_000_000_000u64 + (at + 6) * 1_000_000
-            ));
-        }
-    }
-    let traces = spans
-        .chunks(100)
-        .map(|c| {
-            format!(
-                r#"{{"resourceSpans":[{{"scopeSpans":[{{"spans":[{}]}}]}}]}}"#,
-                c.join(",")
-            )
-        })
-        .collect::<Vec<_>>()
-        .join("\n");
-    (
-        t.write("traces.jsonl", &format!("{traces}\n")),
-        t.write("calls.jsonl", &calls),
-    )
-}
-
-#[test]
-fn the_agents_time_beyond_the_providers_is_fitted_as_the_clients_own() {
-    let t = Temp::new("calibrate", "client-time");
-    let (traces, calls) = both_sides(&t);
-    let out = t.path("out");
-    let o = calibrate(&[&traces, &calls], &out, &[]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let fit = &report(&out)["client"];
-    let n = |k: &str| fit[k].as_f64().unwrap_or_else(|| panic!("{k}: {fit}"));
-    assert_eq!((n("observed_p50_ms"), n("provider_p50_ms")), (110.0, 100.0));
-    // Replayed without it, the calls take the provider's 100 ms; with the fitted work, the
-    // agent's 110 (to half a percent, the fit's stop). The work is less than the 10 ms gap:
-    // four sessions back to back on one thread wait for each other there (8.7 ms here).
-    assert!((n("without_p50_ms") - 100.0).abs() < 1.0, "{fit}");
-    assert!((n("with_p50_ms") - 110.0).abs() <= 0.55, "{fit}");
-    assert!((5.0..10.0).contains(&n("work_ms")), "{fit}");
-    // The scenario carries it, and the check's model call p50 is the agent's.
-    let s = scenario(&out);
-    let client = &s["scheduler"]["client"];
-    assert_eq!(client["threads"].as_integer(), Some(1));
-    assert!(
-        (f(&client["send"]["mean_ms"]) * 2.0 - n("work_ms")).abs() < 0.01,
-        "{client}"
-    );
-    // The check's query p50 (the call and 1 ms of the agent's own) with it: 111 ms.
-    let check = report(&out)["check"].to_string();
-    assert!(check.contains("query p50"), "{check}");
-    let query_p50 = report(&out)["check"][0]["predicted"].as_f64().unwrap();
-    assert!((query_p50 - 110.0).abs() < 1.5, "{check}");
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(stdout.contains("the client's own time"), "{stdout}");
-    // Given with --set, it is not fitted.
-    let out2 = t.path("out2");
-    let given = "scheduler.client.send={dist=\"constant\",ms=1}";
-    let o = calibrate(&[&traces, &calls], &out2, &["--set", given]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    assert!(report(&out2)["client"].is_null());
 }

@@ -151,3 +151,34 @@ fn a_preset_is_the_sdks_measured_time_and_reads_from_the_scenario() {
     let p50 = out.recording.call.value_at_quantile(0.5) as f64 / 1000.0;
     assert!((p50 - 87.5).abs() < 87.5 * 0.03, "p50 {p50} ms");
 }
+
+#[test]
+fn a_tool_the_agent_runs_itself_costs_the_client_nothing() {
+    // A query: a model turn around one round of one tool call that runs in the agent
+    // (`provider = "none"`). Only the two model turns go through the client: two attempts'
+    // time recorded, and the tool call takes its 10 ms.
+    let toml = r#"
+name = "local-tool"
+[providers.llm]
+latency = { dist = "constant", ms = 50 }
+[workload]
+sessions = 1
+queries_per_session = 1
+calls_per_query = 1
+tokens_per_call = 1
+provider = "none"
+tools = [{ name = "t", provider = "none", latency = { dist = "constant", ms = 10 } }]
+model_turn = { tokens = 1, at = "around", provider = "llm" }
+[scheduler]
+client = { send = { dist = "constant", ms = 1 }, parse = { dist = "constant", ms = 1 } }
+"#;
+    let s = parse(toml, Path::new("t.toml"), &[]).unwrap_or_else(|e| panic!("{e}"));
+    let out = sim::run(&s).unwrap();
+    let client = out.recording.client.as_ref().unwrap();
+    assert_eq!(
+        (client.len(), client.min(), client.max()),
+        (2, 2_000, 2_000)
+    );
+    // Two turns of 52 ms and the tool's 10 ms.
+    assert_eq!(out.span, std::time::Duration::from_millis(114));
+}

@@ -1,6 +1,7 @@
 //! Helpers shared by the command-line integration tests (each test file uses a subset).
 #![allow(dead_code)]
 
+pub mod calib;
 pub mod otel;
 #[path = "../../capsize-scheduler/tests/common/redis.rs"]
 pub mod redis;

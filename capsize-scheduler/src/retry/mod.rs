@@ -216,7 +216,8 @@ pub struct RetryPolicy {
     /// Whether timeouts are retried.
     pub retry_timeouts: bool,
     /// A Retry-After is read in whole seconds, rounded up: what a client sees of an API that
-    /// sends no finer one (Anthropic's: the `anthropic-python` preset).
+    /// sends no finer one (Anthropic's: the `anthropic-python` preset). Seconds of the
+    /// scheduler's clock: in a time-scaled real-time run, the wire's, as the SDK reads them.
     pub retry_after_whole_seconds: bool,
 }
 
@@ -290,7 +291,9 @@ impl RetryPolicy {
         match kind {
             FailureKind::RateLimited { retry_after } | FailureKind::Status { retry_after, .. } => {
                 retry_after.map(|d| match self.retry_after_whole_seconds {
-                    true if d.subsec_nanos() > 0 => Duration::from_secs(d.as_secs() + 1),
+                    true if d.subsec_nanos() > 0 => {
+                        Duration::from_secs(d.as_secs().saturating_add(1))
+                    }
                     _ => d,
                 })
             }

@@ -46,6 +46,9 @@ impl ServerConfig {
         put("provider.itpm", limit(p.itpm));
         put("provider.otpm", limit(p.otpm));
         put("provider.window", format!("{:?}", p.window));
+        if p.clock_from != crate::config::ClockFrom::Start {
+            put("provider.clock_from", format!("{:?}", p.clock_from));
+        }
         put("provider.retry_after", format!("{:?}", p.retry_after));
         put("provider.latency", format!("{:?}", p.latency));
         put(

@@ -35,6 +35,9 @@ pub struct ClientFit {
     pub work_ms: f64,
     /// The replay's model-call p50 with it (ms).
     pub with_p50: f64,
+    /// Whether the replay came within half a percent of the observed p50 (else `work_ms` is
+    /// the closest the fit came).
+    pub converged: bool,
 }
 
 fn model(work_ms: f64) -> ClientModel {
@@ -75,20 +78,23 @@ pub fn fit(scenario: &Scenario, cal: &Calibration) -> Result<Option<ClientFit>, 
         return Ok(None);
     }
     // Bracket the answer: from the gap (work that queues adds more than itself; work drawn
-    // exponentially, a little less at the median), doubled until the replay reaches it.
+    // exponentially, a little less at the median), doubled until the replay reaches it. The
+    // closest replay of all is kept.
+    let close = |at: f64| (at - observed).abs() <= CLOSE * observed;
     let (mut lo, mut hi) = (0.0, observed - without);
-    let mut best = (hi, p50(hi)?);
+    let mut at_hi = p50(hi)?;
+    let mut best = (hi, at_hi);
     let mut steps = 1;
-    while best.1 < observed && steps < MAX_STEPS / 2 {
+    while at_hi < observed && !close(at_hi) && steps < MAX_STEPS / 2 {
         lo = hi;
         hi *= 2.0;
-        best = (hi, p50(hi)?);
+        at_hi = p50(hi)?;
+        if (at_hi - observed).abs() < (best.1 - observed).abs() {
+            best = (hi, at_hi);
+        }
         steps += 1;
     }
-    for _ in steps..MAX_STEPS {
-        if (best.1 - observed).abs() <= CLOSE * observed {
-            break;
-        }
+    while !close(best.1) && at_hi >= observed && steps < MAX_STEPS {
         let mid = (lo + hi) / 2.0;
         let at = p50(mid)?;
         if at < observed {
@@ -99,6 +105,7 @@ pub fn fit(scenario: &Scenario, cal: &Calibration) -> Result<Option<ClientFit>, 
         if (at - observed).abs() < (best.1 - observed).abs() {
             best = (mid, at);
         }
+        steps += 1;
     }
     Ok(Some(ClientFit {
         observed_p50: observed,
@@ -106,5 +113,6 @@ pub fn fit(scenario: &Scenario, cal: &Calibration) -> Result<Option<ClientFit>, 
         without_p50: without,
         work_ms: best.0,
         with_p50: best.1,
+        converged: close(best.1),
     }))
 }

@@ -3,8 +3,11 @@
 //!
 //! Each provider takes its [`Clients`] and asks the query's for its send work before an
 //! attempt leaves and its parse work after the answer (a branch a run without a client model
-//! skips: the call path stays one piece of code, whose cost per call is gated). One [`Client`]
-//! per replica (each process of a fleet has its own event loop), chosen by the query's replica. Its threads are
+//! skips: the call path stays one piece of code, whose cost per call is gated). Only requests
+//! to a provider pay it: a tool sent to none runs in the agent, not through its HTTP client.
+//! One [`Client`] per replica (each process of a fleet has its own event loop), chosen by the
+//! query's replica. An attempt dropped before it ends (its query abandoned) is not recorded:
+//! `latency_ms.client` counts the attempts that ended. Its threads are
 //! a fair semaphore: at one instant they go in the order they were asked for, the same rule as
 //! the scheduler's permits. The work is drawn from the replica's own stream when a thread is
 //! taken, so the same scenario and seed give the same run. The client's timeout per attempt
@@ -26,7 +29,7 @@ use crate::engine::recorder::Recorder;
 use crate::engine::scenario::ClientModel;
 use crate::engine::timescale::TimeScale;
 use crate::engine::workload::{stream_seed, streams};
-use crate::scheduler::{Clock, FailureKind, Moment, ProviderError};
+use crate::scheduler::{Clock, Moment};
 
 /// The replicas' clients of a run: none without a client model, else one per replica.
 pub struct Clients<C: Clock> {
@@ -41,11 +44,12 @@ impl<C: Clock> Clients<C> {
         }
     }
 
-    /// `replicas` clients of `model` (none without one) on `clock` at `scale`, replica `i`'s
-    /// drawing from stream `i` of `seed`'s client stream, recording into `recorder`.
+    /// `replicas` clients of `model` (none without one) on `clock` at `scale`, replica
+    /// `first + i` drawing from stream `first + i` of `seed`'s client stream (a replica in a
+    /// process of its own is one of the fleet's), recording into `recorder`.
     pub fn new(
         model: Option<&ClientModel>,
-        replicas: usize,
+        (first, replicas): (usize, usize),
         seed: u64,
         (clock, scale): (C, TimeScale),
         recorder: &Arc<Recorder<C::Instant>>,
@@ -55,7 +59,7 @@ impl<C: Clock> Clients<C> {
             None => Vec::new(),
             Some(model) => (0..replicas.max(1))
                 .map(|i| {
-                    let seed = stream_seed(stream, i as u64);
+                    let seed = stream_seed(stream, (first + i) as u64);
                     Client::new(model, seed, clock.clone(), scale, recorder.clone())
                 })
                 .collect(),
@@ -112,12 +116,12 @@ impl<C: Clock> Client<C> {
         self.work(&self.send).await
     }
 
-    /// The work after an answer arrives (none after a timeout: no answer came), as
-    /// [`send`](Client::send).
-    pub async fn parse(&self, result: &Result<(), ProviderError>) -> Duration {
-        match result {
-            Err(e) if matches!(e.kind, FailureKind::Timeout) => Duration::ZERO,
-            _ => self.work(&self.parse).await,
+    /// The work after an answer arrived, as [`send`](Client::send); none if no answer came
+    /// (a timeout, a transport error).
+    pub async fn parse(&self, answered: bool) -> Duration {
+        match answered {
+            true => self.work(&self.parse).await,
+            false => Duration::ZERO,
         }
     }
 
@@ -181,7 +185,7 @@ mod tests {
                             let mut spent = client.send().await;
                             let left = rt.now();
                             rt.sleep_until(left + Duration::from_millis(50)).await;
-                            spent += client.parse(&Ok(())).await;
+                            spent += client.parse(true).await;
                             client.spent(spent);
                             rt.now() - t0
                         })

@@ -72,6 +72,8 @@ struct Way {
     /// A model turn to a generating provider: its answer's `usage` says how many tokens it
     /// generated.
     generates: bool,
+    /// Sent to a provider (the client's own time is paid), not to a tool run in the agent.
+    to_provider: bool,
 }
 
 /// The provider over HTTP, on the real clock at `scale`.
@@ -163,6 +165,7 @@ impl HttpProvider {
                     max_tokens: r.max_tokens.filter(|_| r.model_turn),
                     generates: r.model_turn
                         && routes.endpoints[r.endpoint].config.generation.is_some(),
+                    to_provider: routes.endpoints[r.endpoint].provider.is_some(),
                 }
             })
             .collect();
@@ -304,7 +307,10 @@ impl Provider for HttpProvider {
         route: u16,
         query: &QueryState,
     ) -> Result<(), ProviderError> {
-        let client = self.clients.of(query);
+        let client = match self.ways[usize::from(route)].to_provider {
+            true => self.clients.of(query),
+            false => None,
+        };
         let mut spent = Duration::ZERO;
         if let Some(c) = client {
             spent = c.send().await;
@@ -364,6 +370,7 @@ impl Provider for HttpProvider {
         // An answer, a transport error or the client's own timeout: the attempt is over either
         // way (only a drop before this point leaves the request orphaned).
         watch.answered = true;
+        let answered = matches!(answer, Ok(Ok(_)));
         let result = match answer {
             Ok(Ok((status, headers, generated))) => {
                 if let Some((n, first)) = generated {
@@ -387,7 +394,7 @@ impl Provider for HttpProvider {
             Err(_) => Err(ProviderError::timeout()),
         };
         if let Some(c) = client {
-            spent += c.parse(&result).await;
+            spent += c.parse(answered).await;
             c.spent(spent);
         }
         result

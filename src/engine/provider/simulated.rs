@@ -13,7 +13,7 @@ use super::{OrphanWatch, Provider, QueryState};
 use crate::engine::recorder::{Arrival, Recorder};
 use crate::engine::routes::Routes;
 use crate::engine::timescale::TimeScale;
-use crate::scheduler::{Clock, ProviderError};
+use crate::scheduler::{Clock, FailureKind, ProviderError};
 
 /// One route, resolved: the endpoint's model it asks, and the service it asks for.
 struct Way {
@@ -26,6 +26,9 @@ struct Way {
     max_tokens: Option<u64>,
     /// A streamed model turn: the client sees its first token.
     stream: bool,
+    /// Sent to a provider (through the client's HTTP client: its own time is paid), not to
+    /// a tool that runs in the agent.
+    to_provider: bool,
 }
 
 /// The provider models in-process, on `clock` at `scale`.
@@ -78,6 +81,7 @@ impl<C: Clock> VirtualProvider<C> {
                     model_turn: r.model_turn,
                     max_tokens: r.max_tokens,
                     stream: r.stream,
+                    to_provider: e.provider.is_some(),
                 }
             })
             .collect();
@@ -200,7 +204,10 @@ impl<C: Clock> Provider for VirtualProvider<C> {
         route: u16,
         query: &QueryState,
     ) -> Result<(), ProviderError> {
-        let client = self.clients.of(query);
+        let client = match self.ways[usize::from(route)].to_provider {
+            true => self.clients.of(query),
+            false => None,
+        };
         let mut spent = Duration::ZERO;
         if let Some(c) = client {
             spent = c.send().await;
@@ -229,7 +236,8 @@ impl<C: Clock> Provider for VirtualProvider<C> {
                 .used(self.ways[usize::from(route)].endpoint, &bill);
         }
         if let Some(c) = client {
-            spent += c.parse(&result).await;
+            let answered = !matches!(&result, Err(e) if matches!(e.kind, FailureKind::Timeout));
+            spent += c.parse(answered).await;
             c.spent(spent);
         }
         result

@@ -262,7 +262,7 @@ async fn simulate(
     let model = s.scheduler.client.as_ref();
     let clients = Clients::new(
         model,
-        schedulers.len(),
+        (0, schedulers.len()),
         s.seed,
         (rt.clone(), scale),
         &recorder,

@@ -223,14 +223,11 @@ async fn realtime(
         bases: bases.clone(),
         timeout: s.scheduler.timeout,
     };
+    // A replica in a process of its own is the fleet's replica `index`: its client's stream.
+    let first = opts.replica.as_ref().map_or(0, |r| r.index as usize);
     let model = s.scheduler.client.as_ref();
-    let clients = Clients::new(
-        model,
-        schedulers.len(),
-        s.seed,
-        (RealClock, scale),
-        &recorder,
-    );
+    let replicas = (first, schedulers.len());
+    let clients = Clients::new(model, replicas, s.seed, (RealClock, scale), &recorder);
     let provider = Rc::new(
         HttpProvider::new(&routes, &target, recorder.clone(), Instant::now(), scale)
             .map_err(|e| SimError::Unreachable(format!("cannot build an HTTP client: {e}")))?

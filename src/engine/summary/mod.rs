@@ -599,6 +599,10 @@ impl Summary {
                 tpot_ms: Some(Percentiles::default()),
                 ..GenerationSummary::default()
             }),
+            latency_ms: Latencies {
+                client: Some(Percentiles::default()),
+                ..Latencies::default()
+            },
             ..Summary::default()
         };
         serde_json::to_value(template).expect("a summary always serialises")

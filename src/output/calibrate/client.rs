@@ -39,8 +39,9 @@ pub fn put(written: &mut Written, fit: &ClientFit) {
     }
     written.assumed.push(
         "the client's own time is spent on one thread (an asyncio event loop), half before a \
-         request leaves and half after its answer: give scheduler.client.threads with --set \
-         for a pool"
+         request leaves and half after its answer: for a pool, give the whole client with \
+         --set scheduler.client={ send = ..., parse = ..., threads = N } (then nothing is \
+         fitted)"
             .into(),
     );
 }
@@ -55,6 +56,10 @@ pub fn sentence(fit: &ClientFit) -> String {
         )
     } else {
         String::new()
+    };
+    let aside = match fit.converged {
+        true => aside,
+        false => format!("{aside}. NOT within 0.5 % of the agent's: the closest the fit came"),
     };
     format!(
         "- the client's own time: model calls took the agent {} ms at p50, the provider {} ms. \
@@ -78,6 +83,7 @@ pub fn json(fit: Option<&ClientFit>) -> Value {
             "without_p50_ms": f.without_p50,
             "work_ms": f.work_ms,
             "with_p50_ms": f.with_p50,
+            "converged": f.converged,
             "threads": 1,
         })
     })
