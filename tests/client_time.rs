@@ -4,9 +4,30 @@
 
 use std::path::Path;
 
-use capsize::api::scenario::parse;
-use capsize::api::sim;
+use capsize::api::scenario::{parse, Scenario};
+use capsize::api::sim::{self, SimOutcome};
 use capsize::api::summary::Summary;
+
+/// `toml` with `sets`, validated.
+fn scenario(toml: &str, sets: &[&str]) -> Scenario {
+    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+    parse(toml, Path::new("t.toml"), &sets).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// `toml` with `sets`, simulated.
+fn run(toml: &str, sets: &[&str]) -> SimOutcome {
+    sim::run(&scenario(toml, sets)).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The run's client times: (count, min, max) in µs.
+fn client_times(out: &SimOutcome) -> (u64, u64, u64) {
+    let client = out
+        .recording
+        .client
+        .as_ref()
+        .expect("a client model records its time");
+    (client.len(), client.min(), client.max())
+}
 
 /// 20 queries of one call each, all at once, against a 50 ms provider with no limit in reach;
 /// the client's sends take 1 ms each.
@@ -28,9 +49,7 @@ client = { send = { dist = "constant", ms = 1 } }
 /// The run's call latencies' (min, max, count) and its client times' (min, max), in µs at the
 /// histograms' resolution.
 fn spread(sets: &[&str]) -> ((u64, u64, u64), (u64, u64)) {
-    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
-    let s = parse(TWENTY_AT_ONCE, Path::new("t.toml"), &sets).unwrap_or_else(|e| panic!("{e}"));
-    let out = sim::run(&s).unwrap();
+    let out = run(TWENTY_AT_ONCE, sets);
     let (call, client) = (&out.recording.call, out.recording.client.as_ref().unwrap());
     let at = |h: &hdrhistogram::Histogram<u64>, v: u64| h.median_equivalent(v);
     (
@@ -100,13 +119,8 @@ timeout_ms = 100
 retry = { max_retries = 1, base_ms = 1000, cap_ms = 1000, jitter = "none" }
 client = { send = { dist = "constant", ms = 1 }, parse = { dist = "constant", ms = 5 } }
 "#;
-    let s = parse(toml, Path::new("t.toml"), &[]).unwrap_or_else(|e| panic!("{e}"));
-    let out = sim::run(&s).unwrap();
-    let client = out.recording.client.as_ref().unwrap();
-    assert_eq!(
-        (client.len(), client.min(), client.max()),
-        (2, 1_000, 1_000)
-    );
+    let out = run(toml, &[]);
+    assert_eq!(client_times(&out), (2, 1_000, 1_000));
     assert_eq!(out.recording.calls.failed, 1);
     // 1 ms + 100 ms, 1 s of backoff, 1 ms + 100 ms.
     assert_eq!(out.span, std::time::Duration::from_millis(1_202));
@@ -114,8 +128,8 @@ client = { send = { dist = "constant", ms = 1 }, parse = { dist = "constant", ms
 
 #[test]
 fn the_client_time_is_its_own_phase_in_summary_json_and_absent_without_the_table() {
-    let with = parse(TWENTY_AT_ONCE, Path::new("t.toml"), &[]).unwrap();
-    let summary = Summary::new(&with, &sim::run(&with).unwrap());
+    let with = scenario(TWENTY_AT_ONCE, &[]);
+    let summary = Summary::new(&with, &run(TWENTY_AT_ONCE, &[]));
     let json = serde_json::to_value(&summary).unwrap();
     let client = &json["latency_ms"]["client"];
     assert_eq!(client["count"], 20);
@@ -125,8 +139,7 @@ fn the_client_time_is_its_own_phase_in_summary_json_and_absent_without_the_table
         .filter(|l| !l.starts_with("client"))
         .collect::<Vec<_>>()
         .join("\n");
-    let without = parse(&without, Path::new("t.toml"), &[]).unwrap();
-    let summary = Summary::new(&without, &sim::run(&without).unwrap());
+    let summary = Summary::new(&scenario(&without, &[]), &run(&without, &[]));
     let json = serde_json::to_value(&summary).unwrap();
     assert!(json["latency_ms"].get("client").is_none(), "{json}");
     assert_eq!(
@@ -146,8 +159,7 @@ fn a_preset_is_the_sdks_measured_time_and_reads_from_the_scenario() {
             "client = { send = { dist = \"constant\", ms = 1 } }",
             "client = { preset = \"openai-python\" }",
         );
-    let s = parse(&toml, Path::new("t.toml"), &[]).unwrap();
-    let out = sim::run(&s).unwrap();
+    let out = run(&toml, &[]);
     let p50 = out.recording.call.value_at_quantile(0.5) as f64 / 1000.0;
     assert!((p50 - 87.5).abs() < 87.5 * 0.03, "p50 {p50} ms");
 }
@@ -172,13 +184,8 @@ model_turn = { tokens = 1, at = "around", provider = "llm" }
 [scheduler]
 client = { send = { dist = "constant", ms = 1 }, parse = { dist = "constant", ms = 1 } }
 "#;
-    let s = parse(toml, Path::new("t.toml"), &[]).unwrap_or_else(|e| panic!("{e}"));
-    let out = sim::run(&s).unwrap();
-    let client = out.recording.client.as_ref().unwrap();
-    assert_eq!(
-        (client.len(), client.min(), client.max()),
-        (2, 2_000, 2_000)
-    );
+    let out = run(toml, &[]);
+    assert_eq!(client_times(&out), (2, 2_000, 2_000));
     // Two turns of 52 ms and the tool's 10 ms.
     assert_eq!(out.span, std::time::Duration::from_millis(114));
 }

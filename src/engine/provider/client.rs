@@ -26,14 +26,19 @@ use tokio::sync::Semaphore;
 
 use super::QueryState;
 use crate::engine::recorder::Recorder;
+use crate::engine::routes::Routes;
 use crate::engine::scenario::ClientModel;
 use crate::engine::timescale::TimeScale;
 use crate::engine::workload::{stream_seed, streams};
 use crate::scheduler::{Clock, Moment};
 
-/// The replicas' clients of a run: none without a client model, else one per replica.
+/// The replicas' clients of a run: none without a client model, else one per replica; and
+/// which routes go through them (those to a provider).
 pub struct Clients<C: Clock> {
     clients: Vec<Client<C>>,
+    /// Per route: sent to a provider, through the client's HTTP client (not a tool run in the
+    /// agent).
+    to_provider: Vec<bool>,
 }
 
 impl<C: Clock> Clients<C> {
@@ -41,38 +46,52 @@ impl<C: Clock> Clients<C> {
     pub fn none() -> Self {
         Clients {
             clients: Vec::new(),
+            to_provider: Vec::new(),
         }
     }
 
-    /// `replicas` clients of `model` (none without one) on `clock` at `scale`, replica
-    /// `first + i` drawing from stream `first + i` of `seed`'s client stream (a replica in a
-    /// process of its own is one of the fleet's), recording into `recorder`.
+    /// `replicas` clients of `model` (none without one) for `routes` on `clock` at `scale`,
+    /// replica `first + i` drawing from stream `first + i` of `seed`'s client stream (a
+    /// replica in a process of its own is one of the fleet's), recording into `recorder`.
     pub fn new(
-        model: Option<&ClientModel>,
+        (model, routes): (Option<&ClientModel>, &Routes),
         (first, replicas): (usize, usize),
         seed: u64,
         (clock, scale): (C, TimeScale),
         recorder: &Arc<Recorder<C::Instant>>,
     ) -> Self {
-        let stream = stream_seed(seed, streams::CLIENT);
-        let clients = match model {
-            None => Vec::new(),
-            Some(model) => (0..replicas.max(1))
-                .map(|i| {
-                    let seed = stream_seed(stream, (first + i) as u64);
-                    Client::new(model, seed, clock.clone(), scale, recorder.clone())
-                })
-                .collect(),
+        let Some(model) = model else {
+            return Clients::none();
         };
-        Clients { clients }
+        recorder.keep_client_time();
+        let stream = stream_seed(seed, streams::CLIENT);
+        let clients = (0..replicas.max(1))
+            .map(|i| {
+                let seed = stream_seed(stream, (first + i) as u64);
+                Client::new(model, seed, clock.clone(), scale, recorder.clone())
+            })
+            .collect();
+        let to_provider = routes
+            .routes
+            .iter()
+            .map(|r| routes.endpoints[r.endpoint].provider.is_some())
+            .collect();
+        Clients {
+            clients,
+            to_provider,
+        }
     }
 
-    /// The client `query` runs on, if the run models one.
+    /// The client an attempt of `query` along `route` goes through, if the run models one
+    /// and the route goes to a provider.
     #[inline(always)]
-    pub fn of(&self, query: &QueryState) -> Option<&Client<C>> {
+    pub fn of(&self, query: &QueryState, route: u16) -> Option<&Client<C>> {
         match self.clients.len() {
             0 => None,
-            n => self.clients.get(query.replica() % n),
+            n if self.to_provider.get(usize::from(route)) == Some(&true) => {
+                self.clients.get(query.replica() % n)
+            }
+            _ => None,
         }
     }
 }
@@ -98,7 +117,6 @@ impl<C: Clock> Client<C> {
         scale: TimeScale,
         recorder: Arc<Recorder<C::Instant>>,
     ) -> Self {
-        recorder.keep_client_time();
         Client {
             clock,
             threads: Semaphore::new(model.threads.min(Semaphore::MAX_PERMITS)),
@@ -116,17 +134,13 @@ impl<C: Clock> Client<C> {
         self.work(&self.send).await
     }
 
-    /// The work after an answer arrived, as [`send`](Client::send); none if no answer came
-    /// (a timeout, a transport error).
-    pub async fn parse(&self, answered: bool) -> Duration {
-        match answered {
-            true => self.work(&self.parse).await,
-            false => Duration::ZERO,
+    /// The attempt is over: the work after its answer, if one arrived (none after a timeout
+    /// or a transport error), then the time it cost the client, `spent` before it left
+    /// included (runtime), recorded.
+    pub async fn done(&self, mut spent: Duration, answered: bool) {
+        if answered {
+            spent += self.work(&self.parse).await;
         }
-    }
-
-    /// An attempt cost the client `spent` (runtime) of its own time.
-    pub fn spent(&self, spent: Duration) {
         self.recorder.client_time(spent);
     }
 
@@ -182,11 +196,10 @@ mod tests {
                     .map(|_| {
                         let (client, rt) = (client.clone(), rt.clone());
                         rt.clone().spawn(async move {
-                            let mut spent = client.send().await;
+                            let spent = client.send().await;
                             let left = rt.now();
                             rt.sleep_until(left + Duration::from_millis(50)).await;
-                            spent += client.parse(true).await;
-                            client.spent(spent);
+                            client.done(spent, true).await;
                             rt.now() - t0
                         })
                     })

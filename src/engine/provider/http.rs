@@ -72,8 +72,6 @@ struct Way {
     /// A model turn to a generating provider: its answer's `usage` says how many tokens it
     /// generated.
     generates: bool,
-    /// Sent to a provider (the client's own time is paid), not to a tool run in the agent.
-    to_provider: bool,
 }
 
 /// The provider over HTTP, on the real clock at `scale`.
@@ -165,7 +163,6 @@ impl HttpProvider {
                     max_tokens: r.max_tokens.filter(|_| r.model_turn),
                     generates: r.model_turn
                         && routes.endpoints[r.endpoint].config.generation.is_some(),
-                    to_provider: routes.endpoints[r.endpoint].provider.is_some(),
                 }
             })
             .collect();
@@ -307,14 +304,11 @@ impl Provider for HttpProvider {
         route: u16,
         query: &QueryState,
     ) -> Result<(), ProviderError> {
-        let client = match self.ways[usize::from(route)].to_provider {
-            true => self.clients.of(query),
-            false => None,
+        let client = self.clients.of(query, route);
+        let spent = match client {
+            Some(c) => c.send().await,
+            None => Duration::ZERO,
         };
-        let mut spent = Duration::ZERO;
-        if let Some(c) = client {
-            spent = c.send().await;
-        }
         let sent = Instant::now();
         let way = &self.ways[usize::from(route)];
         let mut booking = Booking {
@@ -394,8 +388,7 @@ impl Provider for HttpProvider {
             Err(_) => Err(ProviderError::timeout()),
         };
         if let Some(c) = client {
-            spent += c.parse(answered).await;
-            c.spent(spent);
+            c.done(spent, answered).await;
         }
         result
     }

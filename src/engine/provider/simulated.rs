@@ -26,9 +26,6 @@ struct Way {
     max_tokens: Option<u64>,
     /// A streamed model turn: the client sees its first token.
     stream: bool,
-    /// Sent to a provider (through the client's HTTP client: its own time is paid), not to
-    /// a tool that runs in the agent.
-    to_provider: bool,
 }
 
 /// The provider models in-process, on `clock` at `scale`.
@@ -81,7 +78,6 @@ impl<C: Clock> VirtualProvider<C> {
                     model_turn: r.model_turn,
                     max_tokens: r.max_tokens,
                     stream: r.stream,
-                    to_provider: e.provider.is_some(),
                 }
             })
             .collect();
@@ -204,14 +200,11 @@ impl<C: Clock> Provider for VirtualProvider<C> {
         route: u16,
         query: &QueryState,
     ) -> Result<(), ProviderError> {
-        let client = match self.ways[usize::from(route)].to_provider {
-            true => self.clients.of(query),
-            false => None,
+        let client = self.clients.of(query, route);
+        let spent = match client {
+            Some(c) => c.send().await,
+            None => Duration::ZERO,
         };
-        let mut spent = Duration::ZERO;
-        if let Some(c) = client {
-            spent = c.send().await;
-        }
         let arrived = self.clock.now();
         let Answer {
             charged,
@@ -237,8 +230,7 @@ impl<C: Clock> Provider for VirtualProvider<C> {
         }
         if let Some(c) = client {
             let answered = !matches!(&result, Err(e) if matches!(e.kind, FailureKind::Timeout));
-            spent += c.parse(answered).await;
-            c.spent(spent);
+            c.done(spent, answered).await;
         }
         result
     }

@@ -261,7 +261,7 @@ async fn simulate(
     let schedulers = schedulers(s, scale, &recorder, rt.clone())?;
     let model = s.scheduler.client.as_ref();
     let clients = Clients::new(
-        model,
+        (model, &routes),
         (0, schedulers.len()),
         s.seed,
         (rt.clone(), scale),

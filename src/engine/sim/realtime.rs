@@ -227,7 +227,13 @@ async fn realtime(
     let first = opts.replica.as_ref().map_or(0, |r| r.index as usize);
     let model = s.scheduler.client.as_ref();
     let replicas = (first, schedulers.len());
-    let clients = Clients::new(model, replicas, s.seed, (RealClock, scale), &recorder);
+    let clients = Clients::new(
+        (model, &routes),
+        replicas,
+        s.seed,
+        (RealClock, scale),
+        &recorder,
+    );
     let provider = Rc::new(
         HttpProvider::new(&routes, &target, recorder.clone(), Instant::now(), scale)
             .map_err(|e| SimError::Unreachable(format!("cannot build an HTTP client: {e}")))?
