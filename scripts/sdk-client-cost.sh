@@ -8,7 +8,9 @@
 # saturated (tasks / mean latency = requests a second). Then what `[scheduler.client]`'s
 # presets are made of: the loop's time per request (the median at 50 tasks over 50, since the
 # median request waits for the other 49), and how the SDK divides its own time between
-# sending and parsing with one task (scripts/clients/sdk_own_time.py).
+# sending and parsing with one task, its warm-up (a process's first request over a new
+# client's) and a new connection's cost (a new client's first request over a warm one), each
+# the median of 5 processes (scripts/clients/sdk_own_time.py).
 #
 # Needs the SDK venv (scripts/test.sh makes it at target/sdk-venv) and a release build.
 # Measure on a quiet machine: the client and the mock share its cores.
@@ -46,9 +48,23 @@ print(f"{sdk:9} {tasks:2} tasks: p50 {p(.5):6.1f} ms  p95 {p(.95):6.1f} ms  mean
   "$py" scripts/clients/sdk_fanout.py "$sdk" "$url" 50 "$per" |
     "$py" -c '
 import json, statistics, sys
-lat = json.load(sys.stdin)["latencies_s"]
-print(f"{sys.argv[1]:9} the loop per request: {statistics.median(lat) * 1000 / 50:.2f} ms (p50 at 50 tasks / 50)")
+run = json.load(sys.stdin)
+lat, cpu = run["latencies_s"], run["cpu_s"]
+print(f"{sys.argv[1]:9} the loop per request: {statistics.median(lat) * 1000 / 50:.2f} ms (p50 at 50 tasks / 50);"
+      f" its CPU time per request {cpu * 1000 / len(lat):.2f} ms")
 ' "$sdk"
-  echo -n "$sdk    split with one task: "
-  (cd scripts/clients && "$py" sdk_own_time.py "$sdk" "$url" 200)
+  # One task, 5 processes: the split of the SDK's own time, its warm-up and a connection's
+  # cost, each the median of the 5.
+  for _ in 1 2 3 4 5; do
+    (cd scripts/clients && "$py" sdk_own_time.py "$sdk" "$url" 30)
+  done | "$py" -c '
+import json, statistics, sys
+rows = [json.loads(line) for line in sys.stdin]
+send, parse, share, warmup, connect = (
+    statistics.median(r[k] for r in rows)
+    for k in ("send", "parse", "sending_share", "warmup", "connect")
+)
+print(f"{sys.argv[1]:9} one task, median of {len(rows)} processes: send {send:.2f} ms, parse {parse:.2f} ms,"
+      f" sending share {share:.2f}; warm-up {warmup:.0f} ms; a connection {connect:.2f} ms")
+' "$sdk"
 done

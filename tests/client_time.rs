@@ -74,6 +74,16 @@ fn sends_queue_for_one_thread_so_the_nth_call_leaves_n_ms_late() {
 }
 
 #[test]
+fn calls_on_new_connections_leave_together_after_every_send() {
+    // Each opens its connection 1 ms after its send and writes its request in a turn behind
+    // the sends still waiting: the first 19 leave at 20 ms, once all sends are done, the last
+    // at 21 ms, when its connection opens.
+    let (call, client) = spread(&["scheduler.client.connect={ dist = \"constant\", ms = 1 }"]);
+    assert_eq!(call, (us(70_000), us(71_000), 20));
+    assert_eq!(client, (us(20_000), us(21_000)));
+}
+
+#[test]
 fn more_threads_or_more_replicas_take_the_queue_apart() {
     // Two threads: two sends at a time, the last leaves at 10 ms.
     let (call, client) = spread(&["scheduler.client.threads=2"]);
@@ -124,6 +134,13 @@ client = { send = { dist = "constant", ms = 1 }, parse = { dist = "constant", ms
     assert_eq!(out.recording.calls.failed, 1);
     // 1 ms + 100 ms, 1 s of backoff, 1 ms + 100 ms.
     assert_eq!(out.span, std::time::Duration::from_millis(1_202));
+    // A timed-out attempt closes its connection: the retry opens another, 3 ms more each.
+    let out = run(
+        toml,
+        &["scheduler.client.connect={ dist = \"constant\", ms = 3 }"],
+    );
+    assert_eq!(values_ms(out.recording.client.as_ref().unwrap()), [4, 4]);
+    assert_eq!(out.span, std::time::Duration::from_millis(1_208));
 }
 
 #[test]
@@ -188,4 +205,47 @@ client = { send = { dist = "constant", ms = 1 }, parse = { dist = "constant", ms
     assert_eq!(client_times(&out), (2, 2_000, 2_000));
     // Two turns of 52 ms and the tool's 10 ms.
     assert_eq!(out.span, std::time::Duration::from_millis(114));
+}
+
+/// Two sessions of two queries of one call, against a 50 ms provider; the client (one thread)
+/// sends in 1 ms, warms up for 10 ms once and opens a connection in 2 ms.
+const TWO_BY_TWO: &str = r#"
+name = "two-by-two"
+[provider]
+rpm = 1000000
+tpm = 1000000000
+latency = { dist = "constant", ms = 50 }
+[workload]
+sessions = 2
+queries_per_session = 2
+calls_per_query = 1
+tokens_per_call = 1
+[scheduler]
+client = { send = { dist = "constant", ms = 1 }, warmup = { dist = "constant", ms = 10 }, connect = { dist = "constant", ms = 2 } }
+"#;
+
+/// Each recorded value of `h`, in whole ms, ascending.
+fn values_ms(h: &hdrhistogram::Histogram<u64>) -> Vec<u64> {
+    let mut v = Vec::new();
+    for r in h.iter_recorded() {
+        let ms = (h.median_equivalent(r.value_iterated_to()) as f64 / 1000.0).round() as u64;
+        v.extend(std::iter::repeat_n(ms, r.count_at_value() as usize));
+    }
+    v
+}
+
+#[test]
+fn the_first_attempt_warms_up_and_new_connections_cost_until_the_pool_has_them() {
+    // A's first send is the warm-up and its send, 11 ms on the thread; it opens a connection
+    // off the thread (2 ms) while B sends (11-12 ms), and writes its request at 13 ms. B's
+    // connection opens at 14 ms and it leaves then. Answered at 63 and 64 ms, each gives its
+    // connection back, and each second query takes one: 1 ms to send, 51 ms in all.
+    let out = run(TWO_BY_TWO, &[]);
+    assert_eq!(values_ms(&out.recording.call), [51, 51, 63, 64]);
+    let client = out.recording.client.as_ref().unwrap();
+    assert_eq!(values_ms(client), [1, 1, 13, 14]);
+    // A pool that keeps no idle connection: every attempt opens one, 2 ms more (its turn to
+    // write comes at once, the thread being free).
+    let out = run(TWO_BY_TWO, &["scheduler.client.keepalive=0"]);
+    assert_eq!(values_ms(&out.recording.call), [53, 53, 63, 64]);
 }

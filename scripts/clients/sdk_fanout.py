@@ -4,8 +4,9 @@ TASKS asyncio tasks each make PER requests one after another through one shared 
 `openai` or `anthropic` Python SDK with its default retry settings, optionally behind a token
 bucket of RPM requests a minute holding BURST (the aiolimiter pattern: the app's limiter in
 front of the SDK, which retries beneath it). Prints one JSON line: each successful request's
-latency in seconds (its wait in the limiter and its retries included) and the number that
-failed.
+latency in seconds (its wait in the limiter and its retries included), the number that
+failed, and the process's CPU time over the requests in seconds (the client's own work: the
+SDK's, its HTTP client's and the event loop's, imports and set-up excluded).
 
 Usage: python sdk_fanout.py openai|anthropic BASE_URL TASKS PER [RPM BURST]
   BASE_URL: the provider's root, e.g. http://127.0.0.1:8080 (the openai client gets BASE_URL/v1)
@@ -81,8 +82,10 @@ async def main(sdk, base, tasks, per, limiter):
             except Exception:  # the SDK gave up: an APIStatusError after its retries
                 failed += 1
 
+    cpu = time.process_time()
     await asyncio.gather(*(worker() for _ in range(tasks)))
-    print(json.dumps({"latencies_s": latencies, "failed": failed}))
+    cpu = time.process_time() - cpu
+    print(json.dumps({"latencies_s": latencies, "failed": failed, "cpu_s": cpu}))
 
 
 if __name__ == "__main__":

@@ -41,12 +41,10 @@ pub struct ClientFit {
 }
 
 fn model(work_ms: f64) -> ClientModel {
-    ClientModel {
-        preset: None,
-        send: Latency::Exponential(work_ms / 2.0),
-        parse: Latency::Exponential(work_ms / 2.0),
-        threads: 1,
-    }
+    ClientModel::one_thread(
+        Latency::Exponential(work_ms / 2.0),
+        Latency::Exponential(work_ms / 2.0),
+    )
 }
 
 /// Fits the client's own time for `scenario` (the calibrated one) to what `cal` observed, if

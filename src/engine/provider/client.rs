@@ -13,8 +13,20 @@
 //! taken, so the same scenario and seed give the same run. The client's timeout per attempt
 //! counts the provider's answer only, as an HTTP client's read timeout does: the work around it
 //! is the client's, before the request is written and after the answer is read.
+//!
+//! The client's first attempt also does its warm-up before its send work. An attempt that
+//! finds no idle connection in the client's pool as it asks for a thread opens one after its
+//! send work: it waits the connection's time off the thread (the handshake is the kernel's),
+//! then writes its request in a turn of its own, behind whatever waits for a thread by then,
+//! as an asyncio client does. So tasks that start together on new connections leave together,
+//! after all their send work, as the SDKs' requests did (the first 50 reached the provider
+//! within 7 ms of each other). An answered attempt gives its connection back to the pool as
+//! its answer arrives (the pool keeps `keepalive` idle ones); one that timed out, failed or
+//! was dropped closes it, as an HTTP client does.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -96,12 +108,18 @@ impl<C: Clock> Clients<C> {
     }
 }
 
-/// One replica's client: its threads, its work, its random stream.
+/// One replica's client: its threads, its work, its pool of connections, its random stream.
 pub struct Client<C: Clock> {
     clock: C,
     threads: Semaphore,
     send: Latency,
     parse: Latency,
+    /// The warm-up, until the first attempt takes it.
+    warmup: Cell<Option<Latency>>,
+    connect: Latency,
+    /// Idle connections in the pool.
+    idle: Cell<usize>,
+    keepalive: usize,
     rng: RefCell<Xoshiro256PlusPlus>,
     recorder: Arc<Recorder<C::Instant>>,
     scale: TimeScale,
@@ -122,42 +140,91 @@ impl<C: Clock> Client<C> {
             threads: Semaphore::new(model.threads.min(Semaphore::MAX_PERMITS)),
             send: model.send.clone(),
             parse: model.parse.clone(),
+            warmup: Cell::new(Some(model.warmup.clone())),
+            connect: model.connect.clone(),
+            idle: Cell::new(0),
+            keepalive: model.keepalive,
             rng: RefCell::new(Xoshiro256PlusPlus::seed_from_u64(seed)),
             recorder,
             scale,
         }
     }
 
-    /// The work before an attempt leaves: waits for a thread and works on it; returns the
-    /// time both took (runtime).
-    pub async fn send(&self) -> Duration {
-        self.work(&self.send).await
+    /// The work before an attempt leaves (the client's warm-up first if this is its first
+    /// attempt), then, if no connection is idle, opening one and a turn to write the request;
+    /// returns the time it all took (runtime).
+    ///
+    /// Boxed, as is [`Client::done`]: the providers' call path holds only a pointer to it, so a
+    /// run without a client model does not carry its state in every attempt's future (a cost
+    /// per call the gate measured).
+    pub fn send(&self) -> Pin<Box<dyn Future<Output = Duration> + '_>> {
+        Box::pin(self.send_work())
     }
 
-    /// The attempt is over: the work after its answer, if one arrived (none after a timeout
-    /// or a transport error), then the time it cost the client, `spent` before it left
-    /// included (runtime), recorded.
-    pub async fn done(&self, mut spent: Duration, answered: bool) {
+    async fn send_work(&self) -> Duration {
+        let new_connection = match self.idle.get() {
+            0 => true,
+            n => {
+                self.idle.set(n - 1);
+                false
+            }
+        };
+        let warmup = self.warmup.take();
+        let asked = self.clock.now();
+        self.work(&[warmup.as_ref(), Some(&self.send)]).await;
+        if new_connection && !none(&self.connect) {
+            let ms = self.connect.sample(&mut *self.rng.borrow_mut());
+            let start = self.clock.now();
+            self.clock
+                .sleep_until(start + self.scale.to_runtime(duration_from_ms(ms)))
+                .await;
+            // Connected: the request is written in a turn of its own, behind the work
+            // waiting for a thread by then (never closed: no error but a closed semaphore).
+            let _thread = self.threads.acquire().await.ok();
+        }
+        self.clock.now().saturating_duration_since(asked)
+    }
+
+    /// The attempt is over: if an answer arrived (not after a timeout or a transport error)
+    /// its connection goes back to the pool and the work after it is done; then the time the
+    /// attempt cost the client, `spent` before it left included (runtime), is recorded.
+    pub fn done(&self, spent: Duration, answered: bool) -> Pin<Box<dyn Future<Output = ()> + '_>> {
+        Box::pin(self.done_work(spent, answered))
+    }
+
+    async fn done_work(&self, mut spent: Duration, answered: bool) {
         if answered {
-            spent += self.work(&self.parse).await;
+            if self.idle.get() < self.keepalive {
+                self.idle.set(self.idle.get() + 1);
+            }
+            spent += self.work(&[Some(&self.parse)]).await;
         }
         self.recorder.client_time(spent);
     }
 
-    /// Waits for a thread and works `work` on it; returns the time both took (runtime).
-    async fn work(&self, work: &Latency) -> Duration {
-        if matches!(work, Latency::Constant(ms) if *ms <= 0.0) {
+    /// Waits for a thread and works `works` on it, one after another; returns the time both
+    /// took (runtime). Work that is none (a constant zero) takes no thread.
+    async fn work(&self, works: &[Option<&Latency>]) -> Duration {
+        if works.iter().flatten().all(|w| none(w)) {
             return Duration::ZERO;
         }
         let asked = self.clock.now();
         // Never closed: the only error is a closed semaphore.
         let _thread = self.threads.acquire().await.ok();
-        let ms = work.sample(&mut *self.rng.borrow_mut());
+        let ms: f64 = {
+            let rng = &mut *self.rng.borrow_mut();
+            works.iter().flatten().map(|w| w.sample(rng)).sum()
+        };
         let busy = self.scale.to_runtime(duration_from_ms(ms));
         let start = self.clock.now();
         self.clock.sleep_until(start + busy).await;
         self.clock.now().saturating_duration_since(asked)
     }
+}
+
+/// Whether `work` is none: a constant zero.
+fn none(work: &Latency) -> bool {
+    matches!(work, Latency::Constant(ms) if *ms <= 0.0)
 }
 
 #[cfg(test)]
@@ -173,12 +240,7 @@ mod tests {
     /// parses before it.
     #[test]
     fn attempts_queue_for_one_thread_before_and_after_the_provider() {
-        let model = ClientModel {
-            preset: None,
-            send: Latency::Constant(1.0),
-            parse: Latency::Constant(2.0),
-            threads: 1,
-        };
+        let model = ClientModel::one_thread(Latency::Constant(1.0), Latency::Constant(2.0));
         let ends = crate::engine::sim::runtime::run_virtual(crate::engine::sim::TICK, |rt| {
             let rt: DesRuntime<Nanos> = rt;
             async move {
