@@ -209,20 +209,16 @@ client = { send = { dist = "constant", ms = 1 }, parse = { dist = "constant", ms
 
 /// Two sessions of two queries of one call, against a 50 ms provider; the client (one thread)
 /// sends in 1 ms, warms up for 10 ms once and opens a connection in 2 ms.
-const TWO_BY_TWO: &str = r#"
-name = "two-by-two"
-[provider]
-rpm = 1000000
-tpm = 1000000000
-latency = { dist = "constant", ms = 50 }
-[workload]
-sessions = 2
-queries_per_session = 2
-calls_per_query = 1
-tokens_per_call = 1
-[scheduler]
-client = { send = { dist = "constant", ms = 1 }, warmup = { dist = "constant", ms = 10 }, connect = { dist = "constant", ms = 2 } }
-"#;
+fn two_by_two() -> String {
+    TWENTY_AT_ONCE
+        .replace("sessions = 20", "sessions = 2")
+        .replace("queries_per_session = 1", "queries_per_session = 2")
+        .replace(
+            "client = { send = { dist = \"constant\", ms = 1 } }",
+            "client = { send = { dist = \"constant\", ms = 1 }, warmup = { dist = \"constant\", \
+             ms = 10 }, connect = { dist = \"constant\", ms = 2 } }",
+        )
+}
 
 /// Each recorded value of `h`, in whole ms, ascending.
 fn values_ms(h: &hdrhistogram::Histogram<u64>) -> Vec<u64> {
@@ -240,12 +236,12 @@ fn the_first_attempt_warms_up_and_new_connections_cost_until_the_pool_has_them()
     // off the thread (2 ms) while B sends (11-12 ms), and writes its request at 13 ms. B's
     // connection opens at 14 ms and it leaves then. Answered at 63 and 64 ms, each gives its
     // connection back, and each second query takes one: 1 ms to send, 51 ms in all.
-    let out = run(TWO_BY_TWO, &[]);
+    let out = run(&two_by_two(), &[]);
     assert_eq!(values_ms(&out.recording.call), [51, 51, 63, 64]);
     let client = out.recording.client.as_ref().unwrap();
     assert_eq!(values_ms(client), [1, 1, 13, 14]);
     // A pool that keeps no idle connection: every attempt opens one, 2 ms more (its turn to
     // write comes at once, the thread being free).
-    let out = run(TWO_BY_TWO, &["scheduler.client.keepalive=0"]);
+    let out = run(&two_by_two(), &["scheduler.client.keepalive=0"]);
     assert_eq!(values_ms(&out.recording.call), [53, 53, 63, 64]);
 }
