@@ -174,10 +174,7 @@ impl<C: Clock> Client<C> {
         self.work(&[warmup.as_ref(), Some(&self.send)]).await;
         if new_connection && !none(&self.connect) {
             let ms = self.connect.sample(&mut *self.rng.borrow_mut());
-            let start = self.clock.now();
-            self.clock
-                .sleep_until(start + self.scale.to_runtime(duration_from_ms(ms)))
-                .await;
+            self.wait(ms).await;
             // Connected: the request is written in a turn of its own, behind the work
             // waiting for a thread by then (never closed: no error but a closed semaphore).
             let _thread = self.threads.acquire().await.ok();
@@ -215,10 +212,15 @@ impl<C: Clock> Client<C> {
             let rng = &mut *self.rng.borrow_mut();
             works.iter().flatten().map(|w| w.sample(rng)).sum()
         };
-        let busy = self.scale.to_runtime(duration_from_ms(ms));
-        let start = self.clock.now();
-        self.clock.sleep_until(start + busy).await;
+        self.wait(ms).await;
         self.clock.now().saturating_duration_since(asked)
+    }
+
+    /// Waits `ms` of model time.
+    async fn wait(&self, ms: f64) {
+        let start = self.clock.now();
+        let until = start + self.scale.to_runtime(duration_from_ms(ms));
+        self.clock.sleep_until(until).await;
     }
 }
 

@@ -165,10 +165,11 @@ pub(super) fn client(raw: Option<&RawClient>, base: &Path) -> Result<Option<Clie
         }
     };
     let threads = raw.threads.unwrap_or(1);
-    let keepalive = match raw.keepalive.or(preset.map(|p| p.keepalive)) {
-        Some(n) => count("scheduler.client.keepalive", n, 0, u64::MAX)? as usize,
-        None => usize::MAX,
-    };
+    // Any count of idle connections is a pool; none given keeps them all.
+    let keepalive = raw
+        .keepalive
+        .or(preset.map(|p| p.keepalive))
+        .map_or(usize::MAX, |n| usize::try_from(n).unwrap_or(usize::MAX));
     Ok(Some(ClientModel {
         preset: preset.map(|p| p.name),
         send: work(
