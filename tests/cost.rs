@@ -103,6 +103,13 @@ retry = {{ max_retries = 2, base_ms = 0, cap_ms = 0 }}
 
 /// `capsize run` of `scenario` (with `extra` flags): its summary.json's `cost`.
 fn cost(t: &Temp, name: &str, scenario: &str, extra: &[&str]) -> Value {
+    let text = summary_text(t, name, scenario, extra);
+    let summary: Value = serde_json::from_str(&text).expect("summary.json");
+    summary["cost"].clone()
+}
+
+/// `capsize run` of `scenario` (with `extra` flags): its summary.json, as text.
+fn summary_text(t: &Temp, name: &str, scenario: &str, extra: &[&str]) -> String {
     let file = t.write(&format!("{name}.toml"), scenario);
     let out = t.path(name);
     let mut args = vec![
@@ -115,8 +122,7 @@ fn cost(t: &Temp, name: &str, scenario: &str, extra: &[&str]) -> Value {
     args.extend_from_slice(extra);
     let o = capsize(&args);
     assert_eq!(o.status.code(), Some(0), "{name}: {}", stderr(&o));
-    let summary: Value = serde_json::from_slice(&o.stdout).expect("summary.json");
-    summary["cost"].clone()
+    String::from_utf8(o.stdout).expect("UTF-8")
 }
 
 fn usd(v: &Value, key: &str) -> f64 {
@@ -418,5 +424,134 @@ retry = {{ max_retries = 3, base_ms = 0, cap_ms = 0 }}
             .unwrap_or_else(|| panic!("no {row} row: {said}"));
         // The longer timeout wastes nothing and costs less: better, beyond the noise.
         assert!(line.contains("better"), "{line}");
+    }
+}
+
+/// 20 queries of one tool call at the bounds a scenario allows: 10¹² prompt tokens at $10⁶ a
+/// million, $10¹² (10²⁴ picodollars) an answer, each one past a u64 of picodollars alone.
+fn at_the_bounds(extra: &str) -> String {
+    format!(
+        r#"
+name = "cost-bounds"
+seed = 1
+[provider]
+latency = {{ dist = "constant", ms = 100 }}
+price = {{ input_per_mtok = 1_000_000, output_per_mtok = 1_000_000 }}
+[workload]
+queries = 20
+calls_per_query = 1
+tokens_per_call = 1_000_000_000_000
+{extra}"#
+    )
+}
+
+/// The provider's bill in summary.json's text: `"KEY": N`, an exact integer however wide.
+fn billed(text: &str, key: &str) -> String {
+    let at = text
+        .find("\"billed\": {")
+        .unwrap_or_else(|| panic!("no provider.billed: {text}"));
+    let from = text[at..]
+        .find(&format!("\"{key}\": "))
+        .unwrap_or_else(|| panic!("no billed.{key}"))
+        + at
+        + key.len()
+        + 4;
+    let to = text[from..].find([',', '\n']).expect("the number ends") + from;
+    text[from..to].to_string()
+}
+
+#[test]
+fn a_bill_past_a_u64_of_picodollars_is_exact() {
+    // W1: 1.6 M calls x 200,000 prompt tokens at $75 a million is $24,000,000, 2.4e19
+    // picodollars; a u64 saturated at $18,446,744.07 ($46.12 a query).
+    let t = Temp::new("cost", "month");
+    let scenario =
+        std::fs::read_to_string(common::root("tests/data/repro/round3/cost-saturation.toml"))
+            .expect("the reproducer");
+    let text = summary_text(&t, "month", &scenario, &[]);
+    let c = &serde_json::from_str::<Value>(&text).expect("summary.json")["cost"];
+    assert_eq!(usd(c, "total_usd"), 24_000_000.0);
+    assert_eq!(usd(c, "input_usd"), 24_000_000.0);
+    assert_eq!(usd(c, "per_query_usd"), 60.0);
+    assert_eq!(usd(c, "per_good_query_usd"), 60.0);
+    assert_eq!(count(c, "input_tokens"), 320_000_000_000);
+    assert_eq!(billed(&text, "input_picodollars"), "24000000000000000000");
+    assert_eq!(billed(&text, "requests"), "1600000");
+}
+
+#[test]
+fn one_answer_at_the_bounds_is_billed_exactly_in_both_clocks() {
+    // 20 answers of 10²⁴ picodollars: 2e25 in all, $2e13, $1e12 a query; in real time each
+    // bill comes over the x-capsize-bill header and the total from the mock's /stats.
+    let t = Temp::new("cost", "bounds");
+    for (name, extra) in [
+        ("virtual", &[][..]),
+        (
+            "realtime",
+            &["--mode", "realtime", "--time-scale", "10"][..],
+        ),
+    ] {
+        let text = summary_text(&t, name, &at_the_bounds(""), extra);
+        let c = &serde_json::from_str::<Value>(&text).expect("summary.json")["cost"];
+        assert_eq!(usd(c, "total_usd"), 2e13, "{name}");
+        assert_eq!(usd(c, "per_query_usd"), 1e12, "{name}");
+        assert_eq!(usd(c, "per_good_query_usd"), 1e12, "{name}");
+        assert_eq!(usd(c, "wasted_usd"), 0.0, "{name}: every answer was used");
+        assert_eq!(count(c, "input_tokens"), 20_000_000_000_000, "{name}");
+        assert_eq!(
+            billed(&text, "input_picodollars"),
+            "20000000000000000000000000",
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn shards_of_a_sweep_past_a_u64_of_picodollars_merge_into_its_exact_bill() {
+    // Each run of the sweep bills 2e25 picodollars; sharded and merged, the sweep is the
+    // unsharded one byte for byte, and its cost columns are the exact dollars.
+    let t = Temp::new("cost", "shards");
+    let file = t.write(
+        "bounds.toml",
+        &at_the_bounds("[sweep]\n\"scheduler.max_concurrency\" = [1, 4]\n"),
+    );
+    let sweep = |out: &str, extra: &[&str]| {
+        let out = t.path(out);
+        let mut args = vec![
+            "sweep",
+            file.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let o = capsize(&args);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        out
+    };
+    let whole = sweep("whole", &[]);
+    let shards = sweep("shards", &["--shard", "1/2"]);
+    sweep("shards", &["--shard", "2/2"]);
+    let merged = t.path("merged");
+    let o = capsize(&[
+        "merge",
+        "--out",
+        merged.to_str().unwrap(),
+        shards.join("shard-1-of-2").to_str().unwrap(),
+        shards.join("shard-2-of-2").to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let csv = std::fs::read_to_string(whole.join("sweep.csv")).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(merged.join("sweep.csv")).unwrap(),
+        csv
+    );
+    let mut rows = csv.lines();
+    let header: Vec<&str> = rows.next().unwrap().split(',').collect();
+    let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
+    let (total, per_good) = (col("cost_usd"), col("cost_per_good_query_usd"));
+    for row in rows {
+        let f: Vec<&str> = row.split(',').collect();
+        assert_eq!(f[total].parse::<f64>().unwrap(), 2e13, "{row}");
+        assert_eq!(f[per_good].parse::<f64>().unwrap(), 1e12, "{row}");
     }
 }

@@ -11,7 +11,10 @@
 //!
 //! Money is counted in whole picodollars (10⁻¹² $): a price per million tokens of up to six
 //! decimals is a whole number of picodollars per token, so a bill is exact and the same
-//! whatever order its requests are added in. A total saturates at about $18 million.
+//! whatever order its requests are added in. Bills and their token counts are `u128`: one
+//! answer at the bounds (10¹² tokens at $10⁶ a million) is 10²⁴ picodollars, and a total holds
+//! 3.4 × 10¹⁴ of those ($3.4 × 10²⁶) before it would saturate, more answers than a run can
+//! simulate or a mock serve (a million a second for ten years).
 
 use serde::{Deserialize, Serialize};
 
@@ -55,23 +58,24 @@ pub struct Price {
     pub bill_errors: bool,
 }
 
-/// What was billed: requests, tokens of each kind, and their price.
+/// What was billed: requests, tokens of each kind, and their price (see the module's doc for
+/// why the sums are `u128`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Bill {
     /// Requests billed.
     pub requests: u64,
     /// Prompt tokens billed at the input rate.
-    pub input_tokens: u64,
+    pub input_tokens: u128,
     /// Prompt tokens billed at the cached rate.
-    pub cached_input_tokens: u64,
+    pub cached_input_tokens: u128,
     /// Answer tokens billed.
-    pub output_tokens: u64,
-    /// The prompt tokens' price at the input rate, in picodollars (saturating).
-    pub input_picodollars: u64,
+    pub output_tokens: u128,
+    /// The prompt tokens' price at the input rate, in picodollars.
+    pub input_picodollars: u128,
     /// The cached prompt tokens' price, in picodollars.
-    pub cached_input_picodollars: u64,
+    pub cached_input_picodollars: u128,
     /// The answer tokens' price, in picodollars.
-    pub output_picodollars: u64,
+    pub output_picodollars: u128,
 }
 
 impl Bill {
@@ -119,14 +123,14 @@ impl Bill {
     }
 
     /// Every token billed.
-    pub fn tokens(&self) -> u64 {
+    pub fn tokens(&self) -> u128 {
         self.input_tokens
             .saturating_add(self.cached_input_tokens)
             .saturating_add(self.output_tokens)
     }
 
-    /// The whole price, in picodollars (saturating).
-    pub fn picodollars(&self) -> u64 {
+    /// The whole price, in picodollars.
+    pub fn picodollars(&self) -> u128 {
         self.input_picodollars
             .saturating_add(self.cached_input_picodollars)
             .saturating_add(self.output_picodollars)
@@ -134,7 +138,7 @@ impl Bill {
 
     /// The price in dollars.
     pub fn usd(&self) -> f64 {
-        self.picodollars() as f64 / PICODOLLARS
+        usd(self.picodollars())
     }
 
     /// The header a billed answer carries: `requests input cached output` (tokens), then the
@@ -155,7 +159,7 @@ impl Bill {
     /// Reads [`Bill::header`]'s value; `Err` says what is wrong with it.
     pub fn parse_header(value: &str) -> Result<Bill, String> {
         let bad = || format!("{value:?} is not seven whole numbers");
-        let n: Vec<u64> = value
+        let n: Vec<u128> = value
             .split_ascii_whitespace()
             .map(str::parse)
             .collect::<Result<_, _>>()
@@ -166,7 +170,7 @@ impl Bill {
             return Err(bad());
         };
         Ok(Bill {
-            requests,
+            requests: u64::try_from(requests).map_err(|_| bad())?,
             input_tokens,
             cached_input_tokens,
             output_tokens,
@@ -181,21 +185,30 @@ impl Bill {
 pub const BILL_HEADER: &str = "x-capsize-bill";
 
 impl Price {
-    /// The bill of one request of `input` prompt tokens and `output` answer tokens.
+    /// The bill of one request of `input` prompt tokens and `output` answer tokens: exact for
+    /// any counts (a `u64` of tokens times a `u64` price per token always fits a `u128`).
     pub fn bill(&self, input: u64, output: u64) -> Bill {
+        // The cached share, rounded to whole tokens (exact below 2⁵³ tokens, and never more
+        // than the prompt).
         let cached = ((input as f64) * self.cached_input_share).round() as u64;
-        let cached = cached.min(input);
-        let fresh = input - cached;
+        let cached = u128::from(cached.min(input));
+        let fresh = u128::from(input) - cached;
+        let output = u128::from(output);
         Bill {
             requests: 1,
             input_tokens: fresh,
             cached_input_tokens: cached,
             output_tokens: output,
-            input_picodollars: fresh.saturating_mul(self.input),
-            cached_input_picodollars: cached.saturating_mul(self.cached_input),
-            output_picodollars: output.saturating_mul(self.output),
+            input_picodollars: fresh * u128::from(self.input),
+            cached_input_picodollars: cached * u128::from(self.cached_input),
+            output_picodollars: output * u128::from(self.output),
         }
     }
+}
+
+/// Picodollars as dollars (the nearest `f64`).
+pub fn usd(picodollars: u128) -> f64 {
+    picodollars as f64 / PICODOLLARS
 }
 
 /// Dollars per million tokens as picodollars per token: a number in [0, [`MAX_PER_MTOK`]]
@@ -313,5 +326,32 @@ mod tests {
             assert!(Bill::parse_header(bad).is_err(), "{bad:?}");
         }
         assert_eq!(b.plus(b).since(b), b);
+    }
+
+    #[test]
+    fn a_bill_at_the_bounds_is_exact_past_a_u64() {
+        // 10¹² prompt and 10¹² answer tokens at $10⁶ a million (10¹² p$ a token), a quarter
+        // of the prompt cached at $1: 10²⁴ p$ of answer alone, past a u64 (1.8e19).
+        let p = price(MAX_PER_MTOK, MAX_PER_MTOK, Some(1.0), 0.25);
+        let b = p.bill(1_000_000_000_000, 1_000_000_000_000);
+        assert_eq!(
+            (b.input_tokens, b.cached_input_tokens, b.output_tokens),
+            (750_000_000_000, 250_000_000_000, 1_000_000_000_000)
+        );
+        assert_eq!(b.input_picodollars, 750_000_000_000_000_000_000_000);
+        assert_eq!(b.cached_input_picodollars, 250_000_000_000_000_000);
+        assert_eq!(b.output_picodollars, 1_000_000_000_000_000_000_000_000);
+        assert_eq!(b.picodollars(), 1_750_000_250_000_000_000_000_000);
+        assert_eq!(b.usd(), 1_750_000_250_000.0);
+        // Summed and sent over the header, to the picodollar.
+        let two = b.plus(b);
+        assert_eq!(two.picodollars(), 3_500_000_500_000_000_000_000_000);
+        assert_eq!(Bill::parse_header(&two.header()), Ok(two));
+        assert_eq!(
+            two.header(),
+            "2 1500000000000 500000000000 2000000000000 1500000000000000000000000 500000000000000000 2000000000000000000000000"
+        );
+        // A request count past a u64 is not a bill.
+        assert!(Bill::parse_header("18446744073709551616 0 0 0 0 0 0").is_err());
     }
 }

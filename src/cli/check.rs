@@ -174,7 +174,7 @@ impl Gate<'_> {
         let outcome = run_in(&self.scenario, self.realtime.as_ref())
             .map_err(|f| Failure::bad_input(format!("the run could not be done: {}", f.message)))?;
         let summary = Summary::new(&self.scenario, &outcome);
-        let run = serde_json::to_value(&summary).expect("a summary always serialises");
+        let run = summary.to_value();
         let checks = self.judge(&run, args.tolerance);
         let rows = if args.only_failures {
             Rows::Failures

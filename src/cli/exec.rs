@@ -252,7 +252,7 @@ impl Prepared<'_> {
         }
         let agents = [(command, outcome.agent)];
         let summary = ExecSummary::new(&self.scenario, &agents, &outcome.report);
-        let json = serde_json::to_value(&summary).expect("a summary always serialises");
+        let json = summary.to_value();
         let checks = if args.check {
             check::objectives(&self.scenario.slo, &json)
         } else {

@@ -135,7 +135,7 @@ fn run_one(s: &Scenario, realtime: Option<&RealtimeOptions>) -> Result<Value, Si
         Some(opts) => sim::run_realtime(s, opts)?,
     };
     let summary = Summary::new(s, &out);
-    serde_json::to_value(&summary).map_err(|e| SimError::BadProvider(e.to_string()))
+    Ok(summary.to_value())
 }
 
 /// The scenario of `points[p]` with the seed of its repeat `r`.

@@ -208,4 +208,40 @@ mod tests {
         assert_eq!(back.query, rec.query);
         assert_eq!(serde_json::to_string(&back).expect("write"), text);
     }
+
+    #[test]
+    fn replicas_bills_past_a_u64_add_up_exactly_through_their_text() {
+        // Each replica books one answer of 10¹² prompt tokens at 10¹² picodollars a token
+        // (the bounds) and a failed query that used it: 10²⁴ picodollars, past a u64.
+        let bill = capsize_mock::Bill {
+            requests: 1,
+            input_tokens: 1_000_000_000_000,
+            input_picodollars: 1_000_000_000_000_000_000_000_000,
+            ..Default::default()
+        };
+        let replica = || {
+            let r = Recorder::<Instant>::new(TimeScale::VIRTUAL, 1);
+            r.used(0, &bill);
+            let spent = super::super::Spent {
+                tokens: bill.tokens(),
+                picodollars: bill.picodollars(),
+            };
+            r.query_done(Duration::ZERO, Duration::from_millis(1), true, spent);
+            // As replica.json carries it.
+            let text = serde_json::to_string(&r.finish()).expect("write");
+            serde_json::from_str::<super::Recording>(&text).expect("read")
+        };
+        let mut fleet = replica();
+        fleet.absorb(&replica()).expect("the same shape");
+        assert_eq!(
+            fleet.used[0].input_picodollars,
+            2_000_000_000_000_000_000_000_000
+        );
+        assert_eq!(fleet.used[0].input_tokens, 2_000_000_000_000);
+        assert_eq!(fleet.used[0].requests, 2);
+        assert_eq!(
+            fleet.used_by_failed.picodollars,
+            2_000_000_000_000_000_000_000_000
+        );
+    }
 }

@@ -22,13 +22,14 @@ pub struct Syntheses {
     pub left_min: u64,
 }
 
-/// Tokens and picodollars: what a query's used answers were billed, in all.
+/// Tokens and picodollars: what a query's used answers were billed, in all (`u128`, as
+/// [`Bill`]'s sums are).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Spent {
     /// Tokens billed.
-    pub tokens: u64,
+    pub tokens: u128,
     /// Their price, in picodollars.
-    pub picodollars: u64,
+    pub picodollars: u128,
 }
 
 impl Spent {

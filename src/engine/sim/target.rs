@@ -41,13 +41,18 @@ pub async fn reach(client: &reqwest::Client, base: &str, given: bool) -> Result<
 }
 
 /// What `GET /stats` says of the model (the rest of it is the clients' traffic).
-#[derive(serde::Deserialize)]
 pub struct Stats {
-    #[serde(flatten)]
+    /// The model's counters (the object's own keys).
     pub counters: Counters,
     /// Each phase's counters (absent: the provider has no phases).
-    #[serde(default)]
     pub phases: Vec<Counters>,
+}
+
+/// `GET /stats`'s `phases`.
+#[derive(serde::Deserialize)]
+struct Phases {
+    #[serde(default)]
+    phases: Vec<Counters>,
 }
 
 impl Stats {
@@ -98,7 +103,13 @@ pub async fn start_clean(
 /// The mock's own counters, from `GET /stats`.
 pub async fn stats(client: &reqwest::Client, base: &str) -> Result<Stats, SimError> {
     // The same counters the mock serialises: every key present, each a non-negative integer.
-    get(client, base, "/stats").await
+    // Read as two documents rather than through `#[serde(flatten)]`, whose buffer cannot hold
+    // an integer above u64 (a bill's picodollars may be).
+    let body = body(client, base, "/stats").await?;
+    let read = |e: serde_json::Error| SimError::BadProvider(format!("{base}/stats: {e}"));
+    let counters: Counters = serde_json::from_slice(&body).map_err(read)?;
+    let Phases { phases } = serde_json::from_slice(&body).map_err(read)?;
+    Ok(Stats { counters, phases })
 }
 
 /// Everything the mock at `base` has seen of its current run, from `GET /report`.
@@ -112,8 +123,14 @@ async fn get<T: serde::de::DeserializeOwned>(
     base: &str,
     path: &str,
 ) -> Result<T, SimError> {
+    let body = body(client, base, path).await?;
+    serde_json::from_slice(&body).map_err(|e| SimError::BadProvider(format!("{base}{path}: {e}")))
+}
+
+/// `GET path` at `base`, its body: unreachable (named).
+async fn body(client: &reqwest::Client, base: &str, path: &str) -> Result<Vec<u8>, SimError> {
     let url = format!("{base}{path}");
-    let body = client
+    client
         .get(&url)
         .send()
         .await
@@ -121,8 +138,8 @@ async fn get<T: serde::de::DeserializeOwned>(
         .map_err(|e| SimError::Unreachable(format!("{url}: {e}")))?
         .bytes()
         .await
-        .map_err(|e| SimError::Unreachable(format!("{url}: {e}")))?;
-    serde_json::from_slice(&body).map_err(|e| SimError::BadProvider(format!("{url}: {e}")))
+        .map(|b| b.to_vec())
+        .map_err(|e| SimError::Unreachable(format!("{url}: {e}")))
 }
 
 /// Checks that the mock at `base` serves `config`'s model (its seed aside).

@@ -8,7 +8,7 @@
 //! answer as it decides it, the client books each answer it used, and the waste is the
 //! difference, so a virtual run's dollars are exact.
 
-use capsize_mock::price::PICODOLLARS;
+use capsize_mock::price::usd;
 use capsize_mock::Bill;
 
 use crate::engine::recorder::Spent;
@@ -44,11 +44,11 @@ pub struct Cost {
     /// Billed answers no query used (client timeouts, orphans), in dollars.
     pub unused_answers_usd: f64,
     /// Their tokens.
-    pub unused_answers_tokens: u64,
+    pub unused_answers_tokens: u128,
     /// Answers used by queries that failed or were abandoned, in dollars.
     pub failed_queries_usd: f64,
     /// Their tokens.
-    pub failed_queries_tokens: u64,
+    pub failed_queries_tokens: u128,
     /// The bill by kind of token.
     #[serde(flatten)]
     pub by_kind: ByKind,
@@ -60,11 +60,11 @@ pub struct Cost {
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct ByKind {
     /// Prompt tokens billed at the input rate.
-    pub input_tokens: u64,
+    pub input_tokens: u128,
     /// Prompt tokens billed at the cached rate.
-    pub cached_input_tokens: u64,
+    pub cached_input_tokens: u128,
     /// Answer tokens billed.
-    pub output_tokens: u64,
+    pub output_tokens: u128,
     /// The prompt tokens' price at the input rate, in dollars.
     pub input_usd: f64,
     /// The cached prompt tokens' price, in dollars.
@@ -87,11 +87,6 @@ impl ByKind {
     }
 }
 
-/// Picodollars as dollars.
-fn usd(picodollars: u64) -> f64 {
-    picodollars as f64 / PICODOLLARS
-}
-
 /// Whether dotted `path` is a field of the provider's own bill in summary.json
 /// (`provider.billed.input_tokens`, `providers.NAME.billed.requests`: only with a price).
 pub fn is_provider_bill(path: &str) -> bool {
@@ -105,7 +100,7 @@ pub fn is_provider_bill(path: &str) -> bool {
 }
 
 /// `part` of a bill of `total` picodollars, as a share (0 when nothing was billed).
-pub fn share(part: u64, total: u64) -> f64 {
+pub fn share(part: u128, total: u128) -> f64 {
     if total > 0 {
         part as f64 / total as f64
     } else {

@@ -1,10 +1,11 @@
 //! `summary.json`: one run's results, in model time, the record every later layer reads. The
 //! schema is versioned (`schema_version`) and documented in docs/reference.md; fields are
 //! added, never renamed. [`metrics`] names the paths code reads; [`slo`] holds a run to
-//! objectives on them.
+//! objectives on them; paths.rs says which paths the file can hold, and gives it as JSON.
 
 pub mod cost;
 pub mod metrics;
+mod paths;
 pub mod slo;
 
 use std::collections::BTreeMap;
@@ -19,6 +20,7 @@ use crate::engine::scenario::Scenario;
 use crate::engine::sim::SimOutcome;
 use crate::scheduler::{Adaptive, LimitStats};
 use cost::{Billed, Cost};
+pub use paths::json_value;
 
 /// The schema version of `summary.json`.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -543,75 +545,5 @@ impl Summary {
             providers,
             cost: cost_of(scenario, out),
         }
-    }
-
-    /// The per-provider paths summary.json holds for a scenario with these providers
-    /// (`providers.NAME.FIELD`), in the file's order.
-    pub fn provider_paths(names: &[String]) -> Vec<String> {
-        let json =
-            serde_json::to_value(NamedProviderSummary::default()).expect("always serialises");
-        let fields = crate::engine::summary::slo::metric_paths(&json);
-        names
-            .iter()
-            .flat_map(|n| fields.iter().map(move |f| format!("providers.{n}.{f}")))
-            .collect()
-    }
-
-    /// Whether `path` is a metric summary.json holds for a scenario with these providers: one of
-    /// [`Summary::metric_paths`] or of [`Summary::provider_paths`].
-    pub fn is_metric(path: &str, providers: &[String]) -> bool {
-        Summary::metric_paths().iter().any(|p| p == path)
-            || Summary::provider_paths(providers).iter().any(|p| p == path)
-    }
-
-    /// Every metric summary.json can hold, as dotted paths in the file's order: what an
-    /// objective or a tolerance may name. (The `synthesis` fields appear only in runs of
-    /// workloads with a synthesis turn, the `generation` fields only in runs with a generating
-    /// provider.)
-    pub fn metric_paths() -> Vec<String> {
-        crate::engine::summary::slo::metric_paths(&Summary::template())
-    }
-
-    /// The fields of summary.json that are words, not metrics (`scenario`, `mode`,
-    /// `fleet.limiter`), as dotted paths in the file's order.
-    pub fn label_paths() -> Vec<String> {
-        let json = Summary::template();
-        crate::engine::summary::slo::leaves(&json)
-            .into_iter()
-            .filter(|(_, v)| v.is_string())
-            .map(|(path, _)| path)
-            .collect()
-    }
-
-    /// A summary with every optional section present, as JSON: every field summary.json can
-    /// hold.
-    fn template() -> serde_json::Value {
-        let template = Summary {
-            synthesis: Some(SynthesisSummary::default()),
-            fleet: Some(FleetSummary::default()),
-            concurrency_limit: Some(LimitSummary::default()),
-            cost: Some(Cost {
-                per_good_query_usd: Some(0.0),
-                ..Cost::default()
-            }),
-            generation: Some(GenerationSummary {
-                ttft_ms: Some(Percentiles::default()),
-                tpot_ms: Some(Percentiles::default()),
-                ..GenerationSummary::default()
-            }),
-            latency_ms: Latencies {
-                client: Some(Percentiles::default()),
-                ..Latencies::default()
-            },
-            ..Summary::default()
-        };
-        serde_json::to_value(template).expect("a summary always serialises")
-    }
-
-    /// The summary as pretty JSON, with a final newline.
-    pub fn to_json(&self) -> String {
-        let mut s = serde_json::to_string_pretty(self).expect("a summary always serialises");
-        s.push('\n');
-        s
     }
 }

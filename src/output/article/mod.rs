@@ -113,7 +113,7 @@ pub fn reproduce(scenarios: &Path, out: &Path) -> anyhow::Result<String> {
             "capsize article: ran {}",
             escape::terminal(&path.display().to_string())
         );
-        let json = serde_json::to_value(&summary)?;
+        let json = summary.to_value();
         runs.insert(stem, (s, summary, json));
     }
     let mut md = String::from(HEADER);

@@ -237,6 +237,11 @@ impl ExecSummary {
         s.push('\n');
         s
     }
+
+    /// The summary as a JSON value, what `--check` reads (a bill above `u64` as an `f64`).
+    pub fn to_value(&self) -> serde_json::Value {
+        crate::engine::summary::json_value(self)
+    }
 }
 
 /// Declares every file `capsize exec` writes into `dir`.
