@@ -1235,3 +1235,227 @@ fn the_binary_answers_generated_scenarios_with_an_exit_code_and_one_line() {
     eprintln!("the binary: {ok} exit 0, {refused} exit 2, {failed} exit 4");
     result.unwrap();
 }
+
+// --- `--set` over every scenario form ----------------------------------------------------
+
+/// What a generated `--set` names: a key of the document, the same key under the other
+/// provider form (`provider.X` and `providers.NAME.X`), a key under it that no table has, a key
+/// under a scalar, or a malformed key.
+#[derive(Debug, Clone)]
+enum SetPath {
+    Existing(usize),
+    Swapped(usize),
+    Unknown(usize),
+    UnderLeaf(usize),
+    Odd(&'static str),
+}
+
+/// What a generated `--set` gives: a hostile value, another key's value (a table where a scalar
+/// goes, and back), or text that is not quite TOML (integers past i64, unclosed tables).
+#[derive(Debug, Clone)]
+enum SetValue {
+    /// The value the document has at the path it was drawn from.
+    Same,
+    Hostile(Value),
+    Another(usize),
+    Text(&'static str),
+}
+
+fn set_path() -> impl Strategy<Value = SetPath> {
+    prop_oneof![
+        4 => any::<usize>().prop_map(SetPath::Existing),
+        3 => any::<usize>().prop_map(SetPath::Swapped),
+        1 => any::<usize>().prop_map(SetPath::Unknown),
+        1 => any::<usize>().prop_map(SetPath::UnderLeaf),
+        1 => prop::sample::select(&[
+            "", ".", "a..b", "provider.", ".rpm", "provider", "providers", "providers.llm",
+            "workload.tools.0", "workload.tools.9.name", "provider.phases.0.rpm", "fleet",
+            "scheduler.client.keepalive", "sweep.\"x\"", "no such key", "ü.ß",
+        ][..])
+        .prop_map(SetPath::Odd),
+    ]
+}
+
+fn set_value() -> impl Strategy<Value = SetValue> {
+    prop_oneof![
+        6 => Just(SetValue::Same),
+        3 => hostile().prop_map(SetValue::Hostile),
+        3 => any::<usize>().prop_map(SetValue::Another),
+        2 => prop::sample::select(&[
+            "18446744073709551615",
+            "-9223372036854775809",
+            "{ preset = \"openai-python\", keepalive = 18446744073709551615 }",
+            "[1, 99999999999999999999999999999999999999999]",
+            "{ dist = \"constant\", ms = 0x1_0000_0000_0000_0000 }",
+            "{ unclosed",
+            "[1, 2",
+            "openai-python",
+            "",
+            "=",
+            "\"a\nb\"",
+            "a\nb = 1",
+            "1e400",
+            "[[1], [2]]",
+            "{}",
+            "[]",
+        ][..])
+        .prop_map(SetValue::Text),
+    ]
+}
+
+/// A path as a `--set` writes it: keys joined by dots, an array entry by its index.
+fn dotted(path: &[Step]) -> String {
+    let seg = |s: &Step| match s {
+        Step::Key(k) => k.clone(),
+        Step::At(i) => i.to_string(),
+    };
+    path.iter().map(seg).collect::<Vec<_>>().join(".")
+}
+
+/// `provider.X` as `providers.llm.X`, `providers.NAME.X` as `provider.X`; others as they are.
+fn swapped(path: &str) -> String {
+    if let Some(rest) = path.strip_prefix("providers.") {
+        let rest = rest.split_once('.').map_or("", |(_, r)| r);
+        return if rest.is_empty() {
+            "provider".into()
+        } else {
+            format!("provider.{rest}")
+        };
+    }
+    match path.strip_prefix("provider") {
+        Some("") => "providers.llm".into(),
+        Some(rest) if rest.starts_with('.') => format!("providers.llm{rest}"),
+        _ => path.to_string(),
+    }
+}
+
+/// The `--set` argument `p = v` against the document `t`.
+fn set_arg(t: &Table, p: &SetPath, v: &SetValue) -> String {
+    let root = Value::Table(t.clone());
+    let mut all = Vec::new();
+    paths(&root, &[], &mut all);
+    let pick = |i: usize| dotted(&all[i % all.len()]);
+    let value_at = |p: &[Step]| {
+        let mut r = root.clone();
+        at(&mut r, p).map(|v| v.to_string()).unwrap_or_default()
+    };
+    let drawn = match p {
+        SetPath::Existing(i) | SetPath::Swapped(i) | SetPath::Unknown(i) => {
+            Some(&all[i % all.len()])
+        }
+        _ => None,
+    };
+    let key = match p {
+        SetPath::Existing(i) => pick(*i),
+        SetPath::Swapped(i) => swapped(&pick(*i)),
+        SetPath::Unknown(i) => format!("{}.no_such_key", pick(*i)),
+        SetPath::UnderLeaf(i) => {
+            let leaf = all.iter().filter(|p| {
+                let mut r = root.clone();
+                at(&mut r, p).is_some_and(|v| !v.is_table() && !v.is_array())
+            });
+            let leaves: Vec<&Vec<Step>> = leaf.collect();
+            format!("{}.x", dotted(leaves[i % leaves.len()]))
+        }
+        SetPath::Odd(k) => k.to_string(),
+    };
+    let value = match v {
+        SetValue::Same => drawn.map(|p| value_at(p)).unwrap_or_else(|| "1".into()),
+        SetValue::Hostile(v) => v.to_string(),
+        SetValue::Another(i) => value_at(&all[i % all.len()]),
+        SetValue::Text(s) => s.to_string(),
+    };
+    format!("{key}={value}")
+}
+
+/// A valid scenario of any form and 1-3 `--set` arguments against it.
+fn with_sets() -> impl Strategy<Value = (String, Vec<String>)> {
+    (
+        valid(),
+        prop::collection::vec((set_path(), set_value()), 1..4),
+    )
+        .prop_map(|(t, sets)| {
+            let sets = sets.iter().map(|(p, v)| set_arg(&t, p, v)).collect();
+            (toml::to_string(&t).unwrap_or_default(), sets)
+        })
+}
+
+/// How `scenario::parse` answered `text` with `sets`: `Ok(true)` it gave a scenario, `Ok(false)`
+/// it refused in one line naming a key or the --set; `Err` says what else it did.
+fn answers_sets(text: &str, sets: &[String]) -> Result<bool, String> {
+    let path = std::path::Path::new("generated.toml");
+    match std::panic::catch_unwind(|| scenario::parse(text, path, sets)) {
+        Err(_) => Err(format!("panicked on {sets:?} over {text}")),
+        Ok(Ok(_)) => Ok(true),
+        Ok(Err(e)) => {
+            let line = e.to_string();
+            let named = e.key.is_some() || line.contains("--set");
+            let one = !line.contains('\n') || sets.iter().any(|s| s.contains('\n'));
+            match (named, one) {
+                (true, true) => Ok(false),
+                _ => Err(format!("{line:?}: not one line naming a key, on {sets:?}")),
+            }
+        }
+    }
+}
+
+#[test]
+fn every_set_over_every_scenario_form_gives_a_scenario_or_names_its_key() {
+    let mut runner = TestRunner::new(Config {
+        cases: cases(),
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let tally = std::cell::Cell::new((0u32, 0u32));
+    let result = runner.run(&with_sets(), |(text, sets)| {
+        let (ok, refused) = tally.get();
+        match answers_sets(&text, &sets) {
+            Ok(true) => tally.set((ok + 1, refused)),
+            Ok(false) => tally.set((ok, refused + 1)),
+            Err(e) => return Err(TestCaseError::fail(e)),
+        }
+        Ok(())
+    });
+    let (ok, refused) = tally.get();
+    eprintln!("--set: {ok} scenarios, {refused} refused");
+    result.unwrap();
+    assert!(ok > 0 && refused > 0, "{ok} scenarios, {refused} refused");
+}
+
+#[test]
+fn the_binary_refuses_a_bad_set_with_exit_2_and_one_line() {
+    let t = Temp::new("properties", "sets");
+    let mut runner = TestRunner::new(Config {
+        cases: (cases() / 8).max(16),
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let file = t.path("s.toml");
+    let out = t.path("out");
+    let refusals = std::cell::Cell::new(0u32);
+    let result = runner.run(&with_sets(), |(text, sets)| {
+        // Only the refusals: what the library accepts runs in the property above.
+        if scenario::parse(&text, &file, &sets).is_ok() {
+            return Ok(());
+        }
+        std::fs::write(&file, &text).unwrap();
+        let mut args = vec![
+            "run",
+            file.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        for s in &sets {
+            args.extend(["--set", s.as_str()]);
+        }
+        let o = capsize(&args);
+        let err = stderr(&o);
+        prop_assert_eq!(o.status.code(), Some(2), "{:?} on {}: {}", sets, text, err);
+        prop_assert_eq!(err.lines().count(), 1, "{}", err);
+        prop_assert!(!out.exists(), "a refusal writes nothing");
+        refusals.set(refusals.get() + 1);
+        Ok(())
+    });
+    eprintln!("the binary: {} --set refusals", refusals.get());
+    result.unwrap();
+}

@@ -83,7 +83,9 @@ pub fn flag(text: &str) -> Result<Axis, String> {
             .collect();
         read(&format!("[{}]", quoted.join(", ")))
     };
-    let value = read(&literal)
+    // An integer TOML cannot hold is named, not read as a word.
+    let value = scenario::toml_value(key, &literal)
+        .map_err(|m| format!("--sweep {text:?}: {m}"))?
         .or_else(|| (!values.starts_with(['[', '{', '"'])).then(words).flatten())
         .ok_or_else(|| format!("--sweep {text:?}: cannot read {values:?} as a list or a range"))?;
     sweep_slo::axis(key, &value).map_err(|e| format!("--sweep {key}: {}", e.message))

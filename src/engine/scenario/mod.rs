@@ -10,6 +10,7 @@ pub mod client;
 mod concurrency;
 pub mod fleet;
 mod locate;
+mod overrides;
 pub mod providers;
 pub mod raw;
 mod retry;
@@ -30,6 +31,8 @@ use crate::scheduler::{Adaptive, RetryPolicy, TurnPolicy};
 pub use client::ClientModel;
 pub use fleet::{Fleet, FleetLimiter};
 use locate::{key_of, line_col, locate, table_at};
+use overrides::Refused;
+pub use overrides::{key_within, parse_override, set_key, toml_value};
 use raw::RawScenario;
 pub use sweep_slo::{Axis, AxisValue};
 
@@ -348,57 +351,6 @@ impl Scenario {
     }
 }
 
-/// The dotted key a `--set key=value` argument names (`None`: no `=`; parsing reports that).
-pub fn set_key(set: &str) -> Option<&str> {
-    set.split_once('=').map(|(k, _)| k.trim())
-}
-
-/// Whether the dotted `key` is `prefix` or lies under it (`scheduler.retry.max_retries` lies
-/// under `scheduler.retry`, not under `scheduler.ret`): so a `--set` of `prefix` decides it.
-pub fn key_within(key: &str, prefix: &str) -> bool {
-    key == prefix
-        || key
-            .strip_prefix(prefix)
-            .is_some_and(|rest| rest.starts_with('.'))
-}
-
-/// A `--set key.path=value` argument as its key's segments and its TOML value (a value that is
-/// not TOML is a string).
-pub fn parse_override(set: &str) -> Result<(Vec<String>, toml::Value), String> {
-    let (path, value) = set
-        .split_once('=')
-        .ok_or_else(|| format!("--set {set:?}: expected key.path=value"))?;
-    let path: Vec<String> = path.trim().split('.').map(str::to_string).collect();
-    if path.iter().any(String::is_empty) {
-        return Err(format!("--set {set:?}: empty key segment"));
-    }
-    let value = value.trim();
-    let parsed = toml::from_str::<toml::Table>(&format!("v = {value}"))
-        .ok()
-        .and_then(|mut t| t.remove("v"))
-        .unwrap_or_else(|| toml::Value::String(value.to_string()));
-    Ok((path, parsed))
-}
-
-fn apply_override(
-    table: &mut toml::Table,
-    path: &[String],
-    value: toml::Value,
-) -> Result<(), String> {
-    let (last, parents) = path.split_last().ok_or("empty key")?;
-    let mut t = table;
-    for (i, p) in parents.iter().enumerate() {
-        let entry = t
-            .entry(p.clone())
-            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
-        t = entry
-            .as_table_mut()
-            .ok_or_else(|| format!("{} is not a table", parents[..=i].join(".")))?;
-    }
-    t.insert(last.clone(), value);
-    Ok(())
-}
-
 /// A scenario file's text (an error names the file). Only a regular file of at most
 /// [`bounds::MAX_SCENARIO_BYTES`] is read: `/dev/zero` is refused, not read without end.
 /// FNV-1a (64-bit) of a scenario file's `bytes`, as 16 hex digits: how the pieces of a run
@@ -486,46 +438,26 @@ pub fn parse(text: &str, path: &Path, sets: &[String]) -> Result<Scenario, Scena
         let at = span.map(|s| line_col(text, s.start));
         fail(at, key, message)
     };
-    let missing = |e: &toml::de::Error| e.message().starts_with("missing field");
     // A key the file leaves out may come from a --set.
-    let mut raw: Option<RawScenario> = match toml::from_str(text) {
-        Ok(r) => Some(r),
-        Err(e) if !sets.is_empty() && missing(&e) => None,
-        Err(e) => return Err(de_error(e)),
-    };
-    let mut set_keys = Vec::new();
-    if !sets.is_empty() {
-        let mut table: toml::Table = toml::from_str(text).map_err(de_error)?;
-        for set in sets {
-            let (key, value) = parse_override(set).map_err(|m| fail(None, None, m))?;
-            let dotted = key.join(".");
-            apply_override(&mut table, &key, value)
-                .map_err(|m| fail(None, Some(dotted.clone()), m))?;
-            // Deserialise after each one, so an error names the --set that caused it (a key
-            // still missing may come from a later one).
-            raw = match toml::Value::Table(table.clone()).try_into() {
-                Ok(r) => Some(r),
-                Err(e) if missing(&e) => None,
-                Err(e) => {
-                    let m = format!("--set {set}: {}", e.message().trim());
-                    return Err(fail(None, Some(dotted.clone()), m));
-                }
-            };
-            set_keys.push((dotted, set));
+    let (raw, set_keys) = match toml::from_str::<RawScenario>(text) {
+        Ok(r) if sets.is_empty() => (r, Vec::new()),
+        Err(e) if sets.is_empty() || !overrides::is_missing(e.message()) => {
+            return Err(de_error(e))
         }
-        if raw.is_none() {
-            // Missing from the file and from every --set: the key still missing, at the
-            // table the file leaves it out of.
-            let last: Result<RawScenario, _> = toml::Value::Table(table).try_into();
-            if let (Err(now), Err(file)) = (last, toml::from_str::<RawScenario>(text)) {
-                let mut e = de_error(file);
-                e.message = now.message().trim().replace('\n', " ");
-                return Err(e);
-            }
+        file => {
+            let file = file.err();
+            let table: toml::Table = toml::from_str(text).map_err(de_error)?;
+            overrides::apply(table, sets, file.is_some()).map_err(|r| match (r, file) {
+                // Missing from the file and from every --set: the key still missing, at the
+                // table the file leaves it out of.
+                (Refused::StillMissing(now), Some(e)) => ScenarioError {
+                    message: now,
+                    ..de_error(e)
+                },
+                (Refused::StillMissing(message), None) => fail(None, None, message),
+                (Refused::Set(key, message), _) => fail(None, key, message),
+            })?
         }
-    }
-    let Some(raw) = raw else {
-        unreachable!("a scenario that does not deserialise has returned its error")
     };
     let base = path.parent().unwrap_or(Path::new("."));
     validate::validate(raw, base).map_err(|bounds::Invalid { key, message }| {
