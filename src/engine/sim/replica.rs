@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{LimitStats, Mode, SimError, SimOutcome};
 use crate::engine::recorder::Recording;
+use crate::engine::scenario::identity::{FileDigest, Identity};
 
 /// How long a replica waits at the start line for the others, unless told
 /// ([`ReplicaOf::join_wait`]).
@@ -51,8 +52,52 @@ impl Slice {
     }
 }
 
+/// What every replica of one run must agree on: the capsize, the scenario's [`Identity`] (its
+/// bytes, its files', the `--set` arguments with the seed) and the time scale. Agreed at the
+/// start line ([`start_together`]) and compared again by the merge ([`Record::differs`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Terms {
+    /// The capsize that runs it.
+    pub capsize: String,
+    /// The scenario, its files and its overrides.
+    pub identity: Identity,
+    /// The run's time scale.
+    pub time_scale: f64,
+}
+
+impl Terms {
+    /// The terms of a run of `identity` at `time_scale` by this capsize.
+    pub fn new(identity: Identity, time_scale: f64) -> Terms {
+        Terms {
+            capsize: crate::engine::VERSION.into(),
+            identity,
+            time_scale,
+        }
+    }
+
+    /// What differs between two replicas' terms, in a few words (`None`: the same).
+    pub fn differs(&self, o: &Terms) -> Option<String> {
+        if self.capsize != o.capsize {
+            return Some(format!(
+                "capsize versions {:?} and {:?}",
+                self.capsize, o.capsize
+            ));
+        }
+        if let Some(what) = self.identity.differs(&o.identity) {
+            return Some(what);
+        }
+        if self.time_scale != o.time_scale {
+            return Some(format!(
+                "time scales {:?} and {:?}",
+                self.time_scale, o.time_scale
+            ));
+        }
+        None
+    }
+}
+
 /// Which replica of a fleet run as separate processes this process is.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ReplicaOf {
     /// From 0.
     pub index: u64,
@@ -62,12 +107,18 @@ pub struct ReplicaOf {
     pub run_id: String,
     /// How long it waits at the start line for the others.
     pub join_wait: Duration,
+    /// What it runs, which every replica of the run must run too.
+    pub terms: Terms,
 }
 
 impl ReplicaOf {
     /// Reads `--replica I/K` (1 ≤ I ≤ K ≤ 1,000) and `--run-id` (letters, digits, `-`, `_`, `.`;
-    /// 1 to 64).
-    pub fn parse(replica: &str, run_id: &str) -> Result<ReplicaOf, String> {
+    /// 1 to 64), of a run on `terms` (computed only once the flags are read).
+    pub fn parse(
+        replica: &str,
+        run_id: &str,
+        terms: impl FnOnce() -> Result<Terms, String>,
+    ) -> Result<ReplicaOf, String> {
         let bad = || format!("--replica {replica:?}: expected I/K with 1 <= I <= K, e.g. 2/3");
         let (i, k) = replica.split_once('/').ok_or_else(bad)?;
         let index: u64 = i.trim().parse().map_err(|_| bad())?;
@@ -88,6 +139,7 @@ impl ReplicaOf {
             count,
             run_id: run_id.to_string(),
             join_wait: JOIN_WAIT,
+            terms: terms()?,
         })
     }
 
@@ -153,6 +205,7 @@ pub async fn start_together(url: &str, me: &ReplicaOf) -> Result<(), SimError> {
             me.label()
         )));
     }
+    agree(&mut conn, me).await.map_err(&fail)??;
     let added: u64 = redis::cmd("SADD")
         .arg(&joined)
         .arg(me.index)
@@ -208,13 +261,41 @@ pub async fn start_together(url: &str, me: &ReplicaOf) -> Result<(), SimError> {
     Ok(())
 }
 
+/// Agrees `me`'s [`Terms`] with the first replica's to reach the start line: `Err` (inside)
+/// names what differs, before this replica has joined.
+async fn agree(
+    conn: &mut redis::aio::MultiplexedConnection,
+    me: &ReplicaOf,
+) -> redis::RedisResult<Result<(), SimError>> {
+    let mine = serde_json::to_string(&me.terms).unwrap_or_default();
+    let said: String = first_said(conn, &me.key("terms"), mine.clone()).await?;
+    if said == mine {
+        return Ok(Ok(()));
+    }
+    let what = match serde_json::from_str::<Terms>(&said) {
+        Ok(theirs) => me
+            .terms
+            .differs(&theirs)
+            .unwrap_or_else(|| "their terms".into()),
+        Err(_) => "terms this capsize cannot read".into(),
+    };
+    Ok(Err(SimError::Mismatch(format!(
+        "run {}: replica {} is not the run the replicas before it started: {what} (this replica's first); start every replica with the same scenario, files, --set and --seed",
+        me.run_id,
+        me.label()
+    ))))
+}
+
 /// Sets `key` to `value` unless a replica set it first, and returns what it holds: the first
 /// replica's word (the key expires with the run's others).
-async fn first_said(
+async fn first_said<V>(
     conn: &mut redis::aio::MultiplexedConnection,
     key: &str,
-    value: u64,
-) -> redis::RedisResult<u64> {
+    value: V,
+) -> redis::RedisResult<V>
+where
+    V: redis::ToRedisArgs + redis::FromRedisValue + Send + Sync,
+{
     let _: Option<String> = redis::cmd("SET")
         .arg(key)
         .arg(value)
@@ -318,10 +399,27 @@ impl From<Outcome> for SimOutcome {
 pub trait Piece: Serialize + DeserializeOwned + Clone {
     /// The record's `kind`, which a merge reads first.
     const KIND: &'static str;
+
+    /// Whether its counts keep the identities a run's keep; `Err` names the one that fails.
+    fn holds(&self) -> Result<(), String>;
 }
 
 impl Piece for Outcome {
     const KIND: &'static str = "capsize fleet replica";
+
+    fn holds(&self) -> Result<(), String> {
+        let add_up = crate::engine::summary::counters_add_up;
+        add_up("provider", &self.provider)?;
+        for (i, c) in self.endpoints.iter().enumerate() {
+            add_up(&format!("endpoints[{i}]"), c)?;
+        }
+        for (i, phases) in self.phases.iter().enumerate() {
+            for (j, c) in phases.iter().enumerate() {
+                add_up(&format!("phases[{i}][{j}]"), c)?;
+            }
+        }
+        self.recording.holds(self.queries_started)
+    }
 }
 
 /// What a replica hands `capsize merge` (`replica.json`): which replica of which run, of which
@@ -345,6 +443,8 @@ pub struct Record<O> {
     pub scenario: String,
     /// FNV-1a (64-bit, hex) of its bytes.
     pub scenario_fnv1a: String,
+    /// Every file the scenario reads, with its FNV-1a.
+    pub files: Vec<FileDigest>,
     /// The `--set` arguments (a `--seed` among them as `seed=N`).
     pub sets: Vec<String>,
     /// The run's time scale.
@@ -356,8 +456,8 @@ pub struct Record<O> {
 /// The file a replica's [`Record`] is written to, in its folder (and read from by a merge).
 pub const RECORD_FILE: &str = "replica.json";
 
-/// The replica record's schema: a merge refuses any other.
-pub const SCHEMA_VERSION: u32 = 1;
+/// The replica record's schema: a merge refuses any other (2: the files the scenario reads).
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// The `kind` of a `replica.json`'s text, if it has one.
 pub fn kind_of(text: &str) -> Option<String> {
@@ -369,27 +469,35 @@ pub fn kind_of(text: &str) -> Option<String> {
 }
 
 impl<O: Piece> Record<O> {
-    /// The record of `me`'s run of `scenario` (its path, its file's FNV-1a, the overrides).
-    pub fn new(
-        me: &ReplicaOf,
-        scenario: &str,
-        scenario_fnv1a: String,
-        sets: &[String],
-        time_scale: f64,
-        outcome: O,
-    ) -> Record<O> {
+    /// The record of `me`'s run of `scenario` (its path as given) on `me`'s terms.
+    pub fn new(me: &ReplicaOf, scenario: &str, outcome: O) -> Record<O> {
+        let t = &me.terms;
         Record {
             kind: O::KIND.into(),
             schema_version: SCHEMA_VERSION,
-            capsize: crate::engine::VERSION.into(),
+            capsize: t.capsize.clone(),
             run_id: me.run_id.clone(),
             replica: me.index + 1,
             replicas: me.count,
             scenario: scenario.into(),
-            scenario_fnv1a,
-            sets: sets.to_vec(),
-            time_scale,
+            scenario_fnv1a: t.identity.scenario_fnv1a.clone(),
+            files: t.identity.files.clone(),
+            sets: t.identity.sets.clone(),
+            time_scale: t.time_scale,
             outcome,
+        }
+    }
+
+    /// The terms the replica ran on.
+    pub fn terms(&self) -> Terms {
+        Terms {
+            capsize: self.capsize.clone(),
+            identity: Identity {
+                scenario_fnv1a: self.scenario_fnv1a.clone(),
+                files: self.files.clone(),
+                sets: self.sets.clone(),
+            },
+            time_scale: self.time_scale,
         }
     }
 
@@ -398,13 +506,20 @@ impl<O: Piece> Record<O> {
         if let Some(kind) = kind_of(text).filter(|k| k != O::KIND) {
             return Err(format!("kind {kind:?}: expected {:?}", O::KIND));
         }
-        let r: Record<O> = serde_json::from_str(text).map_err(|e| e.to_string())?;
-        if r.schema_version != SCHEMA_VERSION {
+        // The schema first: another schema's fields are not this one's.
+        #[derive(Deserialize)]
+        struct Head {
+            schema_version: u32,
+        }
+        let head: Head = serde_json::from_str(text).map_err(|e| e.to_string())?;
+        if head.schema_version != SCHEMA_VERSION {
             return Err(format!(
                 "schema_version {}: this capsize reads {SCHEMA_VERSION}",
-                r.schema_version
+                head.schema_version
             ));
         }
+        let r: Record<O> = serde_json::from_str(text).map_err(|e| e.to_string())?;
+        r.outcome.holds()?;
         if r.replica == 0 || r.replica > r.replicas {
             return Err(format!("replica {} of {}", r.replica, r.replicas));
         }
@@ -419,26 +534,10 @@ impl<O: Piece> Record<O> {
         if self.run_id != o.run_id {
             return say("run ids", &self.run_id, &o.run_id);
         }
-        if self.capsize != o.capsize {
-            return say("capsize versions", &self.capsize, &o.capsize);
-        }
-        if self.scenario_fnv1a != o.scenario_fnv1a {
-            return say(
-                "scenario files (FNV-1a)",
-                &self.scenario_fnv1a,
-                &o.scenario_fnv1a,
-            );
-        }
-        if self.sets != o.sets {
-            return say("--set arguments", &self.sets, &o.sets);
-        }
         if self.replicas != o.replicas {
             return say("replica counts", &self.replicas, &o.replicas);
         }
-        if self.time_scale != o.time_scale {
-            return say("time scales", &self.time_scale, &o.time_scale);
-        }
-        None
+        self.terms().differs(&o.terms())
     }
 }
 
@@ -514,7 +613,10 @@ pub fn combine(outcomes: Vec<SimOutcome>) -> Result<SimOutcome, String> {
         }
         fleet.elapsed = fleet.elapsed.max(o.elapsed);
         fleet.span = fleet.span.max(o.span);
-        fleet.queries_started += o.queries_started;
+        fleet.queries_started = fleet
+            .queries_started
+            .checked_add(o.queries_started)
+            .ok_or("the replicas' queries started add up past 2^64")?;
         fleet.replica_queries.extend(o.replica_queries);
         fleet.limits.extend(o.limits);
     }
@@ -528,14 +630,40 @@ mod tests {
     #[test]
     fn a_scenario_file_is_known_by_its_fnv1a() {
         // The reference values of FNV-1a 64.
-        let hash = crate::engine::scenario::fnv1a_hex;
+        let hash = crate::engine::scenario::identity::fnv1a_hex;
         assert_eq!(hash(b""), "cbf29ce484222325");
         assert_eq!(hash(b"a"), "af63dc4c8601ec8c");
     }
 
+    fn terms(sets: &[&str], time_scale: f64) -> Terms {
+        Terms::new(
+            Identity {
+                scenario_fnv1a: "cbf29ce484222325".into(),
+                files: Vec::new(),
+                sets: sets.iter().map(|s| s.to_string()).collect(),
+            },
+            time_scale,
+        )
+    }
+
+    #[test]
+    fn replicas_agree_on_their_terms() {
+        let a = terms(&[], 10.0);
+        assert_eq!(a.differs(&a.clone()), None);
+        assert_eq!(
+            a.differs(&terms(&["scheduler.max_concurrency=1"], 10.0)),
+            Some(r#"--set arguments [] and ["scheduler.max_concurrency=1"]"#.into())
+        );
+        assert_eq!(
+            a.differs(&terms(&[], 20.0)),
+            Some("time scales 10.0 and 20.0".into())
+        );
+    }
+
     #[test]
     fn replica_flags_are_checked() {
-        let r = ReplicaOf::parse("2/3", "run-7").expect("valid");
+        let ok = || Ok(terms(&[], 1.0));
+        let r = ReplicaOf::parse("2/3", "run-7", ok).expect("valid");
         assert_eq!(
             (r.index, r.count, r.label(), r.folder()),
             (1, 3, "2/3".into(), "replica-2-of-3".into())
@@ -550,7 +678,7 @@ mod tests {
             ("1/3", "a b"),
             ("1/1001", "a"),
         ] {
-            assert!(ReplicaOf::parse(replica, id).is_err(), "{replica} {id}");
+            assert!(ReplicaOf::parse(replica, id, ok).is_err(), "{replica} {id}");
         }
     }
 }
