@@ -642,7 +642,10 @@ fn a_file_the_scenario_reads_that_changed_since_the_shards_ran_is_refused() {
     let (code, err) = merge(&sh, &out, &["--scenario", s(&copy)]);
     assert_eq!(code, Some(2), "{err}");
     // Missing there: the scenario itself says it cannot read it.
-    let missing = format!("cannot read {}: No such file", s(&elsewhere.join("lat.csv")));
+    let missing = format!(
+        "cannot read {}: No such file",
+        s(&elsewhere.join("lat.csv"))
+    );
     assert!(err.contains(&missing), "{err}");
     assert!(!out.exists());
     // The same file there: merged.
