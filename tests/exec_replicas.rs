@@ -19,7 +19,7 @@ use std::process::{Command, Stdio};
 
 use common::redis::Redis;
 use common::temp::Temp;
-use common::{capsize, get_json, read_json, spawn_mock, stderr};
+use common::{capsize, get_json, merge_tampered, read_json, spawn_mock, stderr};
 use serde_json::Value;
 
 /// 30 requests a minute, in whole minutes from the start (the reset); calls take 20 ms.
@@ -167,6 +167,23 @@ fn three_agents_start_together_and_merge_into_one_summary() {
         "{said}"
     );
     let fleet = read_json(&merged.join("summary.json"));
+    // A record whose counts do not add up is refused, naming it (received = served + 429s +
+    // errors + never answered, as the mock's always do).
+    let (o, at) = merge_tampered(&out, &["1-of-3"], |r| {
+        r["outcome"]["report"]["counters"]["received"] = u64::MAX.into()
+    });
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let err = stderr(&o);
+    let record = at
+        .with_file_name("tampered")
+        .join("replica-1-of-3/replica.json");
+    let says = format!(
+        "capsize: {}: report.counters: received {} is not served ",
+        record.display(),
+        u64::MAX
+    );
+    assert!(err.starts_with(&says) && err.lines().count() == 1, "{err}");
+    assert!(!at.exists());
     for stem in [
         "requests_per_minute",
         "tokens_per_minute",

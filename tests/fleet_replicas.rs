@@ -14,7 +14,7 @@ use std::process::{Command, Stdio};
 
 use common::redis::Redis;
 use common::temp::Temp;
-use common::{capsize, get_json, read_json, spawn_mock, stderr};
+use common::{capsize, get_json, merge_tampered, read_json, spawn_mock, stderr};
 use serde_json::Value;
 
 /// The fleet tests' 16 users on a 600 RPM key for 150 s, on three replicas sharing one limiter.
@@ -78,6 +78,30 @@ fn three_processes_keep_one_limit_and_merge_into_the_fleet_one_process_runs() {
     ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let fleet = read_json(&merged.join("summary.json"));
+    // Records whose counts do not add up, or add up past 2^64 together, are refused.
+    let (o, at) = merge_tampered(&out, &["1-of-3"], |r| {
+        r["outcome"]["provider"]["received"] = u64::MAX.into()
+    });
+    let err = stderr(&o);
+    let says = format!(
+        "replica.json: provider: received {} is not served ",
+        u64::MAX
+    );
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains(&says) && err.lines().count() == 1, "{err}");
+    assert!(!at.exists());
+    let big = u64::MAX - 1;
+    let (o, at) = merge_tampered(&out, &["1-of-3", "2-of-3"], |r| {
+        r["outcome"]["queries_started"] = big.into();
+        r["outcome"]["recording"]["queries_completed"] = big.into();
+    });
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert_eq!(
+        err,
+        format!("capsize: the replicas' counts ({big} and {big}) add up past 2^64\n")
+    );
+    assert!(!at.exists());
     // What the mock itself counted, every replica's requests.
     let stats = get_json(&target, "/stats");
     let _ = mock.kill();
@@ -233,6 +257,46 @@ fn what_cannot_be_a_replica_is_refused_in_one_line() {
         ],
         2,
         "replica 2/3 has already joined it",
+    );
+    // A replica of the run with other overrides, or another seed, is refused at the start
+    // line, before it joins (U5): the first to arrive set the run's terms.
+    let start = |replica: &str, extra: &[&str], code: i32, says: &str| {
+        let mut args = vec![
+            "--replica",
+            replica,
+            "--run-id",
+            "terms",
+            "--mode",
+            "realtime",
+        ];
+        args.extend_from_slice(&["--fleet-redis", &url, "--target", &target]);
+        args.extend_from_slice(&["--join-timeout", "1", "--time-scale", "10"]);
+        args.extend_from_slice(extra);
+        refused(&args, code, says);
+    };
+    start("1/3", &[], 4, "1 of 3 replicas joined within 1 s");
+    start(
+        "2/3",
+        &["--set", "scheduler.max_concurrency=1"],
+        2,
+        r#"run terms: replica 2/3 is not the run the replicas before it started: --set arguments ["scheduler.max_concurrency=1"] and [] (this replica's first)"#,
+    );
+    start(
+        "3/3",
+        &["--seed", "5"],
+        2,
+        r#"--set arguments ["seed=5"] and []"#,
+    );
+    // The scenario file itself changed: its bytes differ.
+    std::fs::write(&file, fleet() + "# another\n").expect("write");
+    start("3/3", &[], 2, "scenario files (FNV-1a) ");
+    std::fs::write(&file, fleet()).expect("write");
+    // With the same terms it joins (and waits alone for the missing one).
+    start(
+        "3/3",
+        &[],
+        4,
+        "2 of 3 replicas joined within 1 s (missing 2/3)",
     );
     let _ = mock.kill();
     let _ = mock.wait();

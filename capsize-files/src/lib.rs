@@ -6,43 +6,57 @@
 use std::io::Read;
 use std::path::Path;
 
+mod lines;
+
+pub use lines::{read_regular_lines, Lines};
+
 /// Reads the regular file at `path`, refusing anything else (a device, a FIFO, a folder) before
 /// opening it, and a file over `limit` bytes before and while reading it (so a file that grows
 /// is still cut off). The error is one line, without the path.
 pub fn read_regular_file(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
+    let file = open_regular_file(path, limit)?;
+    let mut bytes = Vec::new();
+    file.take(limit.saturating_add(1)).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limit {
+        return Err(too_large(limit, &format!("more than {limit}")));
+    }
+    Ok(bytes)
+}
+
+/// The error for a file of `size` bytes, over `limit`.
+fn too_large(limit: u64, size: &dyn std::fmt::Display) -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::InvalidData,
+        format!("file is {size} bytes, over the limit of {limit} bytes"),
+    )
+}
+
+/// Opens the regular file at `path` for reading, refusing anything else (checked before
+/// opening, since opening a FIFO blocks, and again on what was opened) and a file over `limit`
+/// bytes. The caller reads no more than `limit` from it.
+fn open_regular_file(path: &Path, limit: u64) -> std::io::Result<std::fs::File> {
     use std::io::{Error, ErrorKind};
-    let too_large = |size: &dyn std::fmt::Display| {
+    let not_regular = |meta: &std::fs::Metadata| {
         Error::new(
-            ErrorKind::InvalidData,
-            format!("file is {size} bytes, over the limit of {limit} bytes"),
+            ErrorKind::InvalidInput,
+            format!("not a regular file ({})", file_kind(meta)),
         )
     };
     // Checked before opening: opening a FIFO would block, reading a device might never end.
     let meta = std::fs::metadata(path)?;
     if !meta.is_file() {
-        return Err(Error::new(
-            ErrorKind::InvalidInput,
-            format!("not a regular file ({})", file_kind(&meta)),
-        ));
+        return Err(not_regular(&meta));
     }
     if meta.len() > limit {
-        return Err(too_large(&meta.len()));
+        return Err(too_large(limit, &meta.len()));
     }
     let file = std::fs::File::open(path)?;
-    // The path may have been replaced since: check what was opened, and read no more than allowed.
+    // The path may have been replaced since: check what was opened.
     let opened = file.metadata()?;
     if !opened.is_file() {
-        return Err(Error::new(
-            ErrorKind::InvalidInput,
-            format!("not a regular file ({})", file_kind(&opened)),
-        ));
+        return Err(not_regular(&opened));
     }
-    let mut bytes = Vec::new();
-    file.take(limit.saturating_add(1)).read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > limit {
-        return Err(too_large(&format!("more than {limit}")));
-    }
-    Ok(bytes)
+    Ok(file)
 }
 
 /// What a file is, in words ("a folder", "a FIFO", "a regular file", ...), for errors that

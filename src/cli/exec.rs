@@ -106,7 +106,10 @@ struct Prepared<'a> {
 /// The target and, for a replica, the fleet it is one of; refused in one line where a flag
 /// is missing.
 fn target_of(args: &ExecArgs) -> Result<Option<Target>, Failure> {
-    let replica = args.replica.of()?;
+    let mut sets = args.sets.clone();
+    sets.extend(args.seed.map(|s| format!("seed={s}")));
+    // An exec runs its provider at model time itself: time scale 1.
+    let replica = args.replica.of(&args.scenario, &sets, 1.0)?;
     if let Some(url) = &args.target {
         check_target(url).map_err(Failure::bad_input)?;
     }
@@ -323,8 +326,6 @@ impl Prepared<'_> {
         outcome: engine::ExecOutcome,
         code: ExitCode,
     ) -> Result<ExitCode, Failure> {
-        let mut sets = args.sets.clone();
-        sets.extend(args.seed.map(|s| format!("seed={s}")));
         let agent = outcome.agent;
         // The summary of what this replica saw, for its own line only.
         let summary =
@@ -335,16 +336,7 @@ impl Prepared<'_> {
             report: outcome.report,
         };
         let mut outputs = self.outputs;
-        // An exec runs its provider at model time itself: time scale 1.
-        super::run::put_record(
-            &mut outputs,
-            &self.dir,
-            me,
-            &args.scenario,
-            &sets,
-            1.0,
-            member,
-        )?;
+        super::run::put_record(&mut outputs, &self.dir, me, &args.scenario, member)?;
         outputs.commit().map_err(|e| Failure::output(&e))?;
         say_if_failed(&summary.agent);
         let shown = escape::terminal(&self.dir.display().to_string());

@@ -1,16 +1,16 @@
 //! `capsize merge`: a sweep's outputs from its shards (`capsize sweep --shard I/N`), or a
 //! fleet's summary from its replicas run as separate processes (`capsize run --replica I/K`).
 
-use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Args as ClapArgs;
 
 use super::{default_out, out, Failure};
-use crate::analysis::sweep::shard::{self, fnv1a_hex, Manifest, Read, RunLine};
+use crate::analysis::sweep::shard::{self, Manifest, Read, RunLine};
 use crate::analysis::sweep::{self, Grid, GridError};
 use crate::engine::exec::fleet::{self, Member};
+use crate::engine::scenario::identity::{self, Identity};
 use crate::engine::sim::replica::{self, Piece, Record, RECORD_FILE as RECORD};
 use crate::engine::sim::SimOutcome;
 use crate::engine::summary::Summary;
@@ -110,8 +110,8 @@ pub fn merge(args: MergeArgs) -> ExitCode {
     }
 }
 
-/// The scenario file the pieces ran (`--scenario`, or where they were given it), checked
-/// against their FNV-1a.
+/// The scenario file the pieces ran (`--scenario`, or where they were given it), its bytes
+/// checked against their FNV-1a (the files it reads are checked by [`recheck`]).
 fn scenario_of(
     args: &MergeArgs,
     recorded: &str,
@@ -122,25 +122,35 @@ fn scenario_of(
         .scenario
         .clone()
         .unwrap_or_else(|| PathBuf::from(recorded));
-    let bytes = capsize_files::read_regular_file(&path, u64::MAX).map_err(|e| {
+    let (now, _) = identity::scenario_fnv1a(&path).map_err(|e| {
         Failure::bad_input(format!(
-            "{}: cannot read the {what}' scenario: {e}{}",
-            path.display(),
+            "{e} (the {what}' scenario{})",
             if args.scenario.is_none() {
-                " (give --scenario where it is on this machine)"
+                ": give --scenario where it is on this machine"
             } else {
                 ""
             }
         ))
     })?;
-    if fnv1a_hex(&bytes) != fnv1a {
+    if now != fnv1a {
         return Err(Failure::bad_input(format!(
-            "{}: not the scenario the {what} ran (FNV-1a {}, theirs {fnv1a}): it changed since, or is another file",
+            "{}: not the scenario the {what} ran (FNV-1a {now}, theirs {fnv1a}): it changed since, or is another file",
             path.display(),
-            fnv1a_hex(&bytes),
         )));
     }
     Ok(path)
+}
+
+/// Checks the scenario at `path` and every file it reads (`now`, computed again here) are
+/// those the pieces ran (`theirs`): a file that changed since is refused, named.
+fn recheck(
+    theirs: &Identity,
+    now: Result<Identity, String>,
+    path: &Path,
+    what: &str,
+) -> Result<(), Failure> {
+    now.and_then(|now| theirs.recheck(&now, path, what))
+        .map_err(Failure::bad_input)
 }
 
 /// The sweep's outputs from its shards.
@@ -153,6 +163,10 @@ fn merge_shards(args: &MergeArgs, dirs: &[PathBuf]) -> ExitCode {
         Ok(s) => s,
         Err(e) => return Failure::bad_input(e).exit(),
     };
+    // The shards agree with each other before the files they name are read again.
+    if let Err(e) = shard::agree(&shards) {
+        return Failure::bad_input(e).exit();
+    }
     let m = &shards[0].manifest;
     let path = match scenario_of(args, &m.scenario, &m.scenario_fnv1a, "shards") {
         Ok(p) => p,
@@ -163,6 +177,10 @@ fn merge_shards(args: &MergeArgs, dirs: &[PathBuf]) -> ExitCode {
         Err(GridError::Scenario(e)) => return Failure::bad_input(e).exit(),
         Err(GridError::Flag(e)) => return Failure::bad_input(e).exit(),
     };
+    let now = shard::identity(&path, &m.sets, &grid);
+    if let Err(f) = recheck(&m.identity(), now, &path, "shards") {
+        return f.exit();
+    }
     let repeats = m.repeats;
     let sets = m.sets.clone();
     let dir = default_out(&args.out, &grid.points[0].1.name);
@@ -236,6 +254,8 @@ fn merge_runs(args: &MergeArgs, dirs: &[PathBuf]) -> ExitCode {
         let records = read_records::<replica::Outcome>(dirs)?;
         let first = records[0].1.clone();
         let path = scenario_of(args, &first.scenario, &first.scenario_fnv1a, "replicas")?;
+        let now = Identity::of(&path, &first.sets, &[]);
+        recheck(&first.terms().identity, now, &path, "replicas")?;
         let scenario =
             crate::engine::scenario::load(&path, &first.sets).map_err(Failure::bad_input)?;
         let dir = default_out(&args.out, &scenario.name);
@@ -265,6 +285,8 @@ fn merge_execs(args: &MergeArgs, dirs: &[PathBuf]) -> ExitCode {
         let records = read_records::<Member>(dirs)?;
         let first = records[0].1.clone();
         let path = scenario_of(args, &first.scenario, &first.scenario_fnv1a, "replicas")?;
+        let now = Identity::of(&path, &first.sets, &[]);
+        recheck(&first.terms().identity, now, &path, "replicas")?;
         let scenario = crate::engine::scenario::load_for_exec(&path, &first.sets)
             .map_err(Failure::bad_input)?;
         let dir = super::exec::exec_dir(&args.out, &scenario);
@@ -290,27 +312,38 @@ fn merge_execs(args: &MergeArgs, dirs: &[PathBuf]) -> ExitCode {
     go().unwrap_or_else(Failure::exit)
 }
 
-/// The shard in `dir`.
+/// The longest line of a `runs.jsonl` read: one run's summary.json, which even a scenario of
+/// the largest size (1 MiB) with every phase it may have keeps well within.
+const MAX_RUN_LINE_BYTES: u64 = 16 << 20;
+
+/// The shard in `dir`: its manifest, then its runs (a regular file only, each line within
+/// [`MAX_RUN_LINE_BYTES`], and no more lines' worth than its manifest's runs).
 fn read_one(dir: &Path) -> Result<Read, String> {
     let from = dir.display().to_string();
     let at = |name: &str| dir.join(name).display().to_string();
     let text = read_text(&dir.join(MANIFEST))?;
     let manifest = Manifest::parse(&text).map_err(|e| format!("{}: {e}", at(MANIFEST)))?;
-    let file = std::fs::File::open(dir.join(RUNS))
-        .map_err(|e| format!("{}: cannot read: {e}", at(RUNS)))?;
+    let runs_from = at(RUNS);
+    let limit = (manifest.runs as u64)
+        .saturating_add(1)
+        .saturating_mul(MAX_RUN_LINE_BYTES);
+    let lines = capsize_files::read_regular_lines(&dir.join(RUNS), limit, MAX_RUN_LINE_BYTES)
+        .map_err(|e| format!("{runs_from}: cannot read: {e}"))?;
     let mut runs = Vec::with_capacity(manifest.runs.min(1 << 20));
-    for (n, line) in std::io::BufReader::new(file).lines().enumerate() {
-        let line = line.map_err(|e| format!("{}: line {}: {e}", at(RUNS), n + 1))?;
+    for (n, line) in lines.enumerate() {
+        let line = line.map_err(|e| format!("{runs_from}: line {}: {e}", n + 1))?;
         if line.trim().is_empty() {
             continue;
         }
-        let run: RunLine = serde_json::from_str(&line)
-            .map_err(|e| format!("{}: line {}: {e}", at(RUNS), n + 1))?;
+        let mut run: RunLine =
+            serde_json::from_str(&line).map_err(|e| format!("{runs_from}: line {}: {e}", n + 1))?;
+        run.line = n + 1;
         runs.push(run);
     }
     Ok(Read {
         from,
         manifest,
         runs,
+        runs_from,
     })
 }

@@ -7,8 +7,8 @@ use std::process::ExitCode;
 use clap::Args as ClapArgs;
 
 use super::{default_out, load_and_run_with, out, Failure, ScenarioArgs};
-use crate::engine::scenario::fnv1a_hex;
-use crate::engine::sim::replica::{self, Piece, ReplicaOf, RECORD_FILE as RECORD};
+use crate::engine::scenario::Identity;
+use crate::engine::sim::replica::{self, Piece, ReplicaOf, Terms, RECORD_FILE as RECORD};
 use crate::engine::sim::RunExtras;
 use crate::engine::summary::Summary;
 use crate::output::files::OutputSet;
@@ -58,10 +58,17 @@ pub(super) struct ReplicaArgs {
 }
 
 impl ReplicaArgs {
-    /// The replica this process is, if it is one.
-    pub(super) fn of(&self) -> Result<Option<ReplicaOf>, Failure> {
+    /// The replica this process is, if it is one, of a run of the scenario at `scenario` with
+    /// `sets` (a `--seed` among them) at `time_scale`: what it agrees with the others on.
+    pub(super) fn of(
+        &self,
+        scenario: &Path,
+        sets: &[String],
+        time_scale: f64,
+    ) -> Result<Option<ReplicaOf>, Failure> {
+        let terms = || Identity::of(scenario, sets, &[]).map(|i| Terms::new(i, time_scale));
         match (&self.replica, &self.run_id) {
-            (Some(r), Some(id)) => ReplicaOf::parse(r, id)
+            (Some(r), Some(id)) => ReplicaOf::parse(r, id, terms)
                 .map(|r| {
                     Some(ReplicaOf {
                         join_wait: std::time::Duration::from_secs(self.join_timeout),
@@ -74,27 +81,16 @@ impl ReplicaArgs {
     }
 }
 
-/// Puts `me`'s `replica.json` into `dir`: its run of the scenario file at `scenario` (read
-/// again for its FNV-1a) with `sets` at `time_scale`, and `outcome`. (`run` and `exec`.)
+/// Puts `me`'s `replica.json` into `dir`: its run of the scenario file given as `scenario`, on
+/// the terms it agreed with the others at the start, and `outcome`. (`run` and `exec`.)
 pub(super) fn put_record<O: Piece>(
     outputs: &mut OutputSet,
     dir: &Path,
     me: &ReplicaOf,
     scenario: &Path,
-    sets: &[String],
-    time_scale: f64,
     outcome: O,
 ) -> Result<(), Failure> {
-    let bytes = capsize_files::read_regular_file(scenario, u64::MAX)
-        .map_err(|e| Failure::bad_input(format!("{}: cannot read: {e}", scenario.display())))?;
-    let record = replica::Record::new(
-        me,
-        &scenario.to_string_lossy(),
-        fnv1a_hex(&bytes),
-        sets,
-        time_scale,
-        outcome,
-    );
+    let record = replica::Record::new(me, &scenario.to_string_lossy(), outcome);
     let text = serde_json::to_string(&record).map_err(|e| Failure::write_failed(e.to_string()))?;
     outputs.put(dir.join(RECORD), text + "\n");
     Ok(())
@@ -102,7 +98,12 @@ pub(super) fn put_record<O: Piece>(
 
 /// `capsize run`.
 pub fn run(args: RunArgs) -> ExitCode {
-    let replica = match args.replica.of() {
+    let replica = args.replica.of(
+        &args.input.scenario,
+        &args.input.sets_with_seed(),
+        args.input.clock.time_scale.unwrap_or(1.0),
+    );
+    let replica = match replica {
         Ok(r) => r,
         Err(f) => return f.exit(),
     };
@@ -142,8 +143,6 @@ pub fn run(args: RunArgs) -> ExitCode {
             &dir,
             r,
             &args.input.scenario,
-            &args.input.sets_with_seed(),
-            args.input.clock.time_scale.unwrap_or(1.0),
             replica::Outcome::from(&outcome),
         );
         if let Err(f) = put {

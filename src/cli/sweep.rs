@@ -196,18 +196,22 @@ fn run_shard(
     mut outputs: OutputSet,
     interrupt: Option<Interrupt>,
 ) -> ExitCode {
-    let bytes = match capsize_files::read_regular_file(&args.scenario, u64::MAX) {
-        Ok(b) => b,
-        Err(e) => {
-            return Failure::bad_input(format!("{}: cannot read: {e}", args.scenario.display()))
-                .exit()
-        }
+    // What the shard runs, read before it runs and again after: a scenario or a file it reads
+    // that changed meanwhile is not the one the manifest names.
+    let identity = match sweep::shard::identity(&args.scenario, sets, grid) {
+        Ok(i) => i,
+        Err(e) => return Failure::bad_input(e).exit(),
     };
     let runs = match sweep::shard::run(grid, opts, shard) {
         Ok(r) => r,
         Err(e) if super::is_bad_input(&e.source) => return Failure::bad_input(e).exit(),
         Err(e) => return Failure::run_failed(e).exit(),
     };
+    let after = sweep::shard::identity(&args.scenario, sets, grid)
+        .and_then(|now| identity.recheck(&now, &args.scenario, "shard"));
+    if let Err(e) = after {
+        return Failure::bad_input(format!("{e} (while the shard ran: run it again)")).exit();
+    }
     let caught = interrupt.as_ref().and_then(Interrupt::caught);
     let Some(runs) = runs else {
         eprintln!("capsize sweep: shard {shard} interrupted: nothing written (a shard is written whole, or not at all)");
@@ -216,8 +220,7 @@ fn run_shard(
     let manifest = Manifest::new(
         grid,
         &args.scenario.to_string_lossy(),
-        &bytes,
-        sets,
+        &identity,
         &args.sweeps,
         args.force,
         args.repeats,

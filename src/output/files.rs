@@ -101,26 +101,17 @@ impl<'a> OutputSet<'a> {
     }
 
     /// Records a scenario file and every file it names (each `file = "..."` key, such as an
-    /// empirical latency file, in the file or in a `--set` value) as inputs.
+    /// empirical latency file, in the file or after a `--set`) as inputs.
     pub fn scenario(&mut self, path: &Path, sets: &[String]) -> &mut Self {
+        use crate::engine::scenario::identity::{file_path, files_read};
         self.input(path, "the scenario");
-        let mut named = Vec::new();
-        if let Ok(text) = fs::read_to_string(path) {
-            if let Ok(table) = toml::from_str::<toml::Table>(&text) {
-                named_files(&toml::Value::Table(table), &mut named);
-            }
-        }
-        for set in sets {
-            let Some((_, value)) = set.split_once('=') else {
-                continue;
-            };
-            if let Ok(table) = toml::from_str::<toml::Table>(&format!("v = {value}")) {
-                named_files(&toml::Value::Table(table), &mut named);
-            }
-        }
-        let base = path.parent().unwrap_or(Path::new(""));
+        let Ok(text) = crate::engine::scenario::read(path) else {
+            return self;
+        };
+        let mut named = files_read(&text, &[], &[]);
+        named.extend(files_read(&text, sets, &[]));
         for file in named {
-            self.input(base.join(file), "a file the scenario reads");
+            self.input(file_path(path, &file), "a file the scenario reads");
         }
         self
     }
@@ -192,22 +183,6 @@ impl<'a> OutputSet<'a> {
                 Err(e)
             }
         }
-    }
-}
-
-/// Every string under a `file` key of `value`.
-fn named_files(value: &toml::Value, out: &mut Vec<String>) {
-    match value {
-        toml::Value::Table(t) => {
-            for (k, v) in t {
-                match v {
-                    toml::Value::String(s) if k == "file" => out.push(s.clone()),
-                    v => named_files(v, out),
-                }
-            }
-        }
-        toml::Value::Array(a) => a.iter().for_each(|v| named_files(v, out)),
-        _ => {}
     }
 }
 

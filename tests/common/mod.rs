@@ -101,3 +101,40 @@ pub fn get_json(base: &str, path: &str) -> serde_json::Value {
     let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
     serde_json::from_str(body).unwrap_or_else(|e| panic!("{path}: {e}: {text}"))
 }
+
+/// `capsize merge` of a copy of the replicas folder `out` (`replica-I-of-K/replica.json`
+/// each) in which `edit` has changed the records of the replicas `which`: its output, and
+/// the folder it was told to write (which a refused merge leaves absent).
+pub fn merge_tampered(
+    out: &std::path::Path,
+    which: &[&str],
+    edit: impl Fn(&mut serde_json::Value),
+) -> (std::process::Output, std::path::PathBuf) {
+    let copy = out.with_file_name("tampered");
+    let merged = out.with_file_name("tampered-merged");
+    let _ = std::fs::remove_dir_all(&copy);
+    let _ = std::fs::remove_dir_all(&merged);
+    for e in std::fs::read_dir(out).expect("the replicas' folder") {
+        let dir = e.expect("an entry").path();
+        let name = dir.file_name().expect("a name").to_owned();
+        std::fs::create_dir_all(copy.join(&name)).expect("mkdir");
+        let record = dir.join("replica.json");
+        let mut v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&record).expect("a record"))
+                .expect("JSON");
+        if which
+            .iter()
+            .any(|w| name.to_string_lossy() == format!("replica-{w}"))
+        {
+            edit(&mut v);
+        }
+        std::fs::write(copy.join(&name).join("replica.json"), v.to_string()).expect("write");
+    }
+    let o = capsize(&[
+        "merge",
+        copy.to_str().expect("UTF-8"),
+        "--out",
+        merged.to_str().expect("UTF-8"),
+    ]);
+    (o, merged)
+}

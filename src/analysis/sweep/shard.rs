@@ -14,9 +14,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{execute, jobs, seeded, Grid, SweepError, SweepOptions};
+use crate::engine::summary::Summary;
 
-/// The shard manifest's schema: a merge refuses any other.
-pub const SCHEMA_VERSION: u32 = 1;
+/// The shard manifest's schema: a merge refuses any other (2: the files the scenario reads).
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// Where shard `index` of `count` (1-based) stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -124,6 +125,8 @@ pub struct Manifest {
     pub scenario: String,
     /// FNV-1a (64-bit, hex) of the scenario file's bytes.
     pub scenario_fnv1a: String,
+    /// Every file the scenario reads (at any point of the grid), with its FNV-1a.
+    pub files: Vec<FileDigest>,
     /// The `--set` arguments (a `--seed` among them, as `seed=N`).
     pub sets: Vec<String>,
     /// The `--sweep` arguments.
@@ -141,13 +144,14 @@ pub struct Manifest {
 }
 
 impl Manifest {
-    /// The manifest of `shard` of a sweep of `grid` with these arguments.
+    /// The manifest of `shard` of a sweep of `grid` with these arguments, of the scenario
+    /// `scenario` (as given) whose [`Identity`] (its bytes, its files', the `--set` arguments)
+    /// is `identity`.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         grid: &Grid,
         scenario: &str,
-        scenario_bytes: &[u8],
-        sets: &[String],
+        identity: &Identity,
         sweeps: &[String],
         force: bool,
         repeats: u32,
@@ -159,8 +163,9 @@ impl Manifest {
             schema_version: SCHEMA_VERSION,
             capsize: crate::engine::VERSION.into(),
             scenario: scenario.into(),
-            scenario_fnv1a: fnv1a_hex(scenario_bytes),
-            sets: sets.to_vec(),
+            scenario_fnv1a: identity.scenario_fnv1a.clone(),
+            files: identity.files.clone(),
+            sets: identity.sets.clone(),
             sweeps: sweeps.to_vec(),
             force,
             repeats,
@@ -172,18 +177,44 @@ impl Manifest {
 
     /// Reads a `shard.json`'s text; `Err` says what is wrong with it.
     pub fn parse(text: &str) -> Result<Manifest, String> {
-        let m: Manifest = serde_json::from_str(text).map_err(|e| e.to_string())?;
-        if m.kind != KIND {
-            return Err(format!("kind {:?}: not a sweep shard ({KIND:?})", m.kind));
+        // The kind and schema first: another schema's fields are not this one's.
+        #[derive(Deserialize)]
+        struct Head {
+            kind: String,
+            schema_version: u32,
         }
-        if m.schema_version != SCHEMA_VERSION {
+        let head: Head = serde_json::from_str(text).map_err(|e| e.to_string())?;
+        if head.kind != KIND {
+            return Err(format!(
+                "kind {:?}: not a sweep shard ({KIND:?})",
+                head.kind
+            ));
+        }
+        if head.schema_version != SCHEMA_VERSION {
             return Err(format!(
                 "schema_version {}: this capsize reads {SCHEMA_VERSION}",
-                m.schema_version
+                head.schema_version
+            ));
+        }
+        let m: Manifest = serde_json::from_str(text).map_err(|e| e.to_string())?;
+        if m.capsize != crate::engine::VERSION {
+            return Err(format!(
+                "written by capsize {:?}: merge with the capsize that ran the shards ({:?} here)",
+                m.capsize,
+                crate::engine::VERSION
             ));
         }
         Shard::new(m.shard.index, m.shard.count)?;
         Ok(m)
+    }
+
+    /// The identity of the scenario the shard ran: its bytes, its files', the `--set`s.
+    pub fn identity(&self) -> Identity {
+        Identity {
+            scenario_fnv1a: self.scenario_fnv1a.clone(),
+            files: self.files.clone(),
+            sets: self.sets.clone(),
+        }
     }
 
     /// What differs between two shards' sweeps (`None`: they are shards of one sweep).
@@ -194,15 +225,8 @@ impl Manifest {
         if self.capsize != other.capsize {
             return say("capsize versions", &self.capsize, &other.capsize);
         }
-        if self.scenario_fnv1a != other.scenario_fnv1a {
-            return say(
-                "scenario files (FNV-1a)",
-                &self.scenario_fnv1a,
-                &other.scenario_fnv1a,
-            );
-        }
-        if self.sets != other.sets {
-            return say("--set arguments", &self.sets, &other.sets);
+        if let Some(what) = self.identity().differs(&other.identity()) {
+            return Some(what);
         }
         if self.sweeps != other.sweeps {
             return say("--sweep arguments", &self.sweeps, &other.sweeps);
@@ -234,7 +258,14 @@ fn point_ids(grid: &Grid) -> Vec<String> {
         .collect()
 }
 
-pub use crate::engine::scenario::fnv1a_hex;
+use crate::engine::scenario::identity::{FileDigest, Identity};
+
+/// The identity of the scenario at `path` swept over `grid` with `sets`: its bytes, those of
+/// every file it reads at any point, the `--set` arguments.
+pub fn identity(path: &std::path::Path, sets: &[String], grid: &Grid) -> Result<Identity, String> {
+    let points: Vec<Vec<String>> = grid.points.iter().map(|(p, _)| p.sets()).collect();
+    Identity::of(path, sets, &points)
+}
 
 /// One run of a shard: a line of `runs.jsonl`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -249,6 +280,9 @@ pub struct RunLine {
     pub seed: u64,
     /// Its summary.json, as the run wrote it.
     pub summary: Value,
+    /// Where it was read from: its line in `runs.jsonl` (1-based; 0 for a run not read).
+    #[serde(skip)]
+    pub line: usize,
 }
 
 /// Runs `shard`'s share of a sweep of `grid` (`opts.first_repeat` is 0: a sweep's), in the
@@ -282,6 +316,7 @@ pub fn run(
                 repeat,
                 seed: seeded(&grid.points, point, repeat).seed,
                 summary: summary.unwrap_or_default(),
+                line: 0,
             })
             .collect(),
     ))
@@ -296,6 +331,25 @@ pub struct Read {
     pub manifest: Manifest,
     /// Its `runs.jsonl`.
     pub runs: Vec<RunLine>,
+    /// Where its `runs.jsonl` was read from (for errors).
+    pub runs_from: String,
+}
+
+/// Checks `shards` are shards of one sweep: the same capsize, scenario, files, arguments and
+/// grid. `Err` names two that differ and how.
+pub fn agree(shards: &[Read]) -> Result<(), String> {
+    let Some(first) = shards.first() else {
+        return Err("no shard to merge".into());
+    };
+    for s in shards {
+        if let Some(what) = first.manifest.differs(&s.manifest) {
+            return Err(format!(
+                "{} and {} are shards of different sweeps: {what}",
+                first.from, s.from
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Checks `shards` are the whole of one sweep, `grid` with the manifests' repeats (each shard
@@ -315,14 +369,9 @@ pub fn gather(grid: &Grid, shards: Vec<Read>) -> Result<Vec<Option<Value>>, Stri
             grid.points.len()
         ));
     }
+    agree(&shards)?;
     let mut seen: Vec<Option<&str>> = vec![None; m.shard.count as usize];
     for s in &shards {
-        if let Some(what) = m.differs(&s.manifest) {
-            return Err(format!(
-                "{} and {} are shards of different sweeps: {what}",
-                first.from, s.from
-            ));
-        }
         let slot = &mut seen[(s.manifest.shard.index - 1) as usize];
         if let Some(earlier) = slot {
             return Err(format!(
@@ -360,23 +409,89 @@ pub fn gather(grid: &Grid, shards: Vec<Read>) -> Result<Vec<Option<Value>>, Stri
             ));
         }
         for line in s.runs {
+            let at = format!("{}: line {}", s.runs_from, line.line);
             let k = line.run;
             let Some(&(point, repeat)) = all.get(k).filter(|_| shard.takes(k)) else {
-                return Err(format!("{}: run {k} is not one of shard {shard}'s", s.from));
+                return Err(format!("{at}: run {k} is not one of shard {shard}'s"));
             };
-            let seed = seeded(&grid.points, point, repeat).seed;
-            if (line.point, line.repeat, line.seed) != (point, repeat, seed) {
+            let seeded = seeded(&grid.points, point, repeat);
+            if (line.point, line.repeat, line.seed) != (point, repeat, seeded.seed) {
                 return Err(format!(
-                    "{}: run {k} is point {} repeat {} seed {}, the grid has point {point} repeat {repeat} seed {seed}",
-                    s.from, line.point, line.repeat, line.seed
+                    "{at}: run {k} is point {} repeat {} seed {}, the grid has point {point} repeat {repeat} seed {}",
+                    line.point, line.repeat, line.seed, seeded.seed
                 ));
             }
+            summary_of(&line, &seeded).map_err(|e| format!("{at}: summary: {e}"))?;
             if results[k].replace(line.summary).is_some() {
-                return Err(format!("{}: run {k} is given twice", s.from));
+                return Err(format!("{at}: run {k} is given twice"));
             }
         }
     }
     Ok(results)
+}
+
+/// Checks `line`'s summary is one a run of `scenario` (its point, its seed) wrote: the types and
+/// identities of a virtual run's summary.json ([`Summary::read_back`]), and its own scenario,
+/// seed and retry preset.
+fn summary_of(line: &RunLine, scenario: &crate::engine::scenario::Scenario) -> Result<(), String> {
+    let s = Summary::read_back(&line.summary)?;
+    if s.seed != line.seed {
+        return Err(format!(
+            "seed {}, not its line's {}: another run's summary",
+            s.seed, line.seed
+        ));
+    }
+    if s.scenario != scenario.name {
+        return Err(format!(
+            "scenario {:?}, not {:?}: another scenario's run",
+            s.scenario, scenario.name
+        ));
+    }
+    let preset = scenario.scheduler.retry_preset;
+    if s.retry_preset != preset {
+        return Err(format!(
+            "retry_preset {:?}, the scenario's is {preset:?}",
+            s.retry_preset
+        ));
+    }
+    of_its_scenario(&s, scenario).map_err(|e| format!("{e}: the run of another scenario"))
+}
+
+/// Whether summary `s` has the shape a run of `scenario` gives it: no more queries started
+/// than it starts, its fleet, its adaptive limit, its providers.
+fn of_its_scenario(
+    s: &Summary,
+    scenario: &crate::engine::scenario::Scenario,
+) -> Result<(), String> {
+    use crate::engine::scenario::Stop;
+    if let Stop::Queries(n) = scenario.workload.stop {
+        if s.queries_started > n {
+            return Err(format!(
+                "queries_started {}, more than the scenario's {n} queries",
+                s.queries_started
+            ));
+        }
+    }
+    let k = scenario.fleet.replicas as u64;
+    let fleet = s.fleet.as_ref().map(|f| (f.replicas, f.limiter.as_str()));
+    if fleet != (k > 1).then(|| (k, scenario.fleet.limiter.name())) {
+        return Err(format!("fleet {fleet:?}, the scenario has {k} replicas"));
+    }
+    if s.concurrency_limit.is_some() != scenario.scheduler.adaptive.is_some() {
+        return Err(
+            "concurrency_limit where the scenario's limit is not adaptive, or none where it is"
+                .into(),
+        );
+    }
+    let names = scenario.provider_names();
+    let known = |n: &String| n == "none" || names.contains(n);
+    if let Some(n) = s.providers.keys().find(|n| !known(n)) {
+        return Err(format!("providers.{n}, which the scenario has not"));
+    }
+    if let Some(n) = names.iter().find(|n| !s.providers.contains_key(*n)) {
+        return Err(format!("no providers.{n}, which the scenario has"));
+    }
+    Ok(())
 }
 
 /// The first few of `items` and how many more.

@@ -24,6 +24,16 @@ pub struct Member {
 
 impl Piece for Member {
     const KIND: &'static str = "capsize exec replica";
+
+    /// The target's counts add up (as the mock's always do), in all and in each phase.
+    fn holds(&self) -> Result<(), String> {
+        let add_up = crate::engine::summary::counters_add_up;
+        add_up("report.counters", &self.report.counters)?;
+        for (i, c) in self.report.phases.iter().enumerate() {
+            add_up(&format!("report.phases[{i}]"), c)?;
+        }
+        Ok(())
+    }
 }
 
 /// The fleet's outcome.

@@ -13,40 +13,46 @@ fn add(a: &mut Histogram<u64>, b: &Histogram<u64>, what: &str) -> Result<(), Str
         .map_err(|e| format!("the {what} histograms cannot be added: {e:?}"))
 }
 
+/// `a + b`, or an error: counts that add past 2^64 are not one run's.
+fn sum(a: u64, b: u64) -> Result<u64, String> {
+    a.checked_add(b)
+        .ok_or_else(|| format!("the replicas' counts ({a} and {b}) add up past 2^64"))
+}
+
 impl CallCounts {
     /// Both counts added.
-    fn plus(self, o: CallCounts) -> CallCounts {
-        CallCounts {
-            calls: self.calls + o.calls,
-            completed: self.completed + o.completed,
-            failed: self.failed + o.failed,
-            cancelled: self.cancelled + o.cancelled,
-            not_run: self.not_run + o.not_run,
-            attempts: self.attempts + o.attempts,
-            timed_out: self.timed_out + o.timed_out,
-            rate_limited: self.rate_limited + o.rate_limited,
-            retries: self.retries + o.retries,
-            budget_exhausted: self.budget_exhausted + o.budget_exhausted,
-        }
+    fn plus(self, o: CallCounts) -> Result<CallCounts, String> {
+        Ok(CallCounts {
+            calls: sum(self.calls, o.calls)?,
+            completed: sum(self.completed, o.completed)?,
+            failed: sum(self.failed, o.failed)?,
+            cancelled: sum(self.cancelled, o.cancelled)?,
+            not_run: sum(self.not_run, o.not_run)?,
+            attempts: sum(self.attempts, o.attempts)?,
+            timed_out: sum(self.timed_out, o.timed_out)?,
+            rate_limited: sum(self.rate_limited, o.rate_limited)?,
+            retries: sum(self.retries, o.retries)?,
+            budget_exhausted: sum(self.budget_exhausted, o.budget_exhausted)?,
+        })
     }
 }
 
 impl Syntheses {
     /// Both added (the fewest tokens left is the fewer of the two).
-    fn plus(self, o: Syntheses) -> Syntheses {
-        Syntheses {
-            attempted: self.attempted + o.attempted,
-            refused: self.refused + o.refused,
-            left_sum: self.left_sum + o.left_sum,
+    fn plus(self, o: Syntheses) -> Result<Syntheses, String> {
+        Ok(Syntheses {
+            attempted: sum(self.attempted, o.attempted)?,
+            refused: sum(self.refused, o.refused)?,
+            left_sum: sum(self.left_sum, o.left_sum)?,
             left_min: self.left_min.min(o.left_min),
-        }
+        })
     }
 }
 
 impl Generation {
     fn absorb(&mut self, o: &Generation) -> Result<(), String> {
-        self.calls += o.calls;
-        self.output_tokens += o.output_tokens;
+        self.calls = sum(self.calls, o.calls)?;
+        self.output_tokens = sum(self.output_tokens, o.output_tokens)?;
         add(&mut self.end_to_end, &o.end_to_end, "end-to-end")?;
         add(&mut self.first_token, &o.first_token, "first-token")?;
         add(&mut self.per_token, &o.per_token, "per-token")
@@ -54,6 +60,65 @@ impl Generation {
 }
 
 impl Recording {
+    /// Whether a replica's recording (read back from its record) keeps the identities every
+    /// run's does, with `started` queries: calls ended at most once each, every success timed,
+    /// every finished query started. `Err` names the one that fails.
+    pub fn holds(&self, started: u64) -> Result<(), String> {
+        let c = &self.calls;
+        let ended = [c.completed, c.failed, c.cancelled]
+            .into_iter()
+            .try_fold(0u64, u64::checked_add);
+        let checks = [
+            (
+                ended.is_some_and(|n| n <= c.calls),
+                format!(
+                    "calls {} fewer than completed {} + failed {} + cancelled {}",
+                    c.calls, c.completed, c.failed, c.cancelled
+                ),
+            ),
+            (
+                self.call.len() == c.completed,
+                format!(
+                    "{} call latencies for {} completed calls",
+                    self.call.len(),
+                    c.completed
+                ),
+            ),
+            (
+                c.budget_exhausted <= c.cancelled,
+                format!(
+                    "budget_exhausted {} above cancelled {}",
+                    c.budget_exhausted, c.cancelled
+                ),
+            ),
+            (
+                c.retries <= c.attempts
+                    && c.timed_out <= c.attempts
+                    && c.rate_limited <= c.attempts,
+                format!(
+                    "retries {}, timed out {} or 429s {} above attempts {}",
+                    c.retries, c.timed_out, c.rate_limited, c.attempts
+                ),
+            ),
+            (
+                self.queries_failed <= self.queries_completed
+                    && self.query.len() <= self.queries_completed
+                    && self
+                        .queries_completed
+                        .checked_add(self.queries_abandoned)
+                        .is_some_and(|n| n <= started),
+                format!(
+                    "queries completed {} (failed {}) + abandoned {} above started {started}",
+                    self.queries_completed, self.queries_failed, self.queries_abandoned
+                ),
+            ),
+        ];
+        match checks.into_iter().find(|(holds, _)| !holds) {
+            Some((_, what)) => Err(format!("recording: {what}")),
+            None => Ok(()),
+        }
+    }
+
     /// Adds `o`, another replica's recording of the same run (same scenario, same start).
     /// The busiest 60 s, whole and per endpoint, is found again in the added series; where a
     /// long run has widened its bins past one second, it is the sum of the two (a bound).
@@ -78,11 +143,11 @@ impl Recording {
         ] {
             add(a, b, what)?;
         }
-        self.calls = self.calls.plus(o.calls);
-        self.queries_completed += o.queries_completed;
-        self.queries_failed += o.queries_failed;
-        self.queries_abandoned += o.queries_abandoned;
-        self.orphaned_requests += o.orphaned_requests;
+        self.calls = self.calls.plus(o.calls)?;
+        self.queries_completed = sum(self.queries_completed, o.queries_completed)?;
+        self.queries_failed = sum(self.queries_failed, o.queries_failed)?;
+        self.queries_abandoned = sum(self.queries_abandoned, o.queries_abandoned)?;
+        self.orphaned_requests = sum(self.orphaned_requests, o.orphaned_requests)?;
         self.used_by_failed = self.used_by_failed.plus(o.used_by_failed);
         if self.used.len() != o.used.len() {
             return Err("the replicas' runs have different endpoints".into());
@@ -90,12 +155,12 @@ impl Recording {
         for (a, b) in self.used.iter_mut().zip(&o.used) {
             *a = a.plus(*b);
         }
-        self.syntheses = self.syntheses.plus(o.syntheses);
-        self.charged_requests += o.charged_requests;
+        self.syntheses = self.syntheses.plus(o.syntheses)?;
+        self.charged_requests = sum(self.charged_requests, o.charged_requests)?;
         self.series.absorb(&o.series);
         (self.peak_requests_60s, self.peak_tokens_60s) = self.series.peak_60s().unwrap_or((
-            self.peak_requests_60s + o.peak_requests_60s,
-            self.peak_tokens_60s + o.peak_tokens_60s,
+            self.peak_requests_60s.saturating_add(o.peak_requests_60s),
+            self.peak_tokens_60s.saturating_add(o.peak_tokens_60s),
         ));
         if self.endpoints.len() != o.endpoints.len()
             || self.endpoint_series.len() != o.endpoint_series.len()
@@ -106,16 +171,16 @@ impl Recording {
             a.absorb(b);
         }
         for (i, (a, b)) in self.endpoints.iter_mut().zip(&o.endpoints).enumerate() {
-            a.charged_requests += b.charged_requests;
-            let sum = (
-                a.peak_requests_60s + b.peak_requests_60s,
-                a.peak_tokens_60s + b.peak_tokens_60s,
+            a.charged_requests = sum(a.charged_requests, b.charged_requests)?;
+            let both = (
+                a.peak_requests_60s.saturating_add(b.peak_requests_60s),
+                a.peak_tokens_60s.saturating_add(b.peak_tokens_60s),
             );
             (a.peak_requests_60s, a.peak_tokens_60s) = self
                 .endpoint_series
                 .get(i)
                 .and_then(|s| s.peak_60s())
-                .unwrap_or(sum);
+                .unwrap_or(both);
         }
         for (a, b, what) in [
             (&mut self.model_turns, &o.model_turns, "model turn"),

@@ -9,6 +9,7 @@ pub mod check;
 pub mod client;
 mod concurrency;
 pub mod fleet;
+pub mod identity;
 mod locate;
 mod overrides;
 pub mod providers;
@@ -30,6 +31,7 @@ use crate::engine::summary::slo::{Threshold, Tolerance};
 use crate::scheduler::{Adaptive, RetryPolicy, TurnPolicy};
 pub use client::ClientModel;
 pub use fleet::{Fleet, FleetLimiter};
+pub use identity::Identity;
 use locate::{key_of, line_col, locate, table_at};
 use overrides::Refused;
 pub use overrides::{key_within, parse_override, set_key, toml_value};
@@ -353,15 +355,6 @@ impl Scenario {
 
 /// A scenario file's text (an error names the file). Only a regular file of at most
 /// [`bounds::MAX_SCENARIO_BYTES`] is read: `/dev/zero` is refused, not read without end.
-/// FNV-1a (64-bit) of a scenario file's `bytes`, as 16 hex digits: how the pieces of a run
-/// split over processes (a sweep's shards, a fleet's replicas) tell they ran the same file.
-pub fn fnv1a_hex(bytes: &[u8]) -> String {
-    let h = bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
-    });
-    format!("{h:016x}")
-}
-
 pub fn read(path: &Path) -> Result<String, ScenarioError> {
     let fail = |message: String| ScenarioError {
         file: path.to_path_buf(),

@@ -150,7 +150,7 @@ fn out_of_range(token: &str) -> bool {
 
 /// Puts `value` at `path` in `table`, making the tables on the way; `Err` names a segment that
 /// is not a table.
-fn apply_override(
+pub(super) fn apply_override(
     table: &mut toml::Table,
     path: &[String],
     value: toml::Value,

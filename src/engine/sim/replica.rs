@@ -7,24 +7,22 @@
 //! ([`Record`]); [`combine`] adds the K into the fleet's, as one process running every replica
 //! would have recorded it.
 
-#![allow(clippy::disallowed_methods)] // real time: tokio's clock for the wait at the start line
-
 use std::time::Duration;
 
 use capsize_mock::Counters;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use super::{LimitStats, Mode, SimError, SimOutcome};
+use super::{LimitStats, Mode, SimOutcome};
 use crate::engine::recorder::Recording;
+use crate::engine::scenario::identity::{FileDigest, Identity};
+
+mod start;
+pub use start::start_together;
 
 /// How long a replica waits at the start line for the others, unless told
 /// ([`ReplicaOf::join_wait`]).
 pub const JOIN_WAIT: Duration = Duration::from_secs(120);
-/// How far ahead of the last replica's arrival the start is set (room for each to hear it).
-const LEAD: Duration = Duration::from_millis(500);
-/// How long the start line's keys live on Redis.
-const KEYS_TTL_S: u64 = 86_400;
 
 /// The part of a fleet's workload one process drives: replica `index` (from 0) of `count`
 /// replicas run as separate processes, each taking the sessions `j` and the arrivals `n` with
@@ -51,8 +49,52 @@ impl Slice {
     }
 }
 
+/// What every replica of one run must agree on: the capsize, the scenario's [`Identity`] (its
+/// bytes, its files', the `--set` arguments with the seed) and the time scale. Agreed at the
+/// start line ([`start_together`]) and compared again by the merge ([`Record::differs`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Terms {
+    /// The capsize that runs it.
+    pub capsize: String,
+    /// The scenario, its files and its overrides.
+    pub identity: Identity,
+    /// The run's time scale.
+    pub time_scale: f64,
+}
+
+impl Terms {
+    /// The terms of a run of `identity` at `time_scale` by this capsize.
+    pub fn new(identity: Identity, time_scale: f64) -> Terms {
+        Terms {
+            capsize: crate::engine::VERSION.into(),
+            identity,
+            time_scale,
+        }
+    }
+
+    /// What differs between two replicas' terms, in a few words (`None`: the same).
+    pub fn differs(&self, o: &Terms) -> Option<String> {
+        if self.capsize != o.capsize {
+            return Some(format!(
+                "capsize versions {:?} and {:?}",
+                self.capsize, o.capsize
+            ));
+        }
+        if let Some(what) = self.identity.differs(&o.identity) {
+            return Some(what);
+        }
+        if self.time_scale != o.time_scale {
+            return Some(format!(
+                "time scales {:?} and {:?}",
+                self.time_scale, o.time_scale
+            ));
+        }
+        None
+    }
+}
+
 /// Which replica of a fleet run as separate processes this process is.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ReplicaOf {
     /// From 0.
     pub index: u64,
@@ -62,12 +104,18 @@ pub struct ReplicaOf {
     pub run_id: String,
     /// How long it waits at the start line for the others.
     pub join_wait: Duration,
+    /// What it runs, which every replica of the run must run too.
+    pub terms: Terms,
 }
 
 impl ReplicaOf {
     /// Reads `--replica I/K` (1 ≤ I ≤ K ≤ 1,000) and `--run-id` (letters, digits, `-`, `_`, `.`;
-    /// 1 to 64).
-    pub fn parse(replica: &str, run_id: &str) -> Result<ReplicaOf, String> {
+    /// 1 to 64), of a run on `terms` (computed only once the flags are read).
+    pub fn parse(
+        replica: &str,
+        run_id: &str,
+        terms: impl FnOnce() -> Result<Terms, String>,
+    ) -> Result<ReplicaOf, String> {
         let bad = || format!("--replica {replica:?}: expected I/K with 1 <= I <= K, e.g. 2/3");
         let (i, k) = replica.split_once('/').ok_or_else(bad)?;
         let index: u64 = i.trim().parse().map_err(|_| bad())?;
@@ -88,6 +136,7 @@ impl ReplicaOf {
             count,
             run_id: run_id.to_string(),
             join_wait: JOIN_WAIT,
+            terms: terms()?,
         })
     }
 
@@ -118,118 +167,6 @@ impl ReplicaOf {
     fn key(&self, what: &str) -> String {
         format!("capsize:run:{}:{what}", self.run_id)
     }
-}
-
-fn redis_error(url: &str) -> impl Fn(redis::RedisError) -> SimError + '_ {
-    move |e| {
-        SimError::Unreachable(format!(
-            "--fleet-redis {}: {e}",
-            capsize_scheduler::limit::shared::redact_url(url)
-        ))
-    }
-}
-
-/// Joins the run on the Redis at `url` and returns at the instant the run starts: once all K
-/// replicas have joined, `LEAD` after the first to see them all, on Redis's clock (each
-/// process measures its own wait against it, so the machines' clocks need not agree). A
-/// replica already joined (a run id used twice, or two processes given the same `--replica`),
-/// a replica count another replica disagrees with, and replicas missing after `join_wait`
-/// are errors naming them. The start line's keys expire after a day.
-pub async fn start_together(url: &str, me: &ReplicaOf) -> Result<(), SimError> {
-    let fail = redis_error(url);
-    let client = redis::Client::open(url).map_err(&fail)?;
-    let mut conn = client
-        .get_multiplexed_async_connection()
-        .await
-        .map_err(&fail)?;
-    let (count, joined, start) = (me.key("replicas"), me.key("joined"), me.key("start"));
-    let theirs = first_said(&mut conn, &count, me.count)
-        .await
-        .map_err(&fail)?;
-    if theirs != me.count {
-        return Err(SimError::Mismatch(format!(
-            "run {}: replica {}, but another replica of the run said {theirs} replicas",
-            me.run_id,
-            me.label()
-        )));
-    }
-    let added: u64 = redis::cmd("SADD")
-        .arg(&joined)
-        .arg(me.index)
-        .query_async(&mut conn)
-        .await
-        .map_err(&fail)?;
-    let _: u64 = redis::cmd("EXPIRE")
-        .arg(&joined)
-        .arg(KEYS_TTL_S)
-        .query_async(&mut conn)
-        .await
-        .map_err(&fail)?;
-    if added == 0 {
-        return Err(SimError::Mismatch(format!(
-            "run {}: replica {} has already joined it: give each run its own --run-id, and each process its own --replica",
-            me.run_id,
-            me.label()
-        )));
-    }
-    let since = tokio::time::Instant::now();
-    loop {
-        let members: Vec<u64> = redis::cmd("SMEMBERS")
-            .arg(&joined)
-            .query_async(&mut conn)
-            .await
-            .map_err(&fail)?;
-        if members.len() as u64 >= me.count {
-            break;
-        }
-        if since.elapsed() >= me.join_wait {
-            let missing: Vec<String> = (0..me.count)
-                .filter(|i| !members.contains(i))
-                .map(|i| format!("{}/{}", i + 1, me.count))
-                .collect();
-            return Err(SimError::Unreachable(format!(
-                "run {}: {} of {} replicas joined within {} s (missing {}): start each with the same --run-id and --fleet-redis",
-                me.run_id,
-                members.len(),
-                me.count,
-                me.join_wait.as_secs(),
-                missing.join(", ")
-            )));
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let now = redis_now(&mut conn).await.map_err(&fail)?;
-    let lead = u64::try_from(LEAD.as_micros()).unwrap_or(u64::MAX);
-    let at = first_said(&mut conn, &start, now + lead)
-        .await
-        .map_err(&fail)?;
-    let now = redis_now(&mut conn).await.map_err(&fail)?;
-    tokio::time::sleep(Duration::from_micros(at.saturating_sub(now))).await;
-    Ok(())
-}
-
-/// Sets `key` to `value` unless a replica set it first, and returns what it holds: the first
-/// replica's word (the key expires with the run's others).
-async fn first_said(
-    conn: &mut redis::aio::MultiplexedConnection,
-    key: &str,
-    value: u64,
-) -> redis::RedisResult<u64> {
-    let _: Option<String> = redis::cmd("SET")
-        .arg(key)
-        .arg(value)
-        .arg("NX")
-        .arg("EX")
-        .arg(KEYS_TTL_S)
-        .query_async(conn)
-        .await?;
-    redis::cmd("GET").arg(key).query_async(conn).await
-}
-
-/// Redis's clock, in µs since the epoch.
-async fn redis_now(conn: &mut redis::aio::MultiplexedConnection) -> redis::RedisResult<u64> {
-    let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(conn).await?;
-    Ok(secs * 1_000_000 + micros)
 }
 
 /// An adaptive limit's figures, as data.
@@ -318,10 +255,27 @@ impl From<Outcome> for SimOutcome {
 pub trait Piece: Serialize + DeserializeOwned + Clone {
     /// The record's `kind`, which a merge reads first.
     const KIND: &'static str;
+
+    /// Whether its counts keep the identities a run's keep; `Err` names the one that fails.
+    fn holds(&self) -> Result<(), String>;
 }
 
 impl Piece for Outcome {
     const KIND: &'static str = "capsize fleet replica";
+
+    fn holds(&self) -> Result<(), String> {
+        let add_up = crate::engine::summary::counters_add_up;
+        add_up("provider", &self.provider)?;
+        for (i, c) in self.endpoints.iter().enumerate() {
+            add_up(&format!("endpoints[{i}]"), c)?;
+        }
+        for (i, phases) in self.phases.iter().enumerate() {
+            for (j, c) in phases.iter().enumerate() {
+                add_up(&format!("phases[{i}][{j}]"), c)?;
+            }
+        }
+        self.recording.holds(self.queries_started)
+    }
 }
 
 /// What a replica hands `capsize merge` (`replica.json`): which replica of which run, of which
@@ -345,6 +299,8 @@ pub struct Record<O> {
     pub scenario: String,
     /// FNV-1a (64-bit, hex) of its bytes.
     pub scenario_fnv1a: String,
+    /// Every file the scenario reads, with its FNV-1a.
+    pub files: Vec<FileDigest>,
     /// The `--set` arguments (a `--seed` among them as `seed=N`).
     pub sets: Vec<String>,
     /// The run's time scale.
@@ -356,8 +312,8 @@ pub struct Record<O> {
 /// The file a replica's [`Record`] is written to, in its folder (and read from by a merge).
 pub const RECORD_FILE: &str = "replica.json";
 
-/// The replica record's schema: a merge refuses any other.
-pub const SCHEMA_VERSION: u32 = 1;
+/// The replica record's schema: a merge refuses any other (2: the files the scenario reads).
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// The `kind` of a `replica.json`'s text, if it has one.
 pub fn kind_of(text: &str) -> Option<String> {
@@ -369,27 +325,35 @@ pub fn kind_of(text: &str) -> Option<String> {
 }
 
 impl<O: Piece> Record<O> {
-    /// The record of `me`'s run of `scenario` (its path, its file's FNV-1a, the overrides).
-    pub fn new(
-        me: &ReplicaOf,
-        scenario: &str,
-        scenario_fnv1a: String,
-        sets: &[String],
-        time_scale: f64,
-        outcome: O,
-    ) -> Record<O> {
+    /// The record of `me`'s run of `scenario` (its path as given) on `me`'s terms.
+    pub fn new(me: &ReplicaOf, scenario: &str, outcome: O) -> Record<O> {
+        let t = &me.terms;
         Record {
             kind: O::KIND.into(),
             schema_version: SCHEMA_VERSION,
-            capsize: crate::engine::VERSION.into(),
+            capsize: t.capsize.clone(),
             run_id: me.run_id.clone(),
             replica: me.index + 1,
             replicas: me.count,
             scenario: scenario.into(),
-            scenario_fnv1a,
-            sets: sets.to_vec(),
-            time_scale,
+            scenario_fnv1a: t.identity.scenario_fnv1a.clone(),
+            files: t.identity.files.clone(),
+            sets: t.identity.sets.clone(),
+            time_scale: t.time_scale,
             outcome,
+        }
+    }
+
+    /// The terms the replica ran on.
+    pub fn terms(&self) -> Terms {
+        Terms {
+            capsize: self.capsize.clone(),
+            identity: Identity {
+                scenario_fnv1a: self.scenario_fnv1a.clone(),
+                files: self.files.clone(),
+                sets: self.sets.clone(),
+            },
+            time_scale: self.time_scale,
         }
     }
 
@@ -398,13 +362,20 @@ impl<O: Piece> Record<O> {
         if let Some(kind) = kind_of(text).filter(|k| k != O::KIND) {
             return Err(format!("kind {kind:?}: expected {:?}", O::KIND));
         }
-        let r: Record<O> = serde_json::from_str(text).map_err(|e| e.to_string())?;
-        if r.schema_version != SCHEMA_VERSION {
+        // The schema first: another schema's fields are not this one's.
+        #[derive(Deserialize)]
+        struct Head {
+            schema_version: u32,
+        }
+        let head: Head = serde_json::from_str(text).map_err(|e| e.to_string())?;
+        if head.schema_version != SCHEMA_VERSION {
             return Err(format!(
                 "schema_version {}: this capsize reads {SCHEMA_VERSION}",
-                r.schema_version
+                head.schema_version
             ));
         }
+        let r: Record<O> = serde_json::from_str(text).map_err(|e| e.to_string())?;
+        r.outcome.holds()?;
         if r.replica == 0 || r.replica > r.replicas {
             return Err(format!("replica {} of {}", r.replica, r.replicas));
         }
@@ -419,26 +390,10 @@ impl<O: Piece> Record<O> {
         if self.run_id != o.run_id {
             return say("run ids", &self.run_id, &o.run_id);
         }
-        if self.capsize != o.capsize {
-            return say("capsize versions", &self.capsize, &o.capsize);
-        }
-        if self.scenario_fnv1a != o.scenario_fnv1a {
-            return say(
-                "scenario files (FNV-1a)",
-                &self.scenario_fnv1a,
-                &o.scenario_fnv1a,
-            );
-        }
-        if self.sets != o.sets {
-            return say("--set arguments", &self.sets, &o.sets);
-        }
         if self.replicas != o.replicas {
             return say("replica counts", &self.replicas, &o.replicas);
         }
-        if self.time_scale != o.time_scale {
-            return say("time scales", &self.time_scale, &o.time_scale);
-        }
-        None
+        self.terms().differs(&o.terms())
     }
 }
 
@@ -514,7 +469,10 @@ pub fn combine(outcomes: Vec<SimOutcome>) -> Result<SimOutcome, String> {
         }
         fleet.elapsed = fleet.elapsed.max(o.elapsed);
         fleet.span = fleet.span.max(o.span);
-        fleet.queries_started += o.queries_started;
+        fleet.queries_started = fleet
+            .queries_started
+            .checked_add(o.queries_started)
+            .ok_or("the replicas' queries started add up past 2^64")?;
         fleet.replica_queries.extend(o.replica_queries);
         fleet.limits.extend(o.limits);
     }
@@ -528,14 +486,40 @@ mod tests {
     #[test]
     fn a_scenario_file_is_known_by_its_fnv1a() {
         // The reference values of FNV-1a 64.
-        let hash = crate::engine::scenario::fnv1a_hex;
+        let hash = crate::engine::scenario::identity::fnv1a_hex;
         assert_eq!(hash(b""), "cbf29ce484222325");
         assert_eq!(hash(b"a"), "af63dc4c8601ec8c");
     }
 
+    fn terms(sets: &[&str], time_scale: f64) -> Terms {
+        Terms::new(
+            Identity {
+                scenario_fnv1a: "cbf29ce484222325".into(),
+                files: Vec::new(),
+                sets: sets.iter().map(|s| s.to_string()).collect(),
+            },
+            time_scale,
+        )
+    }
+
+    #[test]
+    fn replicas_agree_on_their_terms() {
+        let a = terms(&[], 10.0);
+        assert_eq!(a.differs(&a.clone()), None);
+        assert_eq!(
+            a.differs(&terms(&["scheduler.max_concurrency=1"], 10.0)),
+            Some(r#"--set arguments [] and ["scheduler.max_concurrency=1"]"#.into())
+        );
+        assert_eq!(
+            a.differs(&terms(&[], 20.0)),
+            Some("time scales 10.0 and 20.0".into())
+        );
+    }
+
     #[test]
     fn replica_flags_are_checked() {
-        let r = ReplicaOf::parse("2/3", "run-7").expect("valid");
+        let ok = || Ok(terms(&[], 1.0));
+        let r = ReplicaOf::parse("2/3", "run-7", ok).expect("valid");
         assert_eq!(
             (r.index, r.count, r.label(), r.folder()),
             (1, 3, "2/3".into(), "replica-2-of-3".into())
@@ -550,7 +534,7 @@ mod tests {
             ("1/3", "a b"),
             ("1/1001", "a"),
         ] {
-            assert!(ReplicaOf::parse(replica, id).is_err(), "{replica} {id}");
+            assert!(ReplicaOf::parse(replica, id, ok).is_err(), "{replica} {id}");
         }
     }
 }

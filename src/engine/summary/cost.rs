@@ -12,10 +12,10 @@ use capsize_mock::price::usd;
 use capsize_mock::Bill;
 
 use crate::engine::recorder::Spent;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// One provider's part of the bill.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ProviderCost {
     /// The provider's name.
     pub name: String,
@@ -27,7 +27,7 @@ pub struct ProviderCost {
 }
 
 /// summary.json's `cost`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Cost {
     /// Everything billed, in dollars.
     pub total_usd: f64,
@@ -57,7 +57,7 @@ pub struct Cost {
 }
 
 /// A bill by kind of token: tokens and dollars (summary.json's and exec's `cost`).
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ByKind {
     /// Prompt tokens billed at the input rate.
     pub input_tokens: u128,

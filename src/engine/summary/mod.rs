@@ -6,27 +6,30 @@
 pub mod cost;
 pub mod metrics;
 mod paths;
+mod sections;
 pub mod slo;
+mod valid;
 
 use std::collections::BTreeMap;
 
 use capsize_mock::Counters;
 use hdrhistogram::Histogram;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-use crate::engine::recorder::{EndpointLoad, Generation, Syntheses};
+use crate::engine::recorder::EndpointLoad;
 use crate::engine::routes::Routes;
 use crate::engine::scenario::Scenario;
 use crate::engine::sim::SimOutcome;
-use crate::scheduler::{Adaptive, LimitStats};
 use cost::{Billed, Cost};
 pub use paths::json_value;
+pub use sections::{FleetSummary, GenerationSummary, LimitSummary, SynthesisSummary};
+pub use valid::counters_add_up;
 
 /// The schema version of `summary.json`.
 pub const SCHEMA_VERSION: u32 = 1;
 
 /// Percentiles of one latency histogram, in milliseconds.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Percentiles {
     /// Samples.
     pub count: u64,
@@ -76,7 +79,7 @@ impl Percentiles {
 }
 
 /// Latency of queries and calls, and the calls' phases.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Latencies {
     /// End to end per query whose calls all succeeded, from its intended start.
     pub query: Percentiles,
@@ -95,7 +98,7 @@ pub struct Latencies {
     /// Per attempt, with a client model (`[scheduler.client]`): the client's own time, waiting
     /// for one of its threads and working, before the attempt left and after its answer came
     /// (part of service). Absent without one.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client: Option<Percentiles>,
     /// Per query: how late it started after its intended start. Zero in virtual time; in real
     /// time the client's own lag (for a query whose first call does not wait, its send lateness).
@@ -103,7 +106,7 @@ pub struct Latencies {
 }
 
 /// Completed work per second of model time.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Throughput {
     /// Queries finished per second.
     pub queries_per_s: f64,
@@ -112,7 +115,7 @@ pub struct Throughput {
 }
 
 /// What the provider saw during one of its phases (`[[provider.phases]]`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct PhaseCounts {
     /// When the phase starts, in seconds of model time.
     pub from_s: f64,
@@ -140,7 +143,7 @@ impl PhaseCounts {
 }
 
 /// The provider's own counters, and its busiest minute.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ProviderCounts {
     /// received, served, rate_limited, errored, timed_out, tokens_charged.
     #[serde(flatten)]
@@ -150,12 +153,12 @@ pub struct ProviderCounts {
     /// The most tokens charged in any 60 s window (whole seconds).
     pub peak_tokens_per_60s: u64,
     /// What it saw in each of its phases, if it has any.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub phases: Vec<PhaseCounts>,
 }
 
 /// One provider of several: its counters, busiest minute and utilizations.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct NamedProviderSummary {
     /// Its counters and busiest minute.
     #[serde(flatten)]
@@ -169,7 +172,7 @@ pub struct NamedProviderSummary {
 }
 
 /// `summary.json`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
     /// Schema version.
     pub schema_version: u32,
@@ -204,7 +207,7 @@ pub struct Summary {
     pub provider: ProviderCounts,
     /// Each provider, by name, when the scenario names them (`[providers.NAME]`; `none`:
     /// the tools sent to no provider).
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub providers: BTreeMap<String, NamedProviderSummary>,
     /// Attempts sent.
     pub attempts: u64,
@@ -224,18 +227,18 @@ pub struct Summary {
     /// Requests the provider charged whose answer was thrown away.
     pub orphaned_requests: u64,
     /// The orchestrators' synthesis turns (only for workloads with a synthesis turn).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub synthesis: Option<SynthesisSummary>,
     /// Model calls a generating provider answered (only for runs that had any).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub generation: Option<GenerationSummary>,
     /// The replicas of a fleet and how evenly they were served (only with `[fleet]` of two
     /// or more; the fields above are the fleet's totals).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fleet: Option<FleetSummary>,
     /// The adaptive concurrency limit over the run (only with an adaptive
     /// `max_concurrency`).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub concurrency_limit: Option<LimitSummary>,
     /// Charged requests per minute over the provider's RPM (`null` if unlimited; with
     /// several providers, the highest of theirs).
@@ -245,139 +248,8 @@ pub struct Summary {
     /// The busiest 60 s window's requests over the provider's RPM (the highest).
     pub peak_rpm_utilization: Option<f64>,
     /// What the run cost, when a provider has a `price`.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost: Option<Cost>,
-}
-
-/// A fleet's replicas: how many, how they kept the limit, and the spread of their throughput.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct FleetSummary {
-    /// Replicas of the client.
-    pub replicas: u64,
-    /// `local`, `split` or `shared`.
-    pub limiter: String,
-    /// The fewest queries one replica finished.
-    pub queries_min: u64,
-    /// The most queries one replica finished.
-    pub queries_max: u64,
-    /// The slowest replica's queries per second (over the run's model seconds).
-    pub queries_per_s_min: f64,
-    /// The fastest replica's queries per second.
-    pub queries_per_s_max: f64,
-}
-
-impl FleetSummary {
-    fn of(scenario: &Scenario, per_replica: &[u64], secs: f64) -> Option<Self> {
-        if scenario.fleet.replicas < 2 {
-            return None;
-        }
-        let min = per_replica.iter().copied().min().unwrap_or(0);
-        let max = per_replica.iter().copied().max().unwrap_or(0);
-        Some(FleetSummary {
-            replicas: per_replica.len() as u64,
-            limiter: scenario.fleet.limiter.name().into(),
-            queries_min: min,
-            queries_max: max,
-            queries_per_s_min: rate(min, secs),
-            queries_per_s_max: rate(max, secs),
-        })
-    }
-}
-
-/// An adaptive concurrency limit over the run, per replica: its mean over time (the
-/// replicas' average), the lowest and highest any replica's reached, and the cuts.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct LimitSummary {
-    /// `aimd` or `gradient`.
-    pub policy: String,
-    /// Its average over the run's time.
-    pub mean: f64,
-    /// The lowest it reached.
-    pub min: u64,
-    /// The highest it reached.
-    pub max: u64,
-    /// Times it was cut (every replica's).
-    pub cuts: u64,
-}
-
-impl LimitSummary {
-    fn of(scenario: &Scenario, limits: &[LimitStats]) -> Option<Self> {
-        let policy = match scenario.scheduler.adaptive? {
-            Adaptive::Aimd(_) => "aimd",
-            Adaptive::Gradient(_) => "gradient",
-        };
-        let n = limits.len().max(1) as f64;
-        Some(LimitSummary {
-            policy: policy.into(),
-            mean: round3(limits.iter().map(|l| l.mean).sum::<f64>() / n),
-            min: limits.iter().map(|l| l.min as u64).min().unwrap_or(0),
-            max: limits.iter().map(|l| l.max as u64).max().unwrap_or(0),
-            cuts: limits.iter().map(|l| l.decreases).sum(),
-        })
-    }
-}
-
-/// The answers of a generating provider's model calls (`output_tokens`, `ttft`, `tpot`).
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct GenerationSummary {
-    /// Answers received.
-    pub calls: u64,
-    /// Output tokens they carried.
-    pub output_tokens: u64,
-    /// Output tokens per second, over the whole run.
-    pub output_tokens_per_s: f64,
-    /// Per answer, from sending the request to its last token.
-    pub end_to_end_ms: Percentiles,
-    /// Per answer, from sending the request to its first token. Absent when no first token
-    /// was seen (a real-time run whose answers were not streamed).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ttft_ms: Option<Percentiles>,
-    /// Per answer of two tokens or more: the time between tokens after the first. Absent
-    /// with `ttft_ms`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub tpot_ms: Option<Percentiles>,
-}
-
-impl GenerationSummary {
-    fn of(g: &Generation, span_s: f64) -> Self {
-        let seen = |h: &Histogram<u64>| (!h.is_empty()).then(|| Percentiles::of(h));
-        GenerationSummary {
-            calls: g.calls,
-            output_tokens: g.output_tokens,
-            output_tokens_per_s: if span_s > 0.0 {
-                round3(g.output_tokens as f64 / span_s)
-            } else {
-                0.0
-            },
-            end_to_end_ms: Percentiles::of(&g.end_to_end),
-            ttft_ms: seen(&g.first_token),
-            tpot_ms: seen(&g.per_token),
-        }
-    }
-}
-
-/// What the orchestrators had left for their synthesis turns.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct SynthesisSummary {
-    /// Synthesis turns attempted.
-    pub attempted: u64,
-    /// Of those, refused because the query's budget had too little left.
-    pub refused: u64,
-    /// Mean tokens left in the query's budget when a synthesis started.
-    pub left_tokens_mean: f64,
-    /// The fewest tokens left when a synthesis started.
-    pub left_tokens_min: u64,
-}
-
-impl SynthesisSummary {
-    fn of(s: &Syntheses) -> Option<Self> {
-        (s.attempted > 0).then(|| SynthesisSummary {
-            attempted: s.attempted,
-            refused: s.refused,
-            left_tokens_mean: round3(s.left_sum as f64 / s.attempted as f64),
-            left_tokens_min: s.left_min,
-        })
-    }
 }
 
 fn ratio(v: f64, limit: Option<f64>) -> Option<f64> {
