@@ -180,7 +180,11 @@ pub struct Counters {
     /// Tokens charged against the quota (saturating at `u64::MAX`).
     pub tokens_charged: u64,
     /// What was billed (see [`crate::price`]); written only when something was.
-    #[serde(default, skip_serializing_if = "Bill::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "Bill::is_empty",
+        deserialize_with = "crate::price::lenient_bill"
+    )]
     pub billed: Bill,
 }
 

@@ -252,6 +252,90 @@ impl RawPrice {
     }
 }
 
+/// Reads a `u128` count as JSON holds it: an integer up to `u64::MAX`, past it the nearest
+/// `f64` (how any JSON reader, and a summary as a JSON value, sees a wider `u128`); also
+/// through `#[serde(flatten)]`, which cannot carry a `u128`.
+pub fn wide_count<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u128, D::Error> {
+    wide::count(d)
+}
+
+/// Reads a [`Bill`] as a summary holds it (each count by [`wide_count`]), inside a
+/// `#[serde(flatten)]` too. A bill's own `Deserialize` is exact past `u64::MAX`, but only from
+/// JSON text read straight into it (the mock's `/stats`).
+pub fn lenient_bill<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Bill, D::Error> {
+    /// [`Bill`], each count read by [`wide_count`].
+    #[derive(Deserialize)]
+    struct Lenient {
+        requests: u64,
+        #[serde(deserialize_with = "wide_count")]
+        input_tokens: u128,
+        #[serde(deserialize_with = "wide_count")]
+        cached_input_tokens: u128,
+        #[serde(deserialize_with = "wide_count")]
+        output_tokens: u128,
+        #[serde(deserialize_with = "wide_count")]
+        input_picodollars: u128,
+        #[serde(deserialize_with = "wide_count")]
+        cached_input_picodollars: u128,
+        #[serde(deserialize_with = "wide_count")]
+        output_picodollars: u128,
+    }
+    let b = Lenient::deserialize(d)?;
+    Ok(Bill {
+        requests: b.requests,
+        input_tokens: b.input_tokens,
+        cached_input_tokens: b.cached_input_tokens,
+        output_tokens: b.output_tokens,
+        input_picodollars: b.input_picodollars,
+        cached_input_picodollars: b.cached_input_picodollars,
+        output_picodollars: b.output_picodollars,
+    })
+}
+
+mod wide {
+    use serde::de::{Deserializer, Error, Visitor};
+    use std::fmt;
+
+    /// Reads a count of 0 or more: an integer, or a whole non-negative number written wider.
+    pub(super) fn count<'de, D: Deserializer<'de>>(d: D) -> Result<u128, D::Error> {
+        d.deserialize_any(Count)
+    }
+
+    struct Count;
+
+    impl Visitor<'_> for Count {
+        type Value = u128;
+
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a count of 0 or more")
+        }
+
+        fn visit_u64<E: Error>(self, v: u64) -> Result<u128, E> {
+            Ok(u128::from(v))
+        }
+
+        fn visit_u128<E: Error>(self, v: u128) -> Result<u128, E> {
+            Ok(v)
+        }
+
+        fn visit_i64<E: Error>(self, v: i64) -> Result<u128, E> {
+            u128::try_from(v).map_err(|_| E::custom(format!("a count of 0 or more, got {v}")))
+        }
+
+        fn visit_f64<E: Error>(self, v: f64) -> Result<u128, E> {
+            // 2^128 as an f64: every whole value below it converts exactly.
+            if v >= 0.0
+                && v.fract() == 0.0
+                && v < 340_282_366_920_938_463_463_374_607_431_768_211_456.0
+            {
+                Ok(v as u128)
+            } else {
+                Err(E::custom(format!("a count of 0 or more, got {v}")))
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

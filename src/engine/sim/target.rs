@@ -100,6 +100,13 @@ pub async fn start_clean(
     Ok(stats(client, base).await.ok())
 }
 
+/// The bill of `GET /stats`, read alone.
+#[derive(serde::Deserialize)]
+struct Billed {
+    #[serde(default)]
+    billed: capsize_mock::Bill,
+}
+
 /// The mock's own counters, from `GET /stats`.
 pub async fn stats(client: &reqwest::Client, base: &str) -> Result<Stats, SimError> {
     // The same counters the mock serialises: every key present, each a non-negative integer.
@@ -107,8 +114,13 @@ pub async fn stats(client: &reqwest::Client, base: &str) -> Result<Stats, SimErr
     // an integer above u64 (a bill's picodollars may be).
     let body = body(client, base, "/stats").await?;
     let read = |e: serde_json::Error| SimError::BadProvider(format!("{base}/stats: {e}"));
-    let counters: Counters = serde_json::from_slice(&body).map_err(read)?;
+    let mut counters: Counters = serde_json::from_slice(&body).map_err(read)?;
     let Phases { phases } = serde_json::from_slice(&body).map_err(read)?;
+    // The bill once more, exactly: Counters reads one as a summary holds it (the nearest f64
+    // past u64), a bill read alone keeps every picodollar.
+    counters.billed = serde_json::from_slice::<Billed>(&body)
+        .map_err(read)?
+        .billed;
     Ok(Stats { counters, phases })
 }
 

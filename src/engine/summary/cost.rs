@@ -44,10 +44,12 @@ pub struct Cost {
     /// Billed answers no query used (client timeouts, orphans), in dollars.
     pub unused_answers_usd: f64,
     /// Their tokens.
+    #[serde(deserialize_with = "capsize_mock::price::wide_count")]
     pub unused_answers_tokens: u128,
     /// Answers used by queries that failed or were abandoned, in dollars.
     pub failed_queries_usd: f64,
     /// Their tokens.
+    #[serde(deserialize_with = "capsize_mock::price::wide_count")]
     pub failed_queries_tokens: u128,
     /// The bill by kind of token.
     #[serde(flatten)]
@@ -60,10 +62,13 @@ pub struct Cost {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ByKind {
     /// Prompt tokens billed at the input rate.
+    #[serde(deserialize_with = "capsize_mock::price::wide_count")]
     pub input_tokens: u128,
     /// Prompt tokens billed at the cached rate.
+    #[serde(deserialize_with = "capsize_mock::price::wide_count")]
     pub cached_input_tokens: u128,
     /// Answer tokens billed.
+    #[serde(deserialize_with = "capsize_mock::price::wide_count")]
     pub output_tokens: u128,
     /// The prompt tokens' price at the input rate, in dollars.
     pub input_usd: f64,

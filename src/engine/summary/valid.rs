@@ -4,7 +4,6 @@
 //! number in another form), then held to the identities every virtual run keeps.
 
 use capsize_mock::Counters;
-use serde::Deserialize;
 use serde_json::Value;
 
 use super::{Percentiles, Summary, SCHEMA_VERSION};
@@ -107,9 +106,10 @@ impl Summary {
                 kind(value)
             ));
         }
-        let s = Summary::deserialize(value)
+        // Read from its text: serde_json's value cannot hand over a `u128` (a bill's).
+        let s = serde_json::from_str::<Summary>(&value.to_string())
             .map_err(|e| format!("not a summary.json of this capsize: {e}"))?;
-        let back = serde_json::to_value(&s).map_err(|e| e.to_string())?;
+        let back = super::json_value(&s);
         if back != *value {
             return Err(format!(
                 "not a summary.json of this capsize: {}",
