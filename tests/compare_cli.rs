@@ -437,3 +437,93 @@ fn each_provider_of_several_gets_its_own_rows() {
     let limited = row(&c, "providers.llm.rate_limited / providers.llm.received");
     assert_eq!(limited["method"], "binomial");
 }
+
+#[test]
+fn figures_out_of_range_are_judged_or_refused_never_within_an_infinite_noise() {
+    // U4: A with queries_per_s = 1e308 was "-100.0 % ... noise ± inf ... within noise"; a
+    // queries_started above u64 was 1.845e19 in the header and 1.845e20 in the table; p95
+    // above max was accepted; -5 was refused as "must be a number".
+    let t = Temp::new("compare", "range");
+    let sc = scenario(&t, "queries = 20");
+    let a = run(&t, &sc, "a", &[]);
+    let text = std::fs::read_to_string(a.join("summary.json")).unwrap();
+    let tampered = |name: &str, from: &str, to: &str| {
+        assert_eq!(text.matches(from).count(), 1, "{from}");
+        let dir = t.path(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("summary.json"), text.replace(from, to)).unwrap();
+        for h in ["query_latency.hgrm", "call_latency.hgrm"] {
+            std::fs::copy(a.join(h), dir.join(h)).unwrap();
+        }
+        dir
+    };
+    let rate = format!(
+        "\"queries_per_s\": {}",
+        metric(&a, "throughput.queries_per_s")
+    );
+    // A rate near f64::MAX: a finite noise, and a change far beyond it, either way round.
+    let huge = tampered("huge", &rate, "\"queries_per_s\": 1e308");
+    for (x, y, verdict) in [(&huge, &a, "worse"), (&a, &huge, "better")] {
+        let (c, _) = json(x, y);
+        let r = row(&c, "throughput.queries_per_s");
+        assert_eq!(r["verdict"], verdict, "{r}");
+        assert!(r["noise"].as_f64().is_some_and(f64::is_finite), "{r}");
+    }
+    // The largest count is read once, the same in the header and the table.
+    let started = "\"queries_started\": 20,";
+    let most = tampered(
+        "most",
+        started,
+        "\"queries_started\": 18446744073709551615,",
+    );
+    let said = stdout(&compare(&most, &a, &[]));
+    assert!(
+        said.contains("virtual, 1.845e19 queries started)"),
+        "{said}"
+    );
+    assert!(
+        line(&said, "queries started").contains("1.845e19"),
+        "{said}"
+    );
+    let refused = |dir: &Path, message: &str| {
+        let o = compare(dir, &a, &[]);
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        assert!(o.stdout.is_empty());
+        let file = dir.join("summary.json");
+        assert_eq!(
+            stderr(&o),
+            format!("capsize: {}: {message}\n", file.display())
+        );
+    };
+    let count = "must be a count of 0 or more (a whole number up to 18446744073709551615)";
+    refused(
+        &tampered(
+            "over",
+            started,
+            "\"queries_started\": 184467440737095516150,",
+        ),
+        &format!("queries_started: {count}, got 1.844674407370955e+20"),
+    );
+    refused(
+        &tampered("negative", started, "\"queries_started\": -5,"),
+        &format!("queries_started: {count}, got -5"),
+    );
+    refused(
+        &tampered("fraction", started, "\"queries_started\": 20.5,"),
+        &format!("queries_started: {count}, got 20.5"),
+    );
+    refused(
+        &tampered("slower", &rate, "\"queries_per_s\": -5"),
+        "throughput.queries_per_s: must be a number of 0 or more, got -5",
+    );
+    let p95 = format!("\"p95\": {}", metric(&a, "latency_ms.query.p95"));
+    let max = metric(&a, "latency_ms.query.max");
+    assert_eq!(text.matches(&p95).count(), 1, "{p95}");
+    refused(
+        &tampered("p95", &p95, "\"p95\": 1e9"),
+        &format!(
+            "latency_ms.query.p95 (1,000,000,000) is above latency_ms.query.max ({}): not one histogram's figures",
+            capsize::api::plan::fmt_num(max)
+        ),
+    );
+}

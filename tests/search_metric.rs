@@ -187,3 +187,45 @@ fn a_search_on_a_metric_refuses_what_it_cannot_answer_in_one_line() {
         assert!(!out.exists(), "{args:?} wrote {}", out.display());
     }
 }
+
+#[test]
+fn a_search_for_the_greatest_speaks_of_peaks_and_one_maximum() {
+    // U4: `--max` said "not one minimum: ... dips at more than one value".
+    let t = Temp::new("search-metric", "peaks");
+    let file = t.write("bathtub.toml", &bathtub());
+    let out = t.path("out");
+    let o = capsize(&[
+        "search",
+        file.to_str().unwrap(),
+        "--over",
+        "scheduler.max_concurrency",
+        "--max",
+        "cost.per_good_query_usd",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let said = String::from_utf8_lossy(&o.stdout).into_owned();
+    let lines: Vec<&str> = said.lines().collect();
+    assert_eq!(
+        lines[0],
+        "cost: 9 probes of 3 seeds or more; not one maximum"
+    );
+    assert_eq!(
+        lines[2],
+        "not one maximum: cost.per_good_query_usd peaks at more than one value of scheduler.max_concurrency (8, 32) beyond the seeds' noise (the search assumes one stretch of passing values with one maximum): the best found may not be the best there is; a sweep over the range shows the whole curve"
+    );
+    assert!(!said.contains("minimum") && !said.contains("dip"), "{said}");
+    let notes: Vec<(String, String)> = rows(&out.join("search.csv"))
+        .into_iter()
+        .filter(|r| !r["note"].is_empty())
+        .map(|r| (r["scheduler.max_concurrency"].clone(), r["note"].clone()))
+        .collect();
+    assert_eq!(
+        notes,
+        [
+            ("32".to_string(), "another peak".to_string()),
+            ("8".to_string(), "greatest".to_string())
+        ]
+    );
+}

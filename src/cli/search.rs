@@ -162,7 +162,7 @@ fn metric_known(
     match metric {
         None if is_metric(key) => Err(format!(
             "{flag} {key}: a metric of summary.json, not a key of the scenario: give --over KEY to find the KEY value with the {} {key} (e.g. --over scheduler.max_concurrency)",
-            if max { "greatest" } else { "least" }
+            search::extremum(max).answer
         )),
         Some(m) if !is_metric(m) => Err(format!(
             "{flag} {m}: with --over, {flag} takes a metric of summary.json, such as cost.per_good_query_usd or latency_ms.query.p95"
@@ -338,9 +338,9 @@ pub fn search(args: SearchArgs) -> ExitCode {
         found.probes.len(),
         spec.repeats,
         match (note.is_empty(), spec.metric.is_some()) {
-            (true, _) => "",
-            (false, false) => "; passing is not monotone",
-            (false, true) => "; not one minimum",
+            (true, _) => String::new(),
+            (false, false) => "; passing is not monotone".into(),
+            (false, true) => format!("; not one {}", spec.extremum().noun),
         },
         escape::terminal(&answer(&spec, &found)),
         note,

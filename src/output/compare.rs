@@ -107,8 +107,12 @@ fn legend(out: &mut String, rows: &[&Row]) {
 fn tally(rows: &[&Row], what: &str) -> String {
     let count = |v: Verdict| rows.iter().filter(|r| r.verdict == v).count();
     let judged = rows.iter().filter(|r| r.verdict != Verdict::Info).count();
+    let unknown = match count(Verdict::NoEstimate) {
+        0 => String::new(),
+        n => format!(", {n} noise unknown"),
+    };
     format!(
-        "{judged} {what} judged: {} worse, {} better, {} within noise, {} no change, {} no interval",
+        "{judged} {what} judged: {} worse, {} better, {} within noise, {} no change, {} no interval{unknown}",
         count(Verdict::Worse),
         count(Verdict::Better),
         count(Verdict::WithinNoise),
@@ -234,7 +238,7 @@ fn sweeps(s: &Sweeps, shown: Shown) -> String {
             shown == Shown::All
                 || matches!(
                     r.row.verdict,
-                    Verdict::Worse | Verdict::Better | Verdict::NoInterval
+                    Verdict::Worse | Verdict::Better | Verdict::NoInterval | Verdict::NoEstimate
                 )
         })
         .collect();

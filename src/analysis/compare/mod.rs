@@ -83,12 +83,16 @@ pub enum Verdict {
     NoChange,
     /// Changed, with no interval to judge it by.
     NoInterval,
+    /// Changed, and its noise could not be estimated (the interval's arithmetic left the
+    /// finite numbers): never judged within it.
+    NoEstimate,
     /// Not judged: no way of it is worse, or one side has no value.
     Info,
 }
 
 impl Verdict {
-    /// For people: `better`, `worse`, `within noise`, `no change`, `no interval`, `—`.
+    /// For people: `better`, `worse`, `within noise`, `no change`, `no interval`, `noise
+    /// unknown`, `—`.
     pub fn words(self) -> &'static str {
         match self {
             Verdict::Better => "better",
@@ -96,6 +100,7 @@ impl Verdict {
             Verdict::WithinNoise => "within noise",
             Verdict::NoChange => "no change",
             Verdict::NoInterval => "no interval",
+            Verdict::NoEstimate => "noise unknown",
             Verdict::Info => "—",
         }
     }
@@ -127,7 +132,8 @@ pub struct Row {
 
 impl Row {
     /// A row judged with `way` (`None`: not judged) and `noise` (the change it allows, by
-    /// `method`; `None`: no interval).
+    /// `method`; `None`: no interval). A noise or a change that is not a finite number judges
+    /// nothing: every row of a comparison is made here, so none is "within" an infinite band.
     pub fn new(
         metric: impl Into<String>,
         path: impl Into<String>,
@@ -140,7 +146,9 @@ impl Row {
         let percent = a
             .zip(change)
             .filter(|(a, _)| *a != 0.0)
-            .map(|(a, c)| c / a.abs() * 100.0);
+            .map(|(a, c)| c / a.abs() * 100.0)
+            .filter(|p| p.is_finite());
+        let estimable = noise.is_none_or(f64::is_finite) && change.is_none_or(f64::is_finite);
         let gated = matches!(
             way,
             Some(Direction::HigherIsWorse | Direction::LowerIsWorse)
@@ -149,6 +157,7 @@ impl Row {
             _ if !gated => Verdict::Info,
             (None, _) => Verdict::Info,
             (Some((a, b)), _) if a == b => Verdict::NoChange,
+            _ if !estimable => Verdict::NoEstimate,
             (Some(_), None) => Verdict::NoInterval,
             (Some((a, b)), Some(t)) if (b - a).abs() <= t => Verdict::WithinNoise,
             (Some((a, b)), Some(_)) => match (way, b > a) {
@@ -170,7 +179,7 @@ impl Row {
             b,
             change,
             percent,
-            noise: if method == Method::Info { None } else { noise },
+            noise: noise.filter(|t| method != Method::Info && t.is_finite()),
             method,
             verdict,
         }
@@ -253,9 +262,9 @@ fn side(r: &Run) -> RunSide {
     RunSide {
         path: r.path.display().to_string(),
         scenario: r.word("scenario"),
-        seed: r.num("seed") as u64,
+        seed: r.count("seed"),
         mode: r.word("mode"),
-        queries_started: r.num("queries_started") as u64,
+        queries_started: r.count("queries_started"),
         histograms: r.query.is_some() && r.call.is_some(),
     }
 }
@@ -547,4 +556,39 @@ pub fn load(a: &Run, b: &Run) -> Vec<String> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_noise_or_a_change_that_is_not_finite_judges_nothing() {
+        let way = Some(Direction::LowerIsWorse);
+        let row = |a: f64, b: f64, noise: f64| {
+            Row::new(
+                "m",
+                "p",
+                (Some(a), Some(b)),
+                way,
+                Some(noise),
+                Method::Poisson,
+            )
+        };
+        for r in [
+            row(1.0, 2.0, f64::INFINITY),
+            row(1.0, 2.0, f64::NAN),
+            row(-1e308, 1e308, 1.0),
+        ] {
+            assert_eq!(r.verdict, Verdict::NoEstimate, "{r:?}");
+            assert_eq!(r.noise.filter(|n| !n.is_finite()), None, "{r:?}");
+        }
+        assert_eq!(Verdict::NoEstimate.words(), "noise unknown");
+        // Unchanged is unchanged whatever the noise; a finite one still judges.
+        assert_eq!(row(3.0, 3.0, f64::INFINITY).verdict, Verdict::NoChange);
+        assert_eq!(row(1.0, 2.0, 0.5).verdict, Verdict::Better);
+        assert_eq!(row(1.0, 1.2, 0.5).verdict, Verdict::WithinNoise);
+        // A Poisson half-width near f64::MAX stays finite.
+        assert!(noise::poisson_rate(1e308, 200.0).is_finite());
+    }
 }

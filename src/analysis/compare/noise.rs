@@ -66,7 +66,8 @@ pub fn combined(a: f64, b: f64) -> f64 {
 /// The 95 % half-width of a rate `rate` measured from `count` events (Poisson).
 pub fn poisson_rate(rate: f64, count: f64) -> f64 {
     if count > 0.0 {
-        Z95 * rate / count.sqrt()
+        // Divided first: a rate near f64::MAX keeps a finite half-width.
+        Z95 * (rate / count.sqrt())
     } else {
         0.0
     }

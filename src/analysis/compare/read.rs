@@ -15,31 +15,45 @@ use crate::engine::summary::slo;
 /// The most bytes read from one file.
 const LIMIT: u64 = 256 << 20;
 
-/// What summary.json's comparison reads: every one must be a number.
-const REQUIRED: &[&str] = &[
+/// The counts summary.json's comparison reads: each a whole number from 0 to `u64::MAX`, so
+/// that one reading of it serves the header and the table alike.
+const COUNTS: &[&str] = &[
     "seed",
     "queries",
     "queries_started",
     "queries_failed",
     "queries_abandoned",
     "calls",
-    "virtual_seconds",
     "latency_ms.query.count",
-    "latency_ms.query.mean",
-    "latency_ms.query.p50",
-    "latency_ms.query.p95",
-    "latency_ms.query.p99",
-    "latency_ms.query.max",
     "latency_ms.call.count",
-    "latency_ms.call.p95",
-    "throughput.queries_per_s",
-    "throughput.calls_per_s",
     "provider.received",
     "provider.rate_limited",
     "provider.tokens_charged",
     "retries",
     "errors",
 ];
+
+/// The other numbers it reads: each finite and 0 or more.
+const NUMBERS: &[&str] = &[
+    "virtual_seconds",
+    "latency_ms.query.mean",
+    "latency_ms.query.p50",
+    "latency_ms.query.p95",
+    "latency_ms.query.p99",
+    "latency_ms.query.max",
+    "latency_ms.call.p95",
+    "throughput.queries_per_s",
+    "throughput.calls_per_s",
+];
+
+/// What it reads of a priced run (one with a `cost`): counts, then numbers.
+const PRICED: (&[&str], &[&str]) = (
+    &["provider.served", "cost.good_queries"],
+    &["cost.total_usd", "cost.wasted_share"],
+);
+
+/// A histogram's figures in the order they cannot go down.
+const ORDERED: &[&str] = &["p50", "p90", "p95", "p99", "max"];
 
 /// A run or a sweep, read and checked.
 #[derive(Debug, Clone)]
@@ -85,6 +99,14 @@ impl Run {
     /// The number at a dotted path that [`read`] checked is there (0 otherwise).
     pub fn num(&self, path: &str) -> f64 {
         slo::number(&self.json, path).unwrap_or(0.0)
+    }
+
+    /// The count at a dotted path that [`read`] checked is a `u64` (0 otherwise): what
+    /// [`Run::num`] reads of it too, exactly where it is below 2⁵³.
+    pub fn count(&self, path: &str) -> u64 {
+        slo::lookup(&self.json, path)
+            .and_then(Value::as_u64)
+            .unwrap_or(0)
     }
 
     /// Whether the run has a `cost` (its provider has a price).
@@ -208,13 +230,7 @@ fn read_run(path: &Path) -> Result<Record, CompareError> {
     if !json.get("scenario").is_some_and(Value::is_string) {
         return Err(bad("scenario: missing or not a string".into()));
     }
-    for field in REQUIRED {
-        match slo::lookup(&json, field) {
-            Some(v) if v.as_f64().is_some_and(|n| n.is_finite() && n >= 0.0) => {}
-            Some(v) => return Err(bad(format!("{field}: must be a number, got {v}"))),
-            None => return Err(bad(format!("{field}: missing"))),
-        }
-    }
+    check_figures(&json).map_err(bad)?;
     let dir = path.parent().unwrap_or(Path::new("."));
     let histogram = |name: &str, count: &str| -> Result<Option<Hgrm>, CompareError> {
         let file = dir.join(name);
@@ -222,7 +238,9 @@ fn read_run(path: &Path) -> Result<Record, CompareError> {
             return Ok(None);
         }
         let h = Hgrm::parse(&text(&file)?).map_err(|e| CompareError::input(&file, e))?;
-        let want = slo::number(&json, count).unwrap_or(0.0) as u64;
+        let want = slo::lookup(&json, count)
+            .and_then(Value::as_u64)
+            .unwrap_or(0);
         if h.count != want {
             return Err(CompareError::input(
                 &file,
@@ -243,6 +261,99 @@ fn read_run(path: &Path) -> Result<Record, CompareError> {
         query,
         call,
     }))
+}
+
+/// Checks every figure the comparison reads of summary.json `json`: present, a count or a
+/// number of its kind, and not against another (a percentile above the maximum, more 429s
+/// than requests). The error names the field or fields, in one line.
+fn check_figures(json: &Value) -> Result<(), String> {
+    let (mut counts, mut numbers) = (COUNTS.to_vec(), NUMBERS.to_vec());
+    let mut optional: Vec<String> = Vec::new();
+    if json.get("cost").is_some_and(Value::is_object) {
+        counts.extend(PRICED.0);
+        numbers.extend(PRICED.1);
+    }
+    // Each provider of several: what its rows read, where it has it.
+    let providers = json.get("providers").and_then(Value::as_object);
+    for name in providers.into_iter().flat_map(|m| m.keys()) {
+        for f in ["received", "rate_limited", "tokens_charged"] {
+            optional.push(format!("providers.{name}.{f}"));
+        }
+    }
+    for (field, required) in counts
+        .iter()
+        .map(|f| (f.to_string(), true))
+        .chain(optional.into_iter().map(|f| (f, false)))
+    {
+        match slo::lookup(json, &field) {
+            Some(v) if v.as_u64().is_some() => {}
+            Some(v) => {
+                return Err(format!(
+                    "{field}: must be a count of 0 or more (a whole number up to {}), got {v}",
+                    u64::MAX
+                ))
+            }
+            None if required => return Err(format!("{field}: missing")),
+            None => {}
+        }
+    }
+    for field in numbers {
+        match slo::lookup(json, field) {
+            Some(v) if v.as_f64().is_some_and(|n| n.is_finite() && n >= 0.0) => {}
+            Some(v) => return Err(format!("{field}: must be a number of 0 or more, got {v}")),
+            None => return Err(format!("{field}: missing")),
+        }
+    }
+    if let Some(w) = slo::number(json, "cost.wasted_share").filter(|w| *w > 1.0) {
+        return Err(format!(
+            "cost.wasted_share: must be a share from 0 to 1, got {w}"
+        ));
+    }
+    consistent(json)
+}
+
+/// Refuses figures of one run that contradict each other: a histogram's percentiles going
+/// down (or its mean above its maximum), and more 429s than requests received.
+fn consistent(json: &Value) -> Result<(), String> {
+    let f = crate::fmt::fmt_num;
+    let above = |(lo, a): (&str, f64), (hi, b): (&str, f64), what: &str| {
+        format!("{lo} ({}) is above {hi} ({}): {what}", f(a), f(b))
+    };
+    let histograms = json.get("latency_ms").and_then(Value::as_object);
+    for name in histograms.into_iter().flat_map(|m| m.keys()) {
+        let path = |stat: &str| format!("latency_ms.{name}.{stat}");
+        let at = |stat: &str| slo::number(json, &path(stat)).map(|v| (path(stat), v));
+        // Each figure against the maximum first, then each percentile against the next.
+        let present: Vec<(String, f64)> = ORDERED.iter().filter_map(|s| at(s)).collect();
+        let max = at("max");
+        let mean = at("mean");
+        let to_max = mean
+            .iter()
+            .chain(&present)
+            .filter_map(|p| max.as_ref().map(|m| (p, m)));
+        let pairs = present.windows(2).map(|w| (&w[0], &w[1]));
+        for ((lo, a), (hi, b)) in to_max.chain(pairs) {
+            if a > b {
+                return Err(above((lo, *a), (hi, *b), "not one histogram's figures"));
+            }
+        }
+    }
+    let mut sides = vec!["provider".to_string()];
+    let providers = json.get("providers").and_then(Value::as_object);
+    sides.extend(
+        providers
+            .into_iter()
+            .flat_map(|m| m.keys().map(|n| format!("providers.{n}"))),
+    );
+    for side in sides {
+        let (k, n) = (format!("{side}.rate_limited"), format!("{side}.received"));
+        if let (Some(a), Some(b)) = (slo::number(json, &k), slo::number(json, &n)) {
+            if a > b {
+                return Err(above((&k, a), (&n, b), "every 429 is a request received"));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A sweep's sweep.csv and the report.md beside it.

@@ -177,6 +177,9 @@ pub(super) fn apply_override(
     Ok(())
 }
 
+/// Each `--set`'s dotted key, with its argument.
+pub(super) type SetKeys<'a> = Vec<(String, &'a String)>;
+
 /// Why `--set` arguments give no scenario.
 #[derive(Debug)]
 pub(super) enum Refused {
@@ -188,11 +191,11 @@ pub(super) enum Refused {
 
 /// The scenario of the file's `table` with `sets` applied in order, and each `--set`'s dotted
 /// key with its argument; `file_missing` says whether the file alone lacks a key.
-pub(super) fn apply<'a>(
+pub(super) fn apply(
     mut table: toml::Table,
-    sets: &'a [String],
+    sets: &[String],
     file_missing: bool,
-) -> Result<(RawScenario, Vec<(String, &'a String)>), Refused> {
+) -> Result<(RawScenario, SetKeys<'_>), Refused> {
     let original = table.clone();
     let mut keys = Vec::new();
     // Each --set's path, and whether it gave a whole table.

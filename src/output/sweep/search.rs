@@ -42,28 +42,25 @@ pub fn metric_cell(spec: &SearchSpec, p: &Probe) -> Option<String> {
 /// search.csv's note on a probe. A boundary search: one that contradicts the assumption that
 /// passing is monotone (`not monotone: 2, larger, passes` on a failing probe, `not monotone:
 /// 1, smaller, fails` on a passing one). A search on a metric: `least` or `greatest` (the
-/// answer), `as good within noise`, `another dip`, `fails between passing values`. Empty
+/// answer), `as good within noise`, `another dip` (`another peak` for `--max`), `fails
+/// between passing values`. Empty
 /// otherwise.
 fn note(spec: &SearchSpec, found: &Found, p: &Probe) -> String {
     if spec.metric.is_some() {
         let is = |values: Vec<f64>| values.contains(&p.value);
         let answer = found.answer.map(|a| found.probes[a].value);
+        let words = spec.extremum();
         return if answer == Some(p.value) {
-            if spec.max {
-                "greatest"
-            } else {
-                "least"
-            }
+            words.answer.into()
         } else if is(search::near(spec, found)) {
-            "as good within noise"
+            "as good within noise".into()
         } else if is(search::dips(spec, found)) {
-            "another dip"
+            format!("another {}", words.turn)
         } else if is(search::gaps(found)) {
-            "fails between passing values"
+            "fails between passing values".into()
         } else {
-            ""
-        }
-        .into();
+            String::new()
+        };
     }
     found.contradicts(p, spec.max).map_or(String::new(), |q| {
         format!(
@@ -213,7 +210,7 @@ fn least_words(spec: &SearchSpec, metric: &str, found: &Found, a: &Probe) -> Str
     let (mean, error) = search::reading(a, metric).unwrap_or((f64::NAN, 0.0));
     let mut line = format!(
         "{} mean {metric} of the {} values that meet the objectives: {}, at {} (± {} over {} seeds)",
-        if spec.max { "greatest" } else { "least" },
+        spec.extremum().answer,
         spec.key,
         search::shown(spec, a.value),
         six_figures(mean),
@@ -296,7 +293,7 @@ pub fn check_words(spec: &SearchSpec, lowest: f64, highest: f64, step: Step) -> 
 
 /// The line saying the probes contradict the search's assumption, if they do: for a boundary
 /// search that passing is monotone, for a search on a metric that the passing values are one
-/// stretch with one minimum.
+/// stretch with one minimum (one maximum, `--max`).
 pub fn not_monotone(spec: &SearchSpec, found: &Found) -> Option<String> {
     if let Some(metric) = spec.metric.as_deref() {
         return least_caveat(spec, metric, found);
@@ -329,10 +326,12 @@ fn least_caveat(spec: &SearchSpec, metric: &str, found: &Found) -> Option<String
         v.join(", ")
     };
     let (dips, gaps) = (search::dips(spec, found), search::gaps(found));
+    let words = spec.extremum();
     let mut said = Vec::new();
     if dips.len() > 1 {
         said.push(format!(
-            "{metric} dips at more than one value of {} ({}) beyond the seeds' noise",
+            "{metric} {} at more than one value of {} ({}) beyond the seeds' noise",
+            words.verb,
             spec.key,
             shown(dips)
         ));
@@ -346,8 +345,9 @@ fn least_caveat(spec: &SearchSpec, metric: &str, found: &Found) -> Option<String
     }
     (!said.is_empty()).then(|| {
         format!(
-            "not one minimum: {} (the search assumes one stretch of passing values with one minimum): the best found may not be the best there is; a sweep over the range shows the whole curve",
-            said.join("; ")
+            "not one {noun}: {} (the search assumes one stretch of passing values with one {noun}): the best found may not be the best there is; a sweep over the range shows the whole curve",
+            said.join("; "),
+            noun = words.noun
         )
     })
 }

@@ -66,6 +66,47 @@ pub struct SearchSpec {
     pub metric: Option<String>,
 }
 
+/// The words of a search on a metric, by its way: the answer it gives and the shape it
+/// assumes (`--min`: the least, one minimum, a dip; `--max`: the greatest, one maximum, a
+/// peak).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Extremum {
+    /// `least` or `greatest`.
+    pub answer: &'static str,
+    /// `minimum` or `maximum`.
+    pub noun: &'static str,
+    /// `dips` or `peaks`.
+    pub verb: &'static str,
+    /// `dip` or `peak`.
+    pub turn: &'static str,
+}
+
+impl SearchSpec {
+    /// The words of a search on a metric this way (see [`Extremum`]).
+    pub fn extremum(&self) -> Extremum {
+        extremum(self.max)
+    }
+}
+
+/// [`Extremum`]'s words for a search of the greatest (`max`) or the least.
+pub fn extremum(max: bool) -> Extremum {
+    if max {
+        Extremum {
+            answer: "greatest",
+            noun: "maximum",
+            verb: "peaks",
+            turn: "peak",
+        }
+    } else {
+        Extremum {
+            answer: "least",
+            noun: "minimum",
+            verb: "dips",
+            turn: "dip",
+        }
+    }
+}
+
 /// How a probe's value was chosen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Step {
