@@ -52,6 +52,7 @@ mod respond;
 mod responder;
 mod run;
 mod series;
+mod spell;
 mod sse;
 mod traces;
 mod traffic;
