@@ -13,6 +13,7 @@ use capsize_mock::Counters;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
+use crate::engine::provider::transport::TransportErrors;
 use crate::engine::recorder::{EndpointLoad, Generation, Syntheses};
 use crate::engine::routes::Routes;
 use crate::engine::scenario::Scenario;
@@ -213,6 +214,9 @@ pub struct Summary {
     pub retries: u64,
     /// Calls that failed for good.
     pub errors: u64,
+    /// Attempts whose connection failed, by why (only in a real-time run that had any).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transport_errors: Option<TransportErrors>,
     /// Calls stopped by a cancel, deadline or budget.
     pub cancelled: u64,
     /// Calls answered "not run".
@@ -520,6 +524,7 @@ impl Summary {
             attempts_timed_out: r.calls.timed_out,
             retries: r.calls.retries,
             errors: r.calls.failed,
+            transport_errors: Some(r.transport_errors).filter(|t| t.total() > 0),
             cancelled: r.calls.cancelled,
             not_run: r.calls.not_run,
             budget_exhausted: r.calls.budget_exhausted,
@@ -588,6 +593,7 @@ impl Summary {
     fn template() -> serde_json::Value {
         let template = Summary {
             synthesis: Some(SynthesisSummary::default()),
+            transport_errors: Some(TransportErrors::default()),
             fleet: Some(FleetSummary::default()),
             concurrency_limit: Some(LimitSummary::default()),
             cost: Some(Cost {
