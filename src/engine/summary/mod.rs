@@ -215,7 +215,7 @@ pub struct Summary {
     /// Calls that failed for good.
     pub errors: u64,
     /// Attempts whose connection failed, by why (only in a real-time run that had any).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transport_errors: Option<TransportErrors>,
     /// Calls stopped by a cancel, deadline or budget.
     pub cancelled: u64,
