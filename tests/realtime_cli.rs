@@ -187,11 +187,35 @@ fn a_mock_serving_another_model_or_time_scale_is_refused_naming_what_differs() {
     let e = refused(&t, &run(&t, &args), 2);
     for want in [
         "provider.rpm: 600 (expected 1200)",
-        "provider.window: Sliding (expected Fixed)",
+        "provider.window: \"sliding\" (expected \"fixed\")",
         "time_scale: 20 (expected 10)",
     ] {
         assert!(e.contains(want), "{want} in {e}");
     }
+    // capsize exec against it names the same values, in the scenario's own spelling: the
+    // whole line, each value as the scenario writes it.
+    let exec = Command::new(env!("CARGO_BIN_EXE_capsize"))
+        .arg("exec")
+        .arg(t.scenario())
+        .args(["--target", &url, "--out"])
+        .arg(t.out())
+        .args([
+            "--set",
+            "provider.latency={ dist = \"uniform\", min_ms = 5, max_ms = 50 }",
+            "--set",
+            "provider.price={ input_per_mtok = 3, output_per_mtok = 15 }",
+            "--",
+            "true",
+        ])
+        .output()
+        .expect("the capsize binary runs");
+    let e = refused(&t, &exec, 2);
+    assert_eq!(
+        e,
+        format!(
+            "capsize: {url} serves another provider than this run expects: provider.latency: {{ dist = \"constant\", ms = 100 }} (expected {{ dist = \"uniform\", min_ms = 5, max_ms = 50 }}); provider.price: not set (expected {{ input_per_mtok = 3, output_per_mtok = 15 }}); time_scale: 20 (expected 1)\n"
+        )
+    );
     // The same model at its own time scale is served: the seed may differ.
     let out = run(
         &t,

@@ -12,7 +12,7 @@ use crate::limits::{clamp_ms, MAX_DURATION_MS, MAX_FILE_BYTES};
 use capsize_files::read_regular_file;
 
 /// z-score of the 95th percentile of a standard normal.
-const Z95: f64 = 1.644_853_626_951_472_2;
+pub(crate) const Z95: f64 = 1.644_853_626_951_472_2;
 
 /// A latency distribution as written in a scenario: `latency = { dist = "uniform", ... }`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]

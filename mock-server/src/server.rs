@@ -8,7 +8,9 @@
 //! waits, as [`Report`]), `GET /config` (the values the model is built from), `GET /healthz`
 //! and `POST /reset`, which
 //! do not reach the model, and `POST /v1/traces` (OTLP/HTTP traces an instrumented agent
-//! exports), served only when the caller gives a trace sink. The model sits behind a `std::sync::Mutex`.
+//! exports, gzip or deflate undone within the body limit, a body that is not OTLP answered 400;
+//! `traces.rs`), served only when the caller gives a trace sink. The model sits behind a
+//! `std::sync::Mutex`.
 //!
 //! `POST /reset` (no body needed) puts the provider back to the state of a freshly started server
 //! with the same config and seed: a new model (windows, counters, randomness, phases' clock),
@@ -50,7 +52,9 @@ mod respond;
 mod responder;
 mod run;
 mod series;
+mod spell;
 mod sse;
+mod traces;
 mod traffic;
 pub mod wire;
 
@@ -71,12 +75,13 @@ use tokio::net::TcpListener;
 use tokio::sync::{oneshot, watch};
 
 pub use describe::{differences, Described};
-pub use requests::{RequestLog, RequestRecord, TraceSink, TRACEPARENT_HEADER};
+pub use requests::{RequestLog, RequestRecord, TraceExport, TraceSink, TRACEPARENT_HEADER};
 pub use respond::{CHARGED_HEADER, LATENCY_HEADER, NEVER, TOKENS_HEADER};
 #[cfg(feature = "wiremock")]
 pub use responder::ProviderResponder;
 pub use run::Report;
 pub use series::{Bin, Series, MAX_BINS};
+pub use traces::TRACE_ENCODINGS;
 pub use traffic::{Traffic, TrafficReport, IDEMPOTENCY_HEADER, MAX_LINKED, RETRY_COUNT_HEADER};
 
 use crate::config::ProviderConfig;
@@ -402,31 +407,10 @@ async fn handle(
     let mut visit = None;
     let reply = match shared.route(&parts.method, parts.uri.path()) {
         Route::Answer(reply) => reply,
-        Route::Traces => {
-            let json = parts
-                .headers
-                .get(hyper::header::CONTENT_TYPE)
-                .and_then(|v| v.to_str().ok())
-                .is_some_and(|v| v.contains("json"));
-            match read_body(body, shared.max_body_bytes).await {
-                Ok(bytes) => {
-                    if let Some(sink) = &shared.trace_sink {
-                        (sink.0)(&bytes, json);
-                    }
-                    // An empty ExportTraceServiceResponse: all accepted.
-                    let mut ok = Reply::json(200, &serde_json::json!({}));
-                    if !json {
-                        ok.content_type = "application/x-protobuf";
-                        ok.body = Vec::new();
-                    }
-                    ok
-                }
-                Err(BodyError::TooLarge) => {
-                    body_too_large(wire::Api::OpenAi, shared.max_body_bytes)
-                }
-                Err(_) => refuse(wire::Api::OpenAi, 400, "Trace body cut short or too slow."),
-            }
-        }
+        Route::Traces => match &shared.trace_sink {
+            Some(sink) => traces::export(sink, &parts.headers, body, shared.max_body_bytes).await,
+            None => refuse(wire::Api::OpenAi, 404, "unknown path /v1/traces"),
+        },
         Route::Model(call) => match read_body(body, shared.max_body_bytes).await {
             // The body is dropped here, before the answer's delay.
             // The run it arrives in decides it and counts it, even if a reset comes meanwhile.

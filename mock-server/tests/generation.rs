@@ -190,9 +190,15 @@ async fn the_mock_reports_the_tokens_it_generated() {
     assert_eq!(r.status(), 200);
     // /config says how it generates, so a run expecting another provider refuses this mock.
     let c = common::get_json(&m, "/config").await;
-    assert_eq!(c["model"]["provider.output_tokens"], "Constant(200.0)");
-    assert_eq!(c["model"]["provider.ttft"], "Constant(500.0)");
-    assert_eq!(c["model"]["provider.tpot"], "Constant(20.0)");
+    assert_eq!(c["model"]["provider.output_tokens"], "200");
+    assert_eq!(
+        c["model"]["provider.ttft"],
+        r#"{ dist = "constant", ms = 500 }"#
+    );
+    assert_eq!(
+        c["model"]["provider.tpot"],
+        r#"{ dist = "constant", ms = 20 }"#
+    );
     let plain = common::start_with("", 1000.0, &[]).await;
     let plain = common::get_json(&plain, "/config").await;
     assert!(plain["model"].get("provider.ttft").is_none());

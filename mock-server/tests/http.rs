@@ -432,17 +432,96 @@ async fn config_says_what_the_server_serves_without_reaching_the_model() {
     let model = &c["model"];
     assert_eq!(model["provider.rpm"], "60");
     assert_eq!(model["provider.tpm"], "unlimited");
-    assert_eq!(model["provider.window"], "Fixed");
+    assert_eq!(model["provider.window"], "\"fixed\"");
     assert_eq!(model["time_scale"], "4");
-    assert!(
-        model["latencies.model_turn"]
-            .as_str()
-            .unwrap()
-            .contains('7'),
-        "{c}"
+    assert_eq!(
+        model["latencies.model_turn"],
+        r#"{ dist = "constant", ms = 7 }"#
     );
     assert!(c["seed"].is_u64(), "{c}");
     assert_eq!(stats(&m).await["received"], 0);
+}
+
+/// Every value `/config` names is written as a scenario writes it: no Rust form (`Some(`,
+/// `Constant(`, `Price {`) reaches a user, in `/config` or in a mismatch that quotes it.
+#[tokio::test]
+async fn config_writes_every_value_in_the_scenarios_own_spelling() {
+    let m = start_with(
+        r#"rpm = 60
+tpm = 90000
+window = "token_bucket"
+clock_from = "first_request"
+retry_after = 2.5
+latency = { dist = "uniform", min_ms = 5, max_ms = 50 }
+max_in_flight = 4
+overload = "503"
+error_rate = 0.1
+error_mix = { 500 = 1, 529 = 3 }
+timeout_rate = 0.05
+output_tokens = { dist = "lognormal", mean = 300, p95 = 900 }
+ttft = { dist = "exponential", mean_ms = 400 }
+tpot = { dist = "constant", ms = 20 }
+price = { input_per_mtok = 3, output_per_mtok = 15, cached_input_per_mtok = 0.3, cached_input_share = 0.5, bill_errors = true }
+[[phases]]
+from_s = 60
+to_s = 120
+rpm = 30
+latency = { dist = "normal", mean_ms = 100, sd_ms = 10 }
+[[phases]]
+at_s = 300
+outage = "no_answer"
+"#,
+        2.0,
+        &[(
+            "search",
+            "{ dist = \"mixture\", components = [{ weight = 1, dist = \"constant\", ms = 10 }, { weight = 3, dist = \"pareto\", scale_ms = 10, shape = 2.5 }] }",
+        )],
+    )
+    .await;
+    let c = common::get_json(&m, "/config").await;
+    let model: Vec<(String, String)> = c["model"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string()))
+        .collect();
+    let expected = [
+        (
+            "latencies.search",
+            r#"{ dist = "mixture", components = [{ weight = 0.25, dist = "constant", ms = 10 }, { weight = 0.75, dist = "pareto", scale_ms = 10, shape = 2.5 }] }"#,
+        ),
+        ("provider.clock_from", r#""first_request""#),
+        ("provider.error_mix", "{ 500 = 0.25, 503 = 0, 529 = 0.75 }"),
+        ("provider.error_rate", "0.1"),
+        ("provider.itpm", "unlimited"),
+        ("provider.latency", r#"{ dist = "uniform", min_ms = 5, max_ms = 50 }"#),
+        ("provider.max_in_flight", "4"),
+        ("provider.max_output_tokens", "32768"),
+        ("provider.otpm", "unlimited"),
+        ("provider.output_tokens", r#"{ dist = "lognormal", mean = 300, p95 = 900 }"#),
+        ("provider.overload", r#""503""#),
+        (
+            "provider.phases",
+            r#"[{ from_s = 60, to_s = 120, rpm = 30, latency = { dist = "normal", mean_ms = 100, sd_ms = 10 } }, { at_s = 300, outage = "no_answer" }]"#,
+        ),
+        (
+            "provider.price",
+            "{ input_per_mtok = 3, output_per_mtok = 15, cached_input_per_mtok = 0.3, cached_input_share = 0.5, bill_errors = true }",
+        ),
+        ("provider.retry_after", "2.5"),
+        ("provider.rpm", "60"),
+        ("provider.timeout_rate", "0.05"),
+        ("provider.tpm", "90000"),
+        ("provider.tpot", r#"{ dist = "constant", ms = 20 }"#),
+        ("provider.ttft", r#"{ dist = "exponential", mean_ms = 400 }"#),
+        ("provider.window", r#""token_bucket""#),
+        ("time_scale", "2"),
+    ];
+    let expected: Vec<(String, String)> = expected
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    assert_eq!(model, expected);
 }
 
 #[tokio::test]

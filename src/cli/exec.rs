@@ -11,6 +11,7 @@ use super::run::ReplicaArgs;
 use super::{check_redis, check_target, default_out, out, seed_flag, Failure};
 use crate::analysis::check;
 use crate::engine::exec::fleet::Member;
+use crate::engine::exec::record::Recorded;
 use crate::engine::exec::{self as engine, Ending, ExecRequest, Target};
 use crate::engine::scenario::Scenario;
 use crate::engine::sim::replica::{ReplicaOf, RECORD_FILE};
@@ -231,6 +232,18 @@ impl Prepared<'_> {
             timeout: args.timeout,
             target: self.target.clone(),
         };
+        // A mock started here takes the agent's traces, over whatever the user's environment
+        // says (a signal's own endpoint would otherwise take them elsewhere, silently).
+        let overrode = match self.target {
+            None => engine::otel::overridden(),
+            Some(_) => Vec::new(),
+        };
+        if !overrode.is_empty() {
+            eprintln!(
+                "capsize: the agent's traces go to the mock: overriding {} of the environment",
+                overrode.join(", ")
+            );
+        }
         let outcome = engine::run(&self.scenario, &request).map_err(|e| match e {
             engine::ExecError::Stopped(sig) => Failure {
                 code: 128 + u8::try_from(sig).unwrap_or(0),
@@ -281,20 +294,8 @@ impl Prepared<'_> {
         text.push_str(&format!("  wrote {dir}/{{{SUMMARY_FILES}}}\n"));
         match &outcome.recorded {
             Some(recorded) => {
-                let counts = recorded.counts;
-                text.push_str(&format!(
-                    "  recorded {} requests in {dir}/calls.jsonl{}: capsize calibrate reads them\n",
-                    counts.calls,
-                    if counts.trace_requests > 0 {
-                        format!(
-                            " and {} trace exports in {dir}/{}",
-                            counts.trace_requests,
-                            recorded.files[1..].join(", ")
-                        )
-                    } else {
-                        String::new()
-                    }
-                ));
+                text.push_str(&recorded_line(recorded, &dir));
+                say_if_untraced(recorded, &overrode);
             }
             None => text.push_str(
                 "  the agent's requests went to --target: not recorded here (no calls.jsonl)\n",
@@ -361,6 +362,61 @@ impl Prepared<'_> {
             _ => code,
         })
     }
+}
+
+/// The summary's line naming what was recorded in `dir` (shown as it is given).
+fn recorded_line(recorded: &Recorded, dir: &str) -> String {
+    let counts = recorded.counts;
+    let traces = match counts.trace_requests {
+        0 => String::new(),
+        n => format!(
+            " and {n} trace exports in {dir}/{}",
+            recorded.files[1..].join(", ")
+        ),
+    };
+    let refused = match (counts.trace_refused, &recorded.first_refusal) {
+        (0, _) | (_, None) => String::new(),
+        (n, Some(first)) => format!(
+            " ({n} trace exports refused, the first {})",
+            escape::terminal(first)
+        ),
+    };
+    format!(
+        "  recorded {} requests in {dir}/calls.jsonl{traces}{refused}: capsize calibrate reads them\n",
+        counts.calls
+    )
+}
+
+/// Says on stderr, in one line, that an agent that looks instrumented (its requests carry a
+/// `traceparent`, it exported traces that were refused, or its environment set OpenTelemetry
+/// variables exec `overrode`) left no traces for calibrate.
+fn say_if_untraced(recorded: &Recorded, overrode: &[&str]) {
+    let c = recorded.counts;
+    if c.trace_requests > 0 {
+        return;
+    }
+    let seen = match (c.trace_refused, &recorded.first_refusal) {
+        (1, Some(first)) => format!(
+            "its one trace export was refused ({})",
+            escape::terminal(first)
+        ),
+        (n, Some(first)) if n > 1 => format!(
+            "its {n} trace exports were all refused (the first {})",
+            escape::terminal(first)
+        ),
+        _ if c.traced_calls > 0 => format!(
+            "{} of its {} requests carried a traceparent, but it exported no traces to the mock",
+            c.traced_calls, c.calls
+        ),
+        _ if !overrode.is_empty() => format!(
+            "its environment sets {}, but it exported no traces to the mock",
+            overrode.join(", ")
+        ),
+        _ => return,
+    };
+    eprintln!(
+        "capsize: warning: the agent looks instrumented: {seen}: no traces recorded (is OTEL_TRACES_EXPORTER otlp, and does it flush its spans before it exits?)"
+    );
 }
 
 /// Says on stderr that the agent failed, if it did (its traffic is reported all the same).

@@ -211,6 +211,7 @@ impl<I: Moment> Recorder<I> {
                     limits_until_us: None,
                     used: vec![Bill::default(); endpoints],
                     used_by_failed: Spent::default(),
+                    transport_errors: Default::default(),
                 },
                 peak: Peak60::default(),
                 peaks: vec![Peak60::default(); several],
@@ -323,6 +324,11 @@ impl<I: Moment> Recorder<I> {
         if let Some(u) = s.rec.used.get_mut(endpoint) {
             *u = u.plus(*bill);
         }
+    }
+
+    /// An attempt's connection failed, for this reason.
+    pub fn transport_error(&self, class: crate::engine::provider::transport::TransportClass) {
+        self.lock().rec.transport_errors.add(class);
     }
 
     /// The provider charged a request whose answer was thrown away.

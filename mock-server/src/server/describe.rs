@@ -6,12 +6,14 @@
 //! Retry-After, latency, generation (output tokens, time to first token, time per token), the
 //! largest `max_tokens` accepted (`max_output_tokens`),
 //! capacity, errors, the time scale and named latencies. The seed is
-//! not: it changes which draws come out, not the model they come from.
+//! not: it changes which draws come out, not the model they come from. Each is written as a
+//! scenario writes it (`spell.rs`): `{ dist = "constant", ms = 10 }`, never a Rust form.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::spell;
 use super::ServerConfig;
 
 /// The longest value an error message quotes (an empirical latency can be long).
@@ -29,61 +31,55 @@ pub struct Described {
     pub seed: u64,
 }
 
-fn limit(v: Option<f64>) -> String {
-    v.map_or_else(|| "unlimited".to_string(), |x| x.to_string())
-}
-
 impl ServerConfig {
-    /// The values that decide what the provider does, by name (see the module docs).
+    /// The values that decide what the provider does, by name, each in the scenario's own
+    /// TOML spelling (see the module docs).
     pub fn described(&self) -> Described {
         let p = &self.provider;
         let mut model = BTreeMap::new();
         let mut put = |key: &str, value: String| {
             model.insert(key.to_string(), shortened(value));
         };
-        put("provider.rpm", limit(p.rpm));
-        put("provider.tpm", limit(p.tpm));
-        put("provider.itpm", limit(p.itpm));
-        put("provider.otpm", limit(p.otpm));
-        put("provider.window", format!("{:?}", p.window));
+        put("provider.rpm", spell::limit(p.rpm));
+        put("provider.tpm", spell::limit(p.tpm));
+        put("provider.itpm", spell::limit(p.itpm));
+        put("provider.otpm", spell::limit(p.otpm));
+        put("provider.window", spell::window(p.window));
         if p.clock_from != crate::config::ClockFrom::Start {
-            put("provider.clock_from", format!("{:?}", p.clock_from));
+            put("provider.clock_from", spell::clock_from(p.clock_from));
         }
-        put("provider.retry_after", format!("{:?}", p.retry_after));
-        put("provider.latency", format!("{:?}", p.latency));
+        put("provider.retry_after", spell::retry_after(p.retry_after));
+        put("provider.latency", spell::latency(&p.latency));
         put(
             "provider.max_in_flight",
             p.max_in_flight
                 .map_or_else(|| "unlimited".to_string(), |n| n.to_string()),
         );
-        put("provider.overload", format!("{:?}", p.overload));
-        put("provider.error_rate", p.error_rate.to_string());
-        put("provider.error_split", format!("{:?}", p.error_split));
-        put("provider.timeout_rate", p.timeout_rate.to_string());
+        put("provider.overload", spell::overload(p.overload));
+        put("provider.error_rate", spell::num(p.error_rate));
+        put("provider.error_mix", spell::error_mix(p.error_split));
+        put("provider.timeout_rate", spell::num(p.timeout_rate));
         put(
             "provider.max_output_tokens",
             p.max_output_tokens.to_string(),
         );
         if let Some(g) = &p.generation {
-            put(
-                "provider.output_tokens",
-                format!("{:?}", g.output_tokens.as_latency()),
-            );
-            put("provider.ttft", format!("{:?}", g.ttft));
-            put("provider.tpot", format!("{:?}", g.tpot));
+            put("provider.output_tokens", spell::tokens(&g.output_tokens));
+            put("provider.ttft", spell::latency(&g.ttft));
+            put("provider.tpot", spell::latency(&g.tpot));
         }
         if let Some(price) = &p.price {
-            put("provider.price", format!("{price:?}"));
+            put("provider.price", spell::price(price));
         }
         if !p.phases.is_empty() {
-            put("provider.phases", format!("{:?}", p.phases));
+            put("provider.phases", spell::phases(&p.phases, p));
         }
-        put("time_scale", self.time_scale.to_string());
+        put("time_scale", spell::num(self.time_scale));
         for (name, latency) in &self.latencies {
-            put(&format!("latencies.{name}"), format!("{latency:?}"));
+            put(&format!("latencies.{name}"), spell::latency(latency));
         }
         for (name, rate) in &self.error_rates {
-            put(&format!("error_rates.{name}"), rate.to_string());
+            put(&format!("error_rates.{name}"), spell::num(*rate));
         }
         Described {
             model,

@@ -3,7 +3,8 @@
 //! every request the provider saw, as `capsize exec` does (it writes them as `calls.jsonl`).
 //! Off unless `ServerConfig::request_log` is set; nothing is kept by the server either way.
 //! Requests refused before the model (400, 404, 405, 408, 413) are not logged. Likewise a
-//! [`TraceSink`] takes the OTLP traces an instrumented agent exports to the server.
+//! [`TraceSink`] takes the OTLP traces an instrumented agent exports to the server
+//! (`traces.rs`).
 
 use std::fmt;
 use std::sync::Arc;
@@ -135,13 +136,35 @@ impl Pending {
     }
 }
 
-/// Where OTLP trace requests an agent exports to the server (`POST /v1/traces`) go: their body
-/// and whether it is JSON (else protobuf). Without one, the route is unknown (404).
+/// Where OTLP trace requests an agent exports to the server (`POST /v1/traces`) go. Without
+/// one, the route is unknown (404).
 #[derive(Clone)]
 pub struct TraceSink(pub Arc<TraceFn>);
 
-/// What a [`TraceSink`] calls: the body, and whether it is JSON.
-pub type TraceFn = dyn Fn(&[u8], bool) + Send + Sync;
+/// What a [`TraceSink`] is handed, once per export.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TraceExport<'a> {
+    /// A body read whole, its `Content-Encoding` undone, and whether it is JSON (else
+    /// protobuf). The sink keeps it and returns `Ok`, or returns why it is not an OTLP
+    /// export, which the server answers 400.
+    Body {
+        /// The body, decoded.
+        bytes: &'a [u8],
+        /// Sent as `application/json`.
+        json: bool,
+    },
+    /// An export the server refused before the sink saw its body: its status (413 too large,
+    /// 415 an encoding it does not read, 400 cut short or not in its encoding), and why.
+    Refused {
+        /// The status answered.
+        status: u16,
+        /// Why, in a few words.
+        why: &'a str,
+    },
+}
+
+/// What a [`TraceSink`] calls, from the server's thread.
+pub type TraceFn = dyn Fn(TraceExport<'_>) -> Result<(), String> + Send + Sync;
 
 impl fmt::Debug for TraceSink {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

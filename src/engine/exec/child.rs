@@ -248,9 +248,10 @@ impl Agent {
             .env("no_proxy", no_proxy("no_proxy", host))
             .process_group(watchdog.pid);
         if traces {
-            // An instrumented agent exports its spans to the mock, which records them.
-            cmd.env("OTEL_EXPORTER_OTLP_ENDPOINT", &uri)
-                .env("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf");
+            // An instrumented agent exports its spans to the mock, which records them: every
+            // variable the SDKs read for where traces go points there (`otel.rs`).
+            let (vars, _) = super::otel::otel_env(&uri, &super::otel::environment);
+            cmd.envs(vars);
         }
         // SAFETY: the closure makes only async-signal-safe calls (prctl, getppid) and allocates
         // nothing, as code between fork and exec must.

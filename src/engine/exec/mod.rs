@@ -1,7 +1,8 @@
 //! `capsize exec`: bring your own agent. The scenario's provider is served by the mock on a
 //! free loopback port, in real time; the agent (any command, in any language) runs with the
 //! mock's address in its environment (`OPENAI_BASE_URL`, `ANTHROPIC_BASE_URL`,
-//! `OTEL_EXPORTER_OTLP_ENDPOINT` for the traces it exports,
+//! `OTEL_EXPORTER_OTLP_ENDPOINT` and `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` for the traces it
+//! exports, over the user's own ([`otel`]),
 //! `CAPSIZE_MOCK_URL`; dummy API keys, [`DUMMY_KEY`]; loopback in `NO_PROXY`) and in its
 //! arguments ([`ADDRESS`]) until it exits, is timed out or is interrupted; what the mock saw of
 //! it is the outcome.
@@ -26,6 +27,7 @@
 
 mod child;
 pub mod fleet;
+pub mod otel;
 pub mod record;
 
 use std::ffi::OsString;

@@ -242,6 +242,14 @@ pub(super) fn read(
     Ok((spans, skipped))
 }
 
+/// Whether `body` is one OTLP JSON export request, as [`read`] reads a line: `Err` says why
+/// not (what `capsize exec`'s trace sink answers 400 with, rather than keep it).
+pub fn check_request(body: &[u8]) -> Result<(), String> {
+    serde_json::from_slice::<Request>(body)
+        .map(drop)
+        .map_err(|e| format!("is not an OTLP JSON ExportTraceServiceRequest: {e}"))
+}
+
 /// Hands over every span of `request` (from line `n`); returns how many.
 fn spans_of(
     path: &Path,

@@ -9,7 +9,7 @@
 //! the result the scheduler classifies: 2xx served; 429 rate limited, with the wait from
 //! `retry-after-ms` / `retry-after`; other 5xx (and 529) a status error. Dropping an attempt
 //! drops its request, which closes its connection. The client's own timeout ends an attempt
-//! that has no answer in time.
+//! that has no answer in time. A connection that fails is counted by why (`transport.rs`).
 
 #![allow(clippy::disallowed_methods)] // real time: tokio's clock by design
 
@@ -383,6 +383,8 @@ impl Provider for HttpProvider {
             Ok(Err(e)) => {
                 watch.charged = false;
                 booking.book(false, false); // never reached the quota
+                self.recorder
+                    .transport_error(super::transport::classify(&e));
                 Err(ProviderError::other(format!("transport: {e}")))
             }
             Err(_) => Err(ProviderError::timeout()),

@@ -9,6 +9,7 @@
 pub mod client;
 pub mod http;
 pub mod simulated;
+pub mod transport;
 
 use std::cell::Cell;
 use std::future::Future;

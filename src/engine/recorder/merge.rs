@@ -149,6 +149,7 @@ impl Recording {
         self.queries_abandoned = sum(self.queries_abandoned, o.queries_abandoned)?;
         self.orphaned_requests = sum(self.orphaned_requests, o.orphaned_requests)?;
         self.used_by_failed = self.used_by_failed.plus(o.used_by_failed);
+        self.transport_errors = self.transport_errors.plus(o.transport_errors);
         if self.used.len() != o.used.len() {
             return Err("the replicas' runs have different endpoints".into());
         }

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::series::Series;
 use super::wire;
+use crate::engine::provider::transport::TransportErrors;
 
 /// What an orchestrator had left for its synthesis turn, over the queries that reached it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -146,6 +147,9 @@ pub struct Recording {
     /// Of those, what queries that failed or were abandoned used: paid for, and wasted.
     #[serde(default)]
     pub used_by_failed: Spent,
+    /// Attempts whose connection failed, by why (real time only).
+    #[serde(default)]
+    pub transport_errors: TransportErrors,
 }
 
 /// What the answers of a generating provider's model calls took, in model time (µs).

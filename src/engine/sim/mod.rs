@@ -12,6 +12,7 @@
 //! Both modes share the workload driver (`drive`); they differ only in the `Runtime` (clock
 //! and tasks) and the [`Provider`](crate::engine::provider::Provider) behind the scheduler.
 
+mod descriptors;
 mod drive;
 pub mod fleet;
 pub mod live;

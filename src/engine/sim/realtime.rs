@@ -82,7 +82,8 @@ impl Announcement {
 }
 
 /// Runs `scenario` in real time over HTTP. Raises the process's soft open-files limit to its
-/// hard limit first: each call in flight holds a socket, and with the in-process mock two.
+/// hard limit first: each call in flight holds a socket, and with the in-process mock two; a
+/// run that can need more still is warned of (`descriptors.rs`).
 pub fn run_realtime(scenario: &Scenario, opts: &RealtimeOptions) -> Result<SimOutcome, SimError> {
     run_realtime_with(scenario, opts, RunExtras::default())
 }
@@ -93,7 +94,12 @@ pub fn run_realtime_with(
     opts: &RealtimeOptions,
     extras: RunExtras,
 ) -> Result<SimOutcome, SimError> {
-    raise_open_files_limit();
+    // A replica in a process of its own runs one of the fleet's clients.
+    let here = match opts.replica {
+        Some(_) => 1,
+        None => scenario.fleet.replicas as u64,
+    };
+    super::descriptors::prepare(scenario, here, opts.target.is_none());
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -353,21 +359,5 @@ async fn progress(recorder: &Recorder, scale: TimeScale) {
             recorder.queries_ended()
         );
         next += every;
-    }
-}
-
-/// Sets the soft limit on open files to the hard limit (best effort: unchanged on failure).
-fn raise_open_files_limit() {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit and setrlimit only read and write the struct passed to them.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max
-        {
-            limit.rlim_cur = limit.rlim_max;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
-        }
     }
 }

@@ -95,6 +95,17 @@ pub const ATTEMPTS_TIMED_OUT: Metric = Metric("attempts_timed_out");
 pub const RETRIES: Metric = Metric("retries");
 /// Calls that failed for good (count).
 pub const ERRORS: Metric = Metric("errors");
+/// Attempts whose connection was refused (count; only in a real-time run with transport
+/// errors).
+pub const TRANSPORT_CONNECTION_REFUSED: Metric = Metric("transport_errors.connection_refused");
+/// Attempts whose connection the peer reset or closed before the answer (count).
+pub const TRANSPORT_CONNECTION_RESET: Metric = Metric("transport_errors.connection_reset");
+/// Attempts that found no file descriptor to spare (count).
+pub const TRANSPORT_TOO_MANY_OPEN_FILES: Metric = Metric("transport_errors.too_many_open_files");
+/// Attempts whose connection the operating system gave up on (count).
+pub const TRANSPORT_TIMED_OUT: Metric = Metric("transport_errors.timed_out");
+/// Attempts whose connection failed otherwise (count).
+pub const TRANSPORT_OTHER: Metric = Metric("transport_errors.other");
 /// Calls stopped by a cancel, deadline or budget (count).
 pub const CANCELLED: Metric = Metric("cancelled");
 /// Calls answered "not run" (count).
@@ -224,6 +235,11 @@ const ALL: &[Metric] = &[
     ATTEMPTS_TIMED_OUT,
     RETRIES,
     ERRORS,
+    TRANSPORT_CONNECTION_REFUSED,
+    TRANSPORT_CONNECTION_RESET,
+    TRANSPORT_TOO_MANY_OPEN_FILES,
+    TRANSPORT_TIMED_OUT,
+    TRANSPORT_OTHER,
     CANCELLED,
     NOT_RUN,
     BUDGET_EXHAUSTED,
@@ -307,7 +323,11 @@ mod tests {
         )
         .unwrap_or_else(|e| panic!("{e}"));
         let outcome = crate::engine::sim::run(&scenario).unwrap_or_else(|e| panic!("{e}"));
-        let json = Summary::new(&scenario, &outcome).to_json();
+        let mut summary = Summary::new(&scenario, &outcome);
+        // Transport errors are a real-time run's: none in virtual time.
+        assert_eq!(summary.transport_errors, None);
+        summary.transport_errors = Some(Default::default());
+        let json = summary.to_json();
         serde_json::from_str(&json).expect("summary.json is JSON")
     }
 

@@ -16,6 +16,7 @@ use capsize_mock::Counters;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
+use crate::engine::provider::transport::TransportErrors;
 use crate::engine::recorder::EndpointLoad;
 use crate::engine::routes::Routes;
 use crate::engine::scenario::Scenario;
@@ -218,6 +219,9 @@ pub struct Summary {
     pub retries: u64,
     /// Calls that failed for good.
     pub errors: u64,
+    /// Attempts whose connection failed, by why (only in a real-time run that had any).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transport_errors: Option<TransportErrors>,
     /// Calls stopped by a cancel, deadline or budget.
     pub cancelled: u64,
     /// Calls answered "not run".
@@ -394,6 +398,7 @@ impl Summary {
             attempts_timed_out: r.calls.timed_out,
             retries: r.calls.retries,
             errors: r.calls.failed,
+            transport_errors: Some(r.transport_errors).filter(|t| t.total() > 0),
             cancelled: r.calls.cancelled,
             not_run: r.calls.not_run,
             budget_exhausted: r.calls.budget_exhausted,

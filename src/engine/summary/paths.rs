@@ -7,6 +7,7 @@ use super::{
     FleetSummary, GenerationSummary, Latencies, LimitSummary, NamedProviderSummary, Percentiles,
     Summary, SynthesisSummary,
 };
+use crate::engine::provider::transport::TransportErrors;
 
 /// `value` as a JSON value, by way of its text: a `u128` above `u64::MAX` (a bill's
 /// picodollars or tokens) becomes the nearest `f64`, as a reader of the file sees it, where
@@ -62,6 +63,7 @@ impl Summary {
             synthesis: Some(SynthesisSummary::default()),
             fleet: Some(FleetSummary::default()),
             concurrency_limit: Some(LimitSummary::default()),
+            transport_errors: Some(TransportErrors::default()),
             cost: Some(Cost {
                 per_good_query_usd: Some(0.0),
                 ..Cost::default()

@@ -131,6 +131,21 @@ pub fn table(s: &Summary) -> String {
         "  client         {} attempts ({} timed out at the client), {} retries; calls: {} failed for good, {} cancelled, {} not run; {} orphaned requests",
         s.attempts, s.attempts_timed_out, s.retries, s.errors, s.cancelled, s.not_run, s.orphaned_requests
     );
+    // Why the attempts that got no answer at all failed: their connection, by class.
+    if let Some(t) = &s.transport_errors {
+        let classes: Vec<String> = t
+            .by_class()
+            .iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(c, n)| format!("{n} {}", c.words()))
+            .collect();
+        let _ = writeln!(
+            out,
+            "  transport      {} attempts failed on their connection: {}",
+            t.total(),
+            classes.join(", ")
+        );
+    }
     if let Some(c) = &s.cost {
         let _ = writeln!(out, "{}", cost_line(c));
     }
