@@ -291,8 +291,15 @@ impl Failure {
     }
 
     /// An output that may not or could not be written: refused before the run is bad input,
-    /// anything found while writing is a write failure.
+    /// anything found while writing is a write failure; a commit stopped by SIGINT or SIGTERM
+    /// (which wrote nothing) exits 128 + the signal (130, 143).
     pub(crate) fn output(e: &OutputError) -> Failure {
+        if let Some(signal) = e.signal {
+            return Failure {
+                code: u8::try_from(128 + signal).unwrap_or(EXIT_WRITE_FAILED),
+                message: e.to_string(),
+            };
+        }
         if e.refused {
             Failure::bad_input(e)
         } else {
