@@ -10,9 +10,12 @@ use clap::Args as ClapArgs;
 use super::{out, Failure, DEFAULT_OUT};
 use crate::analysis::calibrate::{self, Calibration, Collector, FitCheck, View};
 use crate::engine::observed::{self, Format};
-use crate::engine::scenario::{self, Scenario};
+use crate::engine::scenario;
 use crate::fmt::fmt_num;
-use crate::output::calibrate::{client, reports, scenario::scenario as written_scenario};
+use crate::output::calibrate::values::file_text;
+use crate::output::calibrate::{
+    client, names, reports, scenario::scenario as written_scenario, verify,
+};
 use crate::output::files::OutputSet;
 
 /// Flags of `capsize calibrate`.
@@ -50,6 +53,9 @@ pub fn calibrate(args: CalibrateArgs) -> ExitCode {
 }
 
 fn run(args: &CalibrateArgs) -> Result<String, Failure> {
+    // The name names the output folder: refused before anything is read, naming its flag.
+    scenario::check_name(&args.name)
+        .map_err(|e| Failure::bad_input(format!("--name: {}", e.message)))?;
     let dir = args
         .out
         .clone()
@@ -85,9 +91,11 @@ fn run(args: &CalibrateArgs) -> Result<String, Failure> {
             .apply_set(set)
             .map_err(|m| Failure::bad_input(format!("--set {set}: {m}")))?;
     }
-    let mut text = written.doc.render();
     let target = dir.join("scenario.toml");
-    let mut parsed = staged_parse(&text, &written.files, &target)?;
+    // Read back in memory as `capsize run` will read it: a value out of bounds is refused
+    // here, naming where it came from, before anything is written.
+    let (mut text, mut parsed) =
+        verify::parse(&written, &target, &inputs).map_err(Failure::bad_input)?;
     // With both sides of the model calls read, the difference is the client's own time,
     // fitted by replaying the scenario (unless it was given).
     let given = args
@@ -98,8 +106,8 @@ fn run(args: &CalibrateArgs) -> Result<String, Failure> {
         cal.client = calibrate::client::fit(&parsed, &cal).map_err(Failure::run_failed)?;
         if let Some(fit) = &cal.client {
             client::put(&mut written, fit);
-            text = written.doc.render();
-            parsed = staged_parse(&text, &written.files, &target)?;
+            (text, parsed) =
+                verify::parse(&written, &target, &inputs).map_err(Failure::bad_input)?;
         }
     }
     let check = if args.no_check {
@@ -119,8 +127,8 @@ fn run(args: &CalibrateArgs) -> Result<String, Failure> {
         set.input(p, "an input");
     }
     set.put(&target, text.into_bytes());
-    for (name, content) in &written.files {
-        set.put(dir.join(name), content.clone().into_bytes());
+    for (name, values) in written.files.iter() {
+        set.put(dir.join(name), file_text(values).into_bytes());
     }
     for ((stem, _, chart), (_, svg)) in charts.iter().zip(&svgs) {
         crate::output::report::charts::put(&mut set, chart, &dir, stem, svg.clone());
@@ -133,7 +141,12 @@ fn run(args: &CalibrateArgs) -> Result<String, Failure> {
     );
     set.check().map_err(|e| Failure::output(&e))?;
     set.commit().map_err(|e| Failure::output(&e))?;
-    Ok(terminal(&cal, check.as_ref(), &dir, written.files.len()))
+    Ok(terminal(
+        &cal,
+        check.as_ref(),
+        &dir,
+        written.files.iter().count(),
+    ))
 }
 
 /// The inputs as the scenario's comment names them.
@@ -148,31 +161,6 @@ fn describe_inputs(inputs: &[PathBuf]) -> String {
         })
         .collect();
     names.join(", ")
-}
-
-/// Validates the scenario as it will be written: its text and files put in a staging folder,
-/// parsed from there (so its empirical files are read as a run will read them). An error
-/// names the scenario where it will be written.
-fn staged_parse(
-    text: &str,
-    files: &[(String, String)],
-    target: &Path,
-) -> Result<Scenario, Failure> {
-    let staging = std::env::temp_dir().join(format!("capsize-calibrate-{}", std::process::id()));
-    let result = (|| {
-        std::fs::create_dir_all(&staging)
-            .map_err(|e| Failure::write_failed(format!("{}: {e}", staging.display())))?;
-        for (name, content) in files {
-            std::fs::write(staging.join(name), content)
-                .map_err(|e| Failure::write_failed(format!("{}: {e}", staging.display())))?;
-        }
-        scenario::parse(text, &staging.join("scenario.toml"), &[]).map_err(|mut e| {
-            e.file = target.to_path_buf();
-            Failure::bad_input(e)
-        })
-    })();
-    let _ = std::fs::remove_dir_all(&staging);
-    result
 }
 
 /// What the terminal shows: the fits in brief, the check, where the files went.
@@ -199,9 +187,13 @@ fn terminal(cal: &Calibration, check: Option<&FitCheck>, dir: &Path, extra: usiz
             fitted.push((format!("{} input tokens", p.name), f, ""));
         }
     }
-    for t in &cal.tools {
+    for (t, name) in cal.tools.iter().zip(names::tools(cal)) {
         if let Some(f) = &t.latency {
-            fitted.push((format!("tool {}", t.name), f, " ms"));
+            fitted.push((
+                format!("tool {}", names::tool_label(&name, &t.name)),
+                f,
+                " ms",
+            ));
         }
     }
     for (what, f, unit) in fitted {

@@ -290,14 +290,15 @@ impl Failure {
         }
     }
 
-    /// An output that may not or could not be written: refused before the run is bad input,
-    /// anything found while writing is a write failure.
+    /// An output that may not or could not be written: refused before the run, bad input; found
+    /// while writing, a write failure; a commit stopped by a signal, 128 + it (wrote nothing).
     pub(crate) fn output(e: &OutputError) -> Failure {
-        if e.refused {
-            Failure::bad_input(e)
-        } else {
-            Failure::write_failed(e)
-        }
+        let code = match (e.signal, e.refused) {
+            (Some(signal), _) => interrupt::exit_code(signal),
+            (None, refused) => [EXIT_WRITE_FAILED, EXIT_BAD_INPUT][usize::from(refused)],
+        };
+        let message = e.to_string();
+        Failure { code, message }
     }
 
     /// Prints `capsize: <message>` on stderr (control characters shown visibly: a message may

@@ -232,7 +232,7 @@ fn run_shard(
         return Failure::write_failed(e).exit();
     }
     let writing = interrupt.as_ref().map(Interrupt::writing);
-    if let Err(e) = outputs.commit() {
+    if let Err(e) = outputs.commit_through_signals() {
         return Failure::output(&e).exit();
     }
     drop(writing);
@@ -302,7 +302,7 @@ pub(crate) fn write(
     capacity::put(&mut outputs, dir, &md, &html, &charts, svgs);
     // A second Ctrl-C during the commit waits for it: all the files, or none.
     let writing = interrupt.map(Interrupt::writing);
-    if let Err(e) = outputs.commit() {
+    if let Err(e) = outputs.commit_through_signals() {
         return Failure::output(&e).exit();
     }
     drop(writing);

@@ -25,14 +25,19 @@
 //!    into place; if any step fails, every file already moved is put back;
 //! 4. the staging folders are removed, and on failure so are the folders the commit created.
 //!
-//! Nothing temporary is left behind, on success or on failure.
+//! Nothing temporary is left behind, on success or on failure, nor on SIGINT or SIGTERM
+//! during the commit ([`signals`]): the commit stops between files, puts everything back and
+//! returns the signal, for the command to exit 128 + it.
 
 use std::fs::{self, OpenOptions};
 use std::io::{self, Write as _};
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use capsize_files::file_kind;
+mod paths;
+mod signals;
+use paths::{folder_of, identity, judge, normal, Identity};
+use signals::{Guard, Mode};
 
 /// A file that may not or could not be written: one line naming it and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,6 +51,8 @@ pub struct OutputError {
     /// Found by [`OutputSet::check`], before anything ran or was written (bad input), rather
     /// than while writing.
     pub refused: bool,
+    /// The signal (SIGINT, SIGTERM) that stopped the commit: nothing was written.
+    pub signal: Option<i32>,
 }
 
 impl std::fmt::Display for OutputError {
@@ -173,9 +180,23 @@ impl<'a> OutputSet<'a> {
     }
 
     /// Writes every file that was given content, all or none (see the module). Declared files
-    /// given no content are left as they are.
+    /// given no content are left as they are. SIGINT or SIGTERM on the way stops it: every
+    /// file as it was, and the error names the signal.
     pub fn commit(self) -> Result<(), OutputError> {
-        let mut work = Work::default();
+        self.commit_in(Mode::Abort)
+    }
+
+    /// As [`OutputSet::commit`], but a SIGINT or SIGTERM on the way is delivered once every
+    /// file is written (for a command that answers signals itself by writing what it has).
+    pub fn commit_through_signals(self) -> Result<(), OutputError> {
+        self.commit_in(Mode::Finish)
+    }
+
+    fn commit_in(self, mode: Mode) -> Result<(), OutputError> {
+        let mut work = Work {
+            guard: Some((Guard::hold(), mode)),
+            ..Work::default()
+        };
         match work.write(self) {
             Ok(()) => work.finish(),
             Err(e) => {
@@ -193,139 +214,8 @@ fn failed(path: &Path, what: &str, why: impl std::fmt::Display) -> OutputError {
         what: what.to_string(),
         why: why.to_string(),
         refused: false,
+        signal: None,
     }
-}
-
-/// Applies the rules to `targets` (path, what) given the `inputs`.
-fn judge(inputs: &[(PathBuf, String)], targets: &[(&Path, &str)]) -> Result<(), OutputError> {
-    let read: Vec<(Identity, &str)> = inputs
-        .iter()
-        .filter_map(|(p, what)| identity(&normal(p)).ok().map(|id| (id, what.as_str())))
-        .collect();
-    let mut seen: Vec<(Identity, &str)> = Vec::new();
-    for &(path, what) in targets {
-        let refuse = |why: String| failed(path, what, why);
-        let real = normal(path);
-        if let Some(why) = unwritable(&real) {
-            return Err(refuse(why));
-        }
-        let id = identity(&real).map_err(|e| refuse(format!("cannot tell what it is: {e}")))?;
-        if let Some((_, input)) = read.iter().find(|(i, _)| *i == id) {
-            return Err(refuse(format!("it is {input}, which this run reads")));
-        }
-        if let Some((_, other)) = seen.iter().find(|(i, _)| *i == id) {
-            let other = if other.is_empty() {
-                "another output"
-            } else {
-                other
-            };
-            return Err(refuse(format!("{other} names the same file")));
-        }
-        seen.push((id, what));
-    }
-    Ok(())
-}
-
-/// The folder `path` is written into.
-fn folder_of(path: &Path) -> &Path {
-    match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    }
-}
-
-/// Why `path` may not be replaced by a new regular file, if it may not.
-fn unwritable(path: &Path) -> Option<String> {
-    let mut folder = Some(folder_of(path));
-    while let Some(f) = folder {
-        match fs::metadata(f) {
-            Ok(m) if m.is_dir() => break,
-            Ok(m) => {
-                return Some(format!(
-                    "{} is {}, not a folder",
-                    f.display(),
-                    file_kind(&m)
-                ))
-            }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => folder = f.parent(),
-            Err(e) => return Some(format!("cannot inspect {}: {e}", f.display())),
-        }
-    }
-    match fs::metadata(path) {
-        Ok(m) if m.is_file() => None,
-        Ok(m) => {
-            let link = fs::symlink_metadata(path).is_ok_and(|l| l.file_type().is_symlink());
-            let through = if link {
-                " (through a symbolic link)"
-            } else {
-                ""
-            };
-            Some(format!(
-                "it is {}{through}, not a regular file",
-                file_kind(&m)
-            ))
-        }
-        // Absent, or a dangling symbolic link: the link is replaced, never written through.
-        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
-        Err(e) => Some(format!("cannot inspect it: {e}")),
-    }
-}
-
-/// Which file a path names, whatever its spelling.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Identity {
-    /// An existing file: its device and inode.
-    #[cfg_attr(not(unix), allow(dead_code))]
-    Inode(u64, u64),
-    /// A canonical path (a file that does not exist yet, or any file where inodes are unknown).
-    Path(PathBuf),
-}
-
-fn identity(path: &Path) -> io::Result<Identity> {
-    match fs::metadata(path) {
-        #[cfg(unix)]
-        Ok(m) => {
-            use std::os::unix::fs::MetadataExt;
-            Ok(Identity::Inode(m.dev(), m.ino()))
-        }
-        #[cfg(not(unix))]
-        Ok(_) => fs::canonicalize(path).map(Identity::Path),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => resolve(path).map(Identity::Path),
-        Err(e) => Err(e),
-    }
-}
-
-/// `path` with its folder made canonical (see [`resolve`]) and its file name as given (a
-/// symbolic link there is judged, not followed away): what every check and write uses.
-fn normal(path: &Path) -> PathBuf {
-    let real = match path.file_name() {
-        Some(name) => resolve(folder_of(path)).map(|f| f.join(name)),
-        None => resolve(path),
-    };
-    real.unwrap_or_else(|_| path.to_path_buf())
-}
-
-/// Where `path`, which may not exist, is: its nearest existing ancestor made canonical,
-/// with the rest of its components appended (`.` dropped, `..` taking one off).
-fn resolve(path: &Path) -> io::Result<PathBuf> {
-    let absolute = std::path::absolute(path)?;
-    let parts: Vec<Component> = absolute.components().collect();
-    for k in (1..=parts.len()).rev() {
-        let Ok(mut real) = fs::canonicalize(parts[..k].iter().collect::<PathBuf>()) else {
-            continue;
-        };
-        for part in &parts[k..] {
-            match part {
-                Component::ParentDir => {
-                    real.pop();
-                }
-                Component::Normal(name) => real.push(name),
-                _ => {}
-            }
-        }
-        return Ok(real);
-    }
-    Ok(absolute)
 }
 
 /// A fresh folder in `folder`, never an existing name.
@@ -353,9 +243,15 @@ fn fresh_dir(folder: &Path) -> io::Result<PathBuf> {
 }
 
 /// Creates `path` and fsyncs it; it must not exist (a name planted there is not followed).
-fn write_new(path: &Path, bytes: &[u8]) -> io::Result<()> {
+/// Written a MiB at a time, stopping (with `Interrupted`) where `stopped` says.
+fn write_new(path: &Path, bytes: &[u8], stopped: &mut dyn FnMut() -> bool) -> io::Result<()> {
     let mut file = OpenOptions::new().write(true).create_new(true).open(path)?;
-    file.write_all(bytes)?;
+    for chunk in bytes.chunks(1 << 20) {
+        if stopped() {
+            return Err(io::ErrorKind::Interrupted.into());
+        }
+        file.write_all(chunk)?;
+    }
     file.sync_all()
 }
 
@@ -379,6 +275,8 @@ struct Staged {
 /// What a commit has done so far, to finish or to undo.
 #[derive(Default)]
 struct Work {
+    /// The signals held while it runs, and what it does with one.
+    guard: Option<(Guard, Mode)>,
     /// Folders the commit created, outermost first.
     created: Vec<PathBuf>,
     /// Per target folder: its identity and its staging folder.
@@ -388,10 +286,33 @@ struct Work {
 }
 
 impl Work {
+    /// The signal that stops the commit here, if one was caught (and it stops for one).
+    fn stopped(&mut self) -> Option<i32> {
+        match &mut self.guard {
+            Some((guard, Mode::Abort)) => guard.caught(true),
+            _ => None,
+        }
+    }
+
+    /// The error of a commit stopped by `signal` while writing into `folder`.
+    fn interrupted(signal: i32, folder: &Path) -> OutputError {
+        let why = format!(
+            "interrupted by {}: nothing written, every file as it was",
+            signals::name(signal)
+        );
+        OutputError {
+            signal: Some(signal),
+            ..failed(folder, "", why)
+        }
+    }
+
     fn write(&mut self, set: OutputSet<'_>) -> Result<(), OutputError> {
         let mut staged = Vec::new();
         for t in set.targets {
             let Some(content) = t.content else { continue };
+            if let Some(signal) = self.stopped() {
+                return Err(Self::interrupted(signal, folder_of(&t.path)));
+            }
             let fail = |why: String| failed(&t.path, &t.what, why);
             let real = normal(&t.path);
             let name = real
@@ -399,13 +320,23 @@ impl Work {
                 .ok_or_else(|| fail("it names no file".into()))?;
             let dir = self.staging_for(folder_of(&real)).map_err(fail)?;
             let new = dir.join("new").join(name);
+            let mut signal = None;
+            let mut stopped = || {
+                signal = signal.or_else(|| self.stopped());
+                signal.is_some()
+            };
             let written = match content {
-                Content::Bytes(bytes) => write_new(&new, &bytes).map_err(|e| e.to_string()),
+                Content::Bytes(bytes) => {
+                    write_new(&new, &bytes, &mut stopped).map_err(|e| e.to_string())
+                }
                 Content::Render(render) => render(&new).and_then(|()| {
                     let file = fs::File::open(&new).map_err(|e| e.to_string())?;
                     file.sync_all().map_err(|e| e.to_string())
                 }),
             };
+            if let Some(signal) = signal {
+                return Err(Self::interrupted(signal, folder_of(&t.path)));
+            }
             written.map_err(fail)?;
             let old = dir.join("old").join(name);
             staged.push(Staged {
@@ -422,6 +353,9 @@ impl Work {
             .collect();
         judge(&set.inputs, &targets)?;
         for s in &staged {
+            if let Some(signal) = self.stopped() {
+                return Err(Self::interrupted(signal, folder_of(&s.path)));
+            }
             self.swap(s)
                 .map_err(|e| failed(&s.path, &s.what, format!("cannot move it into place: {e}")))?;
         }

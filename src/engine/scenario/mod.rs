@@ -37,6 +37,7 @@ use overrides::Refused;
 pub use overrides::{key_within, parse_override, set_key, toml_value};
 use raw::RawScenario;
 pub use sweep_slo::{Axis, AxisValue};
+pub use validate::name as check_name;
 
 /// A scenario that cannot be used: one line naming the file, where, the key, and what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -129,6 +130,9 @@ pub enum TurnPlacement {
     /// Before each round and once after the last: `rounds + 1` turns, the loop an agent is
     /// built as (the model asks for tools, reads their answers, and finally answers).
     Around,
+    /// Before each round and not after the last: `rounds` turns (the model asks for tools,
+    /// and the query ends with their answers: a workflow step that only acts).
+    Before,
 }
 
 /// A model turn among rounds of tool calls.
@@ -153,12 +157,13 @@ impl ModelTurn {
         match self.at {
             TurnPlacement::Between => rounds.saturating_sub(1),
             TurnPlacement::Around => rounds + 1,
+            TurnPlacement::Before => rounds,
         }
     }
 
     /// Whether a turn goes before round `round` (0-based).
     pub fn before(&self, round: usize) -> bool {
-        round > 0 || self.at == TurnPlacement::Around
+        round > 0 || self.at != TurnPlacement::Between
     }
 }
 

@@ -19,16 +19,27 @@ pub const NONE: &str = "none";
 pub const ONE: &str = "provider";
 
 /// The longest name of a provider or a tool.
-const MAX_NAME: usize = 64;
+pub const MAX_NAME: usize = 64;
+
+/// Whether `c` may be in the name of a provider or a tool.
+fn name_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_' || c == '-'
+}
 
 /// Whether `name` can name a provider or a tool: it appears in summary.json keys, dotted key
 /// paths and URL paths.
-fn good_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= MAX_NAME
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+pub fn good_name(name: &str) -> bool {
+    !name.is_empty() && name.len() <= MAX_NAME && name.chars().all(name_char)
+}
+
+/// `said` made a name by the rule of [`good_name`] (empty only if `said` is): each character
+/// outside it becomes `_`, and the first [`MAX_NAME`] are kept. A name already good is kept
+/// as it is. For names read from someone else's records (calibrate's providers and tools).
+pub fn fit_name(said: &str) -> String {
+    said.chars()
+        .take(MAX_NAME)
+        .map(|c| if name_char(c) { c } else { '_' })
+        .collect()
 }
 
 fn name_rule(what: &str, name: &str) -> String {

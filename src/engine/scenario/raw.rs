@@ -99,8 +99,9 @@ pub struct RawModelTurn {
     pub latency: Option<RawLatency>,
     /// The provider it goes to (absent: `workload.provider`'s).
     pub provider: Option<String>,
-    /// Where the turns go: `"between"` rounds (the default: `rounds - 1` turns) or
-    /// `"around"` them (before each round and a final answer: `rounds + 1`).
+    /// Where the turns go: `"between"` rounds (the default: `rounds - 1` turns),
+    /// `"around"` them (before each round and a final answer: `rounds + 1`), or `"before"`
+    /// each round with no answer after the last (`rounds`).
     #[serde(default)]
     pub at: TurnPlacement,
 }

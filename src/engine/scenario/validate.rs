@@ -467,12 +467,14 @@ fn scheduler(s: &RawScheduler, base: &Path) -> Result<SchedulerSettings, Invalid
     })
 }
 
-/// Validates a raw scenario; `base` is the folder relative files are read from.
-pub(super) fn validate(raw: RawScenario, base: &Path) -> Result<Scenario, Invalid> {
-    if raw.name.trim().is_empty() {
+/// A scenario's `name`, which names its output folder: not empty, at most
+/// [`bounds::MAX_NAME_CHARS`] characters, no control characters, slashes or leading dot. The
+/// error's key is `name`; a flag that gives one (`calibrate --name`) names itself instead.
+pub fn name(name: &str) -> Result<(), Invalid> {
+    if name.trim().is_empty() {
         return Err(bad("name", "must not be empty"));
     }
-    if raw.name.chars().count() > bounds::MAX_NAME_CHARS || raw.name.chars().any(char::is_control) {
+    if name.chars().count() > bounds::MAX_NAME_CHARS || name.chars().any(char::is_control) {
         return Err(bad(
             "name",
             format!(
@@ -481,15 +483,18 @@ pub(super) fn validate(raw: RawScenario, base: &Path) -> Result<Scenario, Invali
             ),
         ));
     }
-    if raw.name.contains(['/', '\\']) || raw.name.starts_with('.') {
+    if name.contains(['/', '\\']) || name.starts_with('.') {
         return Err(bad(
             "name",
-            format!(
-                "names the output folder: no slashes or leading dot, got {:?}",
-                raw.name
-            ),
+            format!("names the output folder: no slashes or leading dot, got {name:?}"),
         ));
     }
+    Ok(())
+}
+
+/// Validates a raw scenario; `base` is the folder relative files are read from.
+pub(super) fn validate(raw: RawScenario, base: &Path) -> Result<Scenario, Invalid> {
+    name(&raw.name)?;
     let (providers, named_providers) = super::providers::providers(&raw, base)?;
     let workload = workload(&raw.workload, &providers, base)?;
     fits(&workload, &providers)?;

@@ -9,7 +9,8 @@ use crate::output::report::html::slug;
 
 use super::report::fitted;
 
-/// The file stem of the chart of quantity `what`.
+/// The file stem of the chart of the quantity `what` names (names as the scenario writes
+/// them: see [`super::report::fitted`]).
 pub fn stem(what: &str) -> String {
     format!("fit-{}", slug(what))
 }
@@ -18,7 +19,8 @@ pub fn stem(what: &str) -> String {
 pub fn charts(cal: &Calibration) -> Vec<(String, String, Chart)> {
     fitted(cal)
         .into_iter()
-        .map(|(what, f)| {
+        .map(|q| {
+            let (what, f) = (q.what, q.fit);
             let p = |k: usize| (k as f64 + 0.5) / CURVE as f64;
             let observed = f
                 .curve
@@ -42,7 +44,7 @@ pub fn charts(cal: &Calibration) -> Vec<(String, String, Chart)> {
                     fitted,
                 ),
             ];
-            (stem(&what), what, chart)
+            (q.stem, what, chart)
         })
         .collect()
 }

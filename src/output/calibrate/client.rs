@@ -6,7 +6,8 @@ use serde_json::{json, Value};
 use crate::analysis::calibrate::ClientFit;
 use crate::fmt::fmt_num;
 
-use super::scenario::{sig, Written};
+use super::scenario::Written;
+use super::values::sig;
 
 /// Puts `fit` into the scenario's `[scheduler]` as `client = { ... }`, with where it came from,
 /// and says what it assumes.
@@ -29,12 +30,7 @@ pub fn put(written: &mut Written, fit: &ClientFit) {
         fmt_num(fit.without_p50),
         fmt_num(fit.with_p50)
     );
-    if let Some(t) = written
-        .doc
-        .tables
-        .iter_mut()
-        .find(|t| t.header.as_deref() == Some("scheduler"))
-    {
+    if let Some(t) = written.doc.table_mut(&["scheduler"]) {
         t.put("client", toml::Value::Table(client), comment);
     }
     written.assumed.push(

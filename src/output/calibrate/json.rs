@@ -15,11 +15,11 @@ pub fn json(cal: &Calibration, check: Option<&FitCheck>, assumed: &[String]) -> 
     let quantiles = |p50: f64, p90: f64, p99: f64| json!({ "p50": p50, "p90": p90, "p99": p99 });
     let fits: Vec<Value> = fitted(cal)
         .into_iter()
-        .map(|(what, f)| {
-            let o = &f.observed;
-            let fam = &f.fit.family;
+        .map(|q| {
+            let (o, fam) = (&q.fit.observed, &q.fit.fit.family);
+            let f = q.fit;
             json!({
-                "quantity": what,
+                "quantity": q.what,
                 "n": o.n,
                 "observed": quantiles(o.p50, o.p90, o.p99),
                 "family": fam.name(),
@@ -82,6 +82,12 @@ pub fn json(cal: &Calibration, check: Option<&FitCheck>, assumed: &[String]) -> 
             "max": q.max,
         })),
         "window_s": cal.window_s,
+        "provider": cal.provider.as_ref().map(|p| json!({
+            "name": p.name, "as_input": p.said, "model": p.model,
+        })),
+        "tools": cal.tools.iter().zip(super::names::tools(cal)).map(|(t, name)| json!({
+            "name": name, "as_input": t.name, "calls": t.calls, "errors": t.errors,
+        })).collect::<Vec<_>>(),
         "fits": fits,
         "structure": {
             "shape": format!("{:?}", s.shape).to_lowercase(),

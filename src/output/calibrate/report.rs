@@ -2,20 +2,35 @@
 //! quantity), the structure and arrivals found, the check (observed against predicted), what
 //! was assumed and what was skipped.
 
+use std::collections::HashSet;
 use std::fmt::Write as _;
 
 use crate::analysis::calibrate::{Arrival, Calibration, FitCheck, Fitted, Shape};
+use crate::engine::scenario::providers::fit_name;
 use crate::fmt::fmt_num;
 use crate::output::report::escape;
 
+use super::names;
+
+/// One fitted quantity: how the fit table names it (the input's names as it gave them), the
+/// file stem of its charts (from the names as the scenario writes them), and its fit.
+pub struct Quantity<'a> {
+    /// Its name in the fit table.
+    pub what: String,
+    /// Its charts' file stem, `fit-...`: no other quantity's.
+    pub stem: String,
+    /// The fit.
+    pub fit: &'a Fitted,
+}
+
 /// Every fitted quantity, named as the fit table names it.
-pub fn fitted(cal: &Calibration) -> Vec<(String, &Fitted)> {
+pub fn fitted(cal: &Calibration) -> Vec<Quantity<'_>> {
     let mut rows = Vec::new();
     if let Some(p) = &cal.provider {
-        let model = if p.model.is_empty() {
-            "model not named"
+        let (model, in_stem) = if p.model.is_empty() {
+            ("model not named".to_string(), "model not named".to_string())
         } else {
-            &p.model
+            (names::shown(&p.model), fit_name(&p.model))
         };
         for (what, f) in [
             ("latency, ms", &p.latency),
@@ -25,19 +40,33 @@ pub fn fitted(cal: &Calibration) -> Vec<(String, &Fitted)> {
             ("output tokens", &p.output),
         ] {
             if let Some(f) = f {
-                rows.push((format!("{} ({model}): {what}", p.name), f));
+                let stem = format!("{} {in_stem} {what}", p.name);
+                rows.push((format!("{} ({model}): {what}", p.name), stem, f));
             }
         }
     }
-    for t in &cal.tools {
+    for (t, name) in cal.tools.iter().zip(names::tools(cal)) {
         if let Some(f) = &t.latency {
-            rows.push((format!("tool {}: latency, ms", t.name), f));
+            let what = format!("tool {}: latency, ms", names::tool_label(&name, &t.name));
+            rows.push((what, format!("tool {name} latency ms"), f));
         }
     }
     if let Some(Arrival::Closed { think: Some(f), .. }) = &cal.arrival {
-        rows.push(("think time, ms".into(), f));
+        rows.push(("think time, ms".into(), "think time ms".into(), f));
     }
-    rows
+    let mut taken = HashSet::new();
+    rows.into_iter()
+        .map(|(what, words, fit)| {
+            let base = super::charts::stem(&words);
+            let mut stem = base.clone();
+            let mut k = 2;
+            while !taken.insert(stem.clone()) {
+                stem = format!("{base}-{k}");
+                k += 1;
+            }
+            Quantity { what, stem, fit }
+        })
+        .collect()
 }
 
 /// One quantity's row of the fit table.
@@ -98,16 +127,17 @@ pub fn markdown(
     out.push_str(
         "| quantity | n | observed | fitted | family | KS |\n|---|---:|---|---|---|---|\n",
     );
-    for (what, f) in fitted(cal) {
-        fit_row(&mut out, &what, f);
+    let quantities = fitted(cal);
+    for q in &quantities {
+        fit_row(&mut out, &q.what, q.fit);
     }
     out.push('\n');
-    for (what, _) in fitted(cal) {
-        let stem = super::charts::stem(&what);
+    for q in &quantities {
         let _ = writeln!(
             out,
-            "![{}: observed and fitted CDFs]({stem}.png)\n",
-            escape::markdown(&what)
+            "![{}: observed and fitted CDFs]({}.png)\n",
+            escape::markdown(&q.what),
+            q.stem
         );
     }
     out.push_str("\n## The structure found\n\n");
@@ -119,7 +149,7 @@ pub fn markdown(
             Shape::Around => "model turns around rounds of tool calls",
             Shape::Between => "model turns between rounds of tool calls",
             Shape::ToolsOnly => "tool calls only",
-            Shape::Other => "another shape (a turn on one side of the rounds only)",
+            Shape::Other => "another shape (a turn on one side of the rounds only: written as turns before them)",
         };
         let _ = writeln!(
             out,
@@ -175,8 +205,8 @@ pub fn markdown(
             out,
             "- not in the scenario: {} calls to {} {} (the queries' turns go to one model: the one called most)",
             fmt_num(o.calls as f64),
-            escape::markdown(if o.provider.is_empty() { "(provider not named)" } else { &o.provider }),
-            escape::markdown(&o.model)
+            escape::markdown(&if o.provider.is_empty() { "(provider not named)".into() } else { names::shown(&o.provider) }),
+            escape::markdown(&names::shown(&o.model))
         );
     }
     match &cal.arrival {
