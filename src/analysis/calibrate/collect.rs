@@ -2,68 +2,17 @@
 //! answered attempts' times, tokens and failures; per query (from [`traces`](super::traces)), its
 //! time, the agent's own time between calls, and its shape (model turns, rounds, calls a round);
 //! and when queries started, by session where one is said. Memory is bounded by the samples'
-//! caps and the open traces, plus 8 bytes a query (its start time, for the arrival process).
+//! caps, the names told apart ([`seen::MAX_NAMES`](super::seen::MAX_NAMES)) and the open
+//! traces, plus 8 bytes a query (its start time, for the arrival process) and about 50 a
+//! session (at most [`MAX_SESSIONS`]).
 
 use std::collections::BTreeMap;
 
 use crate::engine::observed::{Kind, Span, Tally};
 
 use super::sample::Sample;
-use super::traces::{Assembler, Node, Query, Role};
-
-/// What was seen of one model of one provider.
-#[derive(Debug, Clone)]
-pub struct ModelSeen {
-    /// The provider, as the spans name it (`""`: not said).
-    pub provider: String,
-    /// The model (`""`: not said).
-    pub model: String,
-    /// Calls (or attempts) seen.
-    pub calls: u64,
-    /// Answered.
-    pub answered: u64,
-    /// Answered 429 (or failed with a rate-limit error).
-    pub rate_limited: u64,
-    /// Timed out.
-    pub timeouts: u64,
-    /// Failed otherwise.
-    pub errors: u64,
-    /// Answered after retries, so their time holds the client's waits: not fitted.
-    pub retried: u64,
-    /// Answered attempts' time, ms.
-    pub latency: Sample,
-    /// Time to the first streamed chunk, ms.
-    pub ttft: Sample,
-    /// Time per output token after the first, ms (streamed answers with two or more tokens).
-    pub tpot: Sample,
-    /// Input tokens.
-    pub input: Sample,
-    /// Output tokens.
-    pub output: Sample,
-    /// `max_tokens` asked for, by value.
-    pub max_tokens: BTreeMap<u64, u64>,
-    /// Calls without token counts.
-    pub untokened: u64,
-    /// The most requests and tokens per minute the provider's headers said it allowed.
-    pub limits: (Option<f64>, Option<f64>),
-}
-
-/// What was seen of one tool.
-#[derive(Debug, Clone)]
-pub struct ToolSeen {
-    /// Its name.
-    pub name: String,
-    /// The provider that served it (exec's calls), if one did.
-    pub provider: Option<String>,
-    /// Calls seen.
-    pub calls: u64,
-    /// Failed.
-    pub errors: u64,
-    /// Answered 429.
-    pub rate_limited: u64,
-    /// Answered calls' time, ms.
-    pub latency: Sample,
-}
+use super::seen::{outcome, seed, Calls, Outcome};
+use super::traces::{span_key, Assembler, Node, Query, Role};
 
 /// Where a query's model turns stand among its rounds of tool calls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -103,9 +52,9 @@ pub struct QueriesSeen {
     pub nested: u64,
     /// Each query's start, ns since the epoch.
     pub starts: Vec<i64>,
-    /// Per session: its queries, the first start, the last end, and the gaps between one
-    /// query's end and the next one's start.
-    pub sessions: BTreeMap<String, SessionSeen>,
+    /// Per session (by a 64-bit hash of its id: a long id costs no more than a short one):
+    /// its queries, the first start, the last end. At most [`MAX_SESSIONS`].
+    pub sessions: BTreeMap<u64, SessionSeen>,
     /// Queries with no session said.
     pub sessionless: u64,
 }
@@ -157,13 +106,15 @@ impl View {
     };
 }
 
+/// The most sessions told apart (about 50 bytes each); a query of a session first seen after
+/// that is read as one without a session.
+pub const MAX_SESSIONS: usize = 1_000_000;
+
 /// Everything gathered.
 #[derive(Debug)]
 pub struct Collector {
-    /// Per (provider, model).
-    pub models: Vec<ModelSeen>,
-    /// Per tool.
-    pub tools: Vec<ToolSeen>,
+    /// Per (provider, model) and per tool.
+    pub calls: Calls,
     /// HTTP attempts under calls, and how many were answered 429.
     pub http: (u64, u64),
     /// The queries.
@@ -178,21 +129,10 @@ pub struct Collector {
     assembler: Assembler,
 }
 
-/// Seeds of the samples, told apart by what they sample.
-fn seed(what: &str, key: &str) -> u64 {
-    // FNV-1a: stable across runs and builds, unlike std's hasher.
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in what.bytes().chain([0]).chain(key.bytes()) {
-        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
-    }
-    h
-}
-
 impl Default for Collector {
     fn default() -> Self {
         Collector {
-            models: Vec::new(),
-            tools: Vec::new(),
+            calls: Calls::default(),
             http: (0, 0),
             queries: QueriesSeen {
                 count: 0,
@@ -216,30 +156,18 @@ impl Default for Collector {
     }
 }
 
-/// How a call ended.
-enum Outcome {
-    Answered,
-    RateLimited,
-    TimedOut,
-    Failed,
-}
-
-fn outcome(s: &Span) -> Outcome {
-    let error = s.error.as_deref().unwrap_or("").to_ascii_lowercase();
-    if s.status == Some(429) || error.contains("ratelimit") || error.contains("rate_limit") {
-        Outcome::RateLimited
-    } else if error.contains("timeout") || error.contains("timed out") {
-        Outcome::TimedOut
-    } else if s.error.is_some() || s.status.is_some_and(|st| st >= 400) {
-        Outcome::Failed
-    } else {
-        Outcome::Answered
-    }
-}
-
 impl Collector {
-    /// Takes one span, for what `view` says it gives.
+    /// Takes one span, for what `view` says it gives. A span of a trace given again (the same
+    /// trace and span id) is counted as such and not used.
     pub fn add(&mut self, s: Span, view: View) {
+        let key = span_key(s.id, s.start_ns, s.end_ns);
+        if view.structure && s.trace != 0 && self.assembler.seen_before(s.trace, key) {
+            self.skipped.add(
+                "a span given again (its trace id, span id and times seen before: a file read twice, an exporter's re-sent batch): counted once",
+                String::new,
+            );
+            return;
+        }
         if matches!(s.kind, Kind::Model { .. }) && view.structure && !s.attempt {
             if let (Outcome::Answered, Some(ms)) = (outcome(&s), s.duration_ms()) {
                 self.client_calls.add(ms);
@@ -247,9 +175,11 @@ impl Collector {
         }
         let role = match &s.kind {
             Kind::Model { .. } if !view.model_stats => Role::Model(u32::MAX),
-            Kind::Model { provider, model } => Role::Model(self.model_seen(&s, provider, model)),
+            Kind::Model { provider, model } => {
+                Role::Model(self.calls.model(&s, provider, model, &mut self.skipped))
+            }
             Kind::Tool { .. } if !view.tool_stats => Role::Tool(u32::MAX),
-            Kind::Tool { name, provider } => Role::Tool(self.tool_seen(&s, name, provider)),
+            Kind::Tool { name, provider } => Role::Tool(self.calls.tool(&s, name, provider)),
             Kind::Agent => Role::Agent,
             Kind::Http => {
                 self.http.0 += 1;
@@ -261,34 +191,26 @@ impl Collector {
         if !view.structure {
             return;
         }
-        let Some(end) = s.end_ns else {
-            if s.trace == 0 {
-                // A log row without its time: a query we know the start of only.
-                self.queries.starts.push(s.start_ns);
-                self.queries.count += 1;
-                self.queries.sessionless += 1;
-            }
+        if s.trace == 0 && s.end_ns.is_none() {
+            // A log row without its time: a query we know the start of only.
+            self.queries.starts.push(s.start_ns);
+            self.queries.count += 1;
+            self.queries.sessionless += 1;
             return;
-        };
+        }
+        // A span of a trace without its end is placed in its trace, not timed.
         let node = Node {
             id: s.id,
             parent: s.parent,
             role,
             start: s.start_ns,
-            end,
+            end: s.end_ns.unwrap_or(s.start_ns),
+            timed: s.end_ns.is_some(),
         };
         let mut closed = Vec::new();
         if s.trace == 0 {
             // A row of a flat log, or a call without a trace: a query by itself.
-            closed.push(Query {
-                start: s.start_ns,
-                end,
-                bounded: true,
-                session: s.session.clone(),
-                steps: vec![node],
-                nested: 0,
-                skewed: 0,
-            });
+            closed.push(Query::single(node, s.session.clone()));
         } else {
             self.assembler
                 .add(s.trace, node, s.session.as_deref(), &mut |q| closed.push(q));
@@ -318,111 +240,6 @@ impl Collector {
         );
     }
 
-    fn model_seen(&mut self, s: &Span, provider: &str, model: &str) -> u32 {
-        let i = match self
-            .models
-            .iter()
-            .position(|m| m.provider == provider && m.model == model)
-        {
-            Some(i) => i,
-            None => {
-                let key = format!("{provider}/{model}");
-                self.models.push(ModelSeen {
-                    provider: provider.into(),
-                    model: model.into(),
-                    calls: 0,
-                    answered: 0,
-                    rate_limited: 0,
-                    timeouts: 0,
-                    errors: 0,
-                    retried: 0,
-                    latency: Sample::new(seed("latency", &key)),
-                    ttft: Sample::new(seed("ttft", &key)),
-                    tpot: Sample::new(seed("tpot", &key)),
-                    input: Sample::new(seed("input", &key)),
-                    output: Sample::new(seed("output", &key)),
-                    max_tokens: BTreeMap::new(),
-                    untokened: 0,
-                    limits: (None, None),
-                });
-                self.models.len() - 1
-            }
-        };
-        let m = &mut self.models[i];
-        m.calls += 1;
-        let most = |a: Option<f64>, b: Option<f64>| match (a, b) {
-            (Some(x), Some(y)) => Some(x.max(y)),
-            (x, y) => x.or(y),
-        };
-        m.limits = (most(m.limits.0, s.limits.0), most(m.limits.1, s.limits.1));
-        match outcome(s) {
-            Outcome::RateLimited => m.rate_limited += 1,
-            Outcome::TimedOut => m.timeouts += 1,
-            Outcome::Failed => m.errors += 1,
-            Outcome::Answered => {
-                m.answered += 1;
-                if s.resend_count.unwrap_or(0) > 0 && !s.attempt {
-                    m.retried += 1;
-                } else if let Some(ms) = s.duration_ms() {
-                    m.latency.add(ms);
-                    if let Some(first) = s.first_chunk_ns {
-                        let first_ms = first as f64 / 1e6;
-                        m.ttft.add(first_ms);
-                        if let Some(out) = s.output_tokens.filter(|n| *n >= 2) {
-                            m.tpot.add((ms - first_ms).max(0.0) / (out - 1) as f64);
-                        }
-                    }
-                }
-                match s.input_tokens {
-                    Some(n) => m.input.add(n as f64),
-                    None => {
-                        m.untokened += 1;
-                        self.skipped.add(
-                            "an answered model call without input tokens (gen_ai.usage.input_tokens): its time is fitted, its tokens are not",
-                            String::new,
-                        );
-                    }
-                }
-                if let Some(n) = s.output_tokens {
-                    m.output.add(n as f64);
-                }
-                if let Some(n) = s.max_tokens {
-                    *m.max_tokens.entry(n).or_default() += 1;
-                }
-            }
-        }
-        i as u32
-    }
-
-    fn tool_seen(&mut self, s: &Span, name: &str, provider: &Option<String>) -> u32 {
-        let i = match self.tools.iter().position(|t| t.name == name) {
-            Some(i) => i,
-            None => {
-                self.tools.push(ToolSeen {
-                    name: name.into(),
-                    provider: provider.clone(),
-                    calls: 0,
-                    errors: 0,
-                    rate_limited: 0,
-                    latency: Sample::new(seed("tool", name)),
-                });
-                self.tools.len() - 1
-            }
-        };
-        let t = &mut self.tools[i];
-        t.calls += 1;
-        match outcome(s) {
-            Outcome::RateLimited => t.rate_limited += 1,
-            Outcome::TimedOut | Outcome::Failed => t.errors += 1,
-            Outcome::Answered => {
-                if let Some(ms) = s.duration_ms() {
-                    t.latency.add(ms);
-                }
-            }
-        }
-        i as u32
-    }
-
     /// Takes one closed query.
     fn query(&mut self, q: Query) {
         let seen = &mut self.queries;
@@ -434,7 +251,17 @@ impl Collector {
             q.skewed,
             String::new,
         );
-        if !q.bounded {
+        self.skipped.add_n(
+            "a span on or under a parent cycle (spans each other's ancestors): its call is fitted, not placed in its query",
+            q.cyclic,
+            String::new,
+        );
+        self.skipped.add_n(
+            "a span whose span id another span of its trace has, at other times (ids not unique): read as a span of its own",
+            q.shared,
+            String::new,
+        );
+        if !q.rooted {
             self.skipped.add(
                 "a trace without a root span (spans whose parent never arrived): its calls are fitted and shape it, its time is no query's",
                 String::new,
@@ -458,9 +285,18 @@ impl Collector {
                 }
             }
         }
-        match q.session {
-            Some(id) => {
-                let s = seen.sessions.entry(id).or_insert(SessionSeen {
+        let key = q.session.as_deref().map(|id| seed("session", id));
+        let known = key.is_some_and(|k| seen.sessions.contains_key(&k));
+        match key {
+            Some(_) if !known && seen.sessions.len() >= MAX_SESSIONS => {
+                seen.sessionless += 1;
+                self.skipped.add(
+                    "a query of a session first seen after 1,000,000 others: read as one without a session",
+                    String::new,
+                );
+            }
+            Some(k) => {
+                let s = seen.sessions.entry(k).or_insert(SessionSeen {
                     queries: 0,
                     first: q.start,
                     last_end: i64::MIN,
@@ -532,6 +368,7 @@ mod tests {
             role,
             start,
             end,
+            timed: true,
         }
     }
 
@@ -561,11 +398,85 @@ mod tests {
             start: 0,
             end: 100,
             bounded: true,
+            rooted: true,
             session: None,
             steps: vec![step(Role::Model(0), 10, 30), step(Role::Tool(0), 20, 50)],
             nested: 0,
             skewed: 0,
+            cyclic: 0,
+            shared: 0,
         };
         assert_eq!(own_time(&q), 60);
+    }
+
+    fn span(trace: u128, id: u64, parent: u64, kind: Kind, start: i64, end: Option<i64>) -> Span {
+        let mut s = Span::new(kind, start);
+        (s.trace, s.id, s.parent, s.end_ns) = (trace, id, parent, end);
+        s
+    }
+
+    fn chat() -> Kind {
+        Kind::Model {
+            provider: "openai".into(),
+            model: "gpt-4o".into(),
+        }
+    }
+
+    #[test]
+    fn a_span_given_again_is_counted_once_and_said() {
+        // W5: the same spans twice (a file given twice, a re-sent batch), and a span that ends
+        // before it starts (not timed) among them.
+        let mut c = Collector::default();
+        for _ in 0..2 {
+            c.add(span(1, 1, 0, Kind::Agent, 0, Some(100)), View::ALL);
+            c.add(span(1, 2, 1, chat(), 0, Some(40)), View::ALL);
+            c.add(span(1, 3, 1, chat(), 60, None), View::ALL);
+        }
+        c.finish();
+        assert_eq!(c.calls.models[0].calls, 2);
+        assert_eq!(c.queries.count, 1);
+        // Two turns (the untimed one placed, at its start): around a round of no calls.
+        assert_eq!(c.queries.shapes, BTreeMap::from([(Shape::Around, 1)]));
+        let again = c
+            .skipped
+            .iter()
+            .find(|(w, _, _)| w.starts_with("a span given again"));
+        assert_eq!(again.map(|(_, n, _)| n), Some(3));
+    }
+
+    #[test]
+    fn spans_an_exporter_gave_one_id_are_still_two() {
+        let mut c = Collector::default();
+        c.add(span(1, 1, 0, Kind::Agent, 0, Some(100)), View::ALL);
+        c.add(span(1, 1, 0, chat(), 0, Some(40)), View::ALL);
+        c.add(span(1, 1, 0, chat(), 50, Some(90)), View::ALL);
+        c.finish();
+        assert_eq!(c.calls.models[0].calls, 2);
+        let said = |what: &str| {
+            c.skipped
+                .iter()
+                .find(|(w, _, _)| w.starts_with(what))
+                .map(|(_, n, _)| n)
+        };
+        assert_eq!(said("a span whose span id another span"), Some(2));
+        assert_eq!(said("a span given again"), None);
+    }
+
+    #[test]
+    fn sessions_are_kept_by_a_hash_of_their_id_up_to_a_cap() {
+        let mut c = Collector::default();
+        let long = "z".repeat(1_000);
+        for q in 0..(MAX_SESSIONS as i64 + 3) {
+            let mut s = span(0, 0, 0, chat(), q * 1_000, Some(q * 1_000 + 10));
+            s.session = Some(format!("s{q}{long}"));
+            c.add(s, View::ALL);
+        }
+        assert_eq!(c.queries.sessions.len(), MAX_SESSIONS);
+        assert_eq!(c.queries.sessionless, 3);
+        let past = c
+            .skipped
+            .iter()
+            .find(|(w, _, _)| w.starts_with("a query of a session"));
+        assert_eq!(past.map(|(_, n, _)| n), Some(3));
     }
 }

@@ -10,9 +10,12 @@ pub mod check;
 pub mod client;
 pub mod collect;
 pub mod fit;
+pub mod fold;
 pub mod model;
 pub mod sample;
+pub mod seen;
 pub mod traces;
+mod tree;
 
 pub use check::{check, FitCheck};
 pub use client::ClientFit;

@@ -3,11 +3,13 @@
 
 use std::collections::BTreeMap;
 
-use crate::engine::observed::{FileRead, Tally};
+use crate::engine::observed::{self, FileRead, Tally};
 
-use super::collect::{Collector, ModelSeen, Shape};
+use super::collect::{Collector, Shape};
 use super::fit::{self, Fit, Kind};
+use super::fold::{tools, MAX_OTHERS};
 use super::sample::{Quantiles, Sample};
+use super::seen::ModelSeen;
 
 /// One quantity: what was observed and the distribution fitted to it.
 #[derive(Debug, Clone, PartialEq)]
@@ -26,7 +28,7 @@ pub struct Fitted {
 pub const CURVE: usize = 100;
 
 impl Fitted {
-    fn of(s: &Sample, kind: Kind) -> Option<Fitted> {
+    pub(super) fn of(s: &Sample, kind: Kind) -> Option<Fitted> {
         let sorted = s.sorted();
         let curve = if sorted.is_empty() {
             Vec::new()
@@ -108,6 +110,8 @@ pub struct ToolFit {
     pub errors: u64,
     /// Its time, ms.
     pub latency: Option<Fitted>,
+    /// Where this entry is the tools past [`MAX_TOOLS`] folded into one: what it holds.
+    pub folded: Option<super::fold::Folded>,
 }
 
 /// Tool calls per round.
@@ -213,18 +217,15 @@ pub fn calibrate(c: Collector, reads: Vec<FileRead>) -> Calibration {
         skipped.merge(r.skipped.clone());
     }
     skipped.merge(c.skipped.clone());
-    let (provider, others) = provider(&c.models);
-    let tools = c
-        .tools
-        .iter()
-        .map(|t| ToolFit {
-            name: t.name.clone(),
-            provider: t.provider.clone(),
-            calls: t.calls,
-            errors: t.errors,
-            latency: Fitted::of(&t.latency, Kind::Duration),
-        })
-        .collect();
+    let paths: Vec<_> = reads.iter().map(|r| r.path.clone()).collect();
+    if let Err(e) = observed::repeated(&paths) {
+        skipped.add(
+            "an input given twice (one file, or the same bytes, under two names): a trace's spans are counted once by their ids, a log's rows and exec's calls twice",
+            || e.to_string(),
+        );
+    }
+    let (provider, others) = provider(&c.calls.models, c.calls.models_beyond);
+    let tools = tools(&c.calls.tools, c.calls.tools_beyond.as_ref(), &mut skipped);
     let q = &c.queries;
     let mut starts = q.starts.clone();
     starts.sort_unstable();
@@ -249,8 +250,9 @@ pub fn calibrate(c: Collector, reads: Vec<FileRead>) -> Calibration {
     }
 }
 
-/// The provider (and model) with the most calls, and the rest.
-fn provider(models: &[ModelSeen]) -> (Option<ProviderFit>, Vec<OtherModel>) {
+/// The provider (and model) with the most calls, and the rest (with `beyond`, the calls to
+/// models past the names told apart): [`MAX_OTHERS`] of them, then the others as one.
+fn provider(models: &[ModelSeen], beyond: u64) -> (Option<ProviderFit>, Vec<OtherModel>) {
     let mut order: Vec<&ModelSeen> = models.iter().collect();
     order.sort_by(|a, b| {
         b.calls
@@ -260,7 +262,8 @@ fn provider(models: &[ModelSeen]) -> (Option<ProviderFit>, Vec<OtherModel>) {
     let Some((main, rest)) = order.split_first() else {
         return (None, Vec::new());
     };
-    let others = rest
+    let listed = rest.len().min(MAX_OTHERS);
+    let mut others: Vec<OtherModel> = rest[..listed]
         .iter()
         .map(|m| OtherModel {
             provider: m.provider.clone(),
@@ -268,6 +271,15 @@ fn provider(models: &[ModelSeen]) -> (Option<ProviderFit>, Vec<OtherModel>) {
             calls: m.calls,
         })
         .collect();
+    let unlisted = &rest[listed..];
+    if !unlisted.is_empty() || beyond > 0 {
+        let more = if beyond > 0 { " and more" } else { "" };
+        others.push(OtherModel {
+            provider: String::new(),
+            model: format!("({} other models{more})", unlisted.len()),
+            calls: unlisted.iter().map(|m| m.calls).sum::<u64>() + beyond,
+        });
+    }
     let fit = ProviderFit {
         name: scenario_name(&main.provider),
         said: main.provider.clone(),

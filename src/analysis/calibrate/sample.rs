@@ -53,6 +53,34 @@ impl Sample {
         }
     }
 
+    /// One sample of the values of all of `parts` (seeded by `seed`): every value kept where
+    /// they are at most [`CAP`] in all, else from each part a share of [`CAP`] in proportion to
+    /// its count, drawn uniformly from what it kept.
+    pub fn fold(parts: &[&Sample], seed: u64) -> Sample {
+        let mut out = Sample::new(seed);
+        for p in parts {
+            out.n += p.n;
+            out.sum += p.sum;
+            out.min = out.min.min(p.min);
+            out.max = out.max.max(p.max);
+        }
+        for p in parts {
+            let mut kept = p.kept.clone();
+            let take = if out.n as usize <= CAP {
+                kept.len()
+            } else {
+                ((CAP as f64 * p.n as f64 / out.n as f64) as usize).min(kept.len())
+            };
+            // A partial Fisher-Yates shuffle: the first `take` are a uniform draw.
+            for i in 0..take {
+                let j = out.rng.random_range(i..kept.len());
+                kept.swap(i, j);
+            }
+            out.kept.extend_from_slice(&kept[..take]);
+        }
+        out
+    }
+
     /// Their mean (0 when empty).
     pub fn mean(&self) -> f64 {
         if self.n == 0 {
@@ -137,5 +165,30 @@ mod tests {
         // about 0.0035 × 60,000 = 212 on it.
         assert!((q.p50 - 29_999.5).abs() < 3.0 * 212.0, "{}", q.p50);
         assert!(!s.exact());
+    }
+
+    #[test]
+    fn a_fold_weighs_each_part_by_its_count_not_by_what_it_kept() {
+        let (mut big, mut small) = (Sample::new(1), Sample::new(2));
+        for _ in 0..(3 * CAP) {
+            big.add(1.0);
+        }
+        for _ in 0..CAP {
+            small.add(2.0);
+        }
+        let f = Sample::fold(&[&big, &small], 3);
+        assert_eq!(
+            (f.n, f.min, f.max, f.mean()),
+            (4 * CAP as u64, 1.0, 2.0, 1.25)
+        );
+        let kept = f.sorted();
+        assert_eq!(kept.len(), CAP);
+        // 3 to 1, as the parts' counts are.
+        assert_eq!(kept.iter().filter(|v| **v == 1.0).count(), 3 * CAP / 4);
+        // Few enough values: every one kept.
+        let mut a = Sample::new(1);
+        a.add(5.0);
+        let f = Sample::fold(&[&a, &a], 3);
+        assert_eq!((f.sorted(), f.exact()), (vec![5.0, 5.0], true));
     }
 }

@@ -3,9 +3,14 @@
 //! services may be exported later than their root) and [`GRACE_SPANS`] spans have been read
 //! since its last one (an input out of time order), then it is closed into a [`Query`] and
 //! forgotten. At most [`MAX_OPEN`] traces are held at once (beyond that, the one that ended
-//! first is closed as it is). A span of a trace already closed is counted, not used.
+//! first is closed as it is). A span of a trace already closed is counted, not used. A span
+//! given again (the same trace and span id: a file read twice, an exporter's re-sent batch) is
+//! recognized while its trace is open and, for [`REMEMBERED_IDS`] spans, after: by its ids and
+//! its times, so that two spans an exporter gave one id are still two.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
+
+use super::tree::query;
 
 /// How far (in span end times) the input must move past a trace's end before it is closed.
 pub const GRACE_NS: i64 = 30_000_000_000;
@@ -14,10 +19,31 @@ pub const GRACE_NS: i64 = 30_000_000_000;
 pub const GRACE_SPANS: u64 = 10_000;
 /// The most traces held open at once.
 pub const MAX_OPEN: usize = 100_000;
-/// How far a span may stand outside its parent's time before it is counted as skewed.
-const SKEW_NS: i64 = 1_000_000;
 /// How many closed traces are remembered, to recognize their late spans.
 const REMEMBERED: usize = 100_000;
+/// How many spans of closed traces are remembered (16 bytes each), to tell a span given
+/// again from a late one; the oldest closed traces' are forgotten first.
+pub const REMEMBERED_IDS: usize = 1_000_000;
+
+/// What tells a span from another of its trace: its id and a hash of its times.
+pub type SpanKey = (u64, u64);
+
+/// The key of span `id` from `start` to `end` (`None`: not timed).
+pub fn span_key(id: u64, start: i64, end: Option<i64>) -> SpanKey {
+    let end = end.unwrap_or(i64::MIN) as u64;
+    let fp = (start as u64)
+        .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        .rotate_left(29)
+        ^ end;
+    (id, fp)
+}
+
+impl Node {
+    /// Its [`SpanKey`].
+    fn key(&self) -> SpanKey {
+        span_key(self.id, self.start, self.timed.then_some(self.end))
+    }
+}
 
 /// What a span is, for the query's structure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,8 +69,10 @@ pub struct Node {
     pub role: Role,
     /// Start, ns since the epoch.
     pub start: i64,
-    /// End (at least its start).
+    /// End (at least its start; its start when it is not timed).
     pub end: i64,
+    /// Whether its end was read (a span that ends before it starts is placed, not timed).
+    pub timed: bool,
 }
 
 /// A query put back together.
@@ -54,9 +82,11 @@ pub struct Query {
     pub start: i64,
     /// When it ended: its boundary span's end (or its last span's).
     pub end: i64,
-    /// Whether it had a boundary span (an `invoke_agent` span or a root); without one, its
-    /// times are its calls' first start and last end.
+    /// Whether its time is its boundary span's (an `invoke_agent` span or a root, timed);
+    /// otherwise its times are its calls' first start and last end.
     pub bounded: bool,
+    /// Whether it had a boundary span at all (timed or not).
+    pub rooted: bool,
     /// Its session, when a span of it said.
     pub session: Option<String>,
     /// Its model and tool calls not made from inside a tool, by start (ties by end).
@@ -66,11 +96,36 @@ pub struct Query {
     /// Spans that start before their parent or end after it by more than a millisecond (clock
     /// skew between services, most likely).
     pub skewed: u64,
+    /// Spans on or under a parent cycle (each an ancestor of itself): not placed.
+    pub cyclic: u64,
+    /// Spans whose id an earlier span of the trace has (with other times): each is placed,
+    /// the children under the earliest.
+    pub shared: u64,
+}
+
+impl Query {
+    /// A query of one call (a log's row, a call without a trace).
+    pub fn single(node: Node, session: Option<String>) -> Query {
+        Query {
+            start: node.start,
+            end: node.end,
+            bounded: true,
+            rooted: true,
+            session,
+            steps: vec![node],
+            nested: 0,
+            skewed: 0,
+            cyclic: 0,
+            shared: 0,
+        }
+    }
 }
 
 #[derive(Debug, Default)]
 struct Open {
     nodes: Vec<Node>,
+    /// Its spans' keys, to recognize one given again.
+    ids: HashSet<SpanKey>,
     session: Option<String>,
     last_end: i64,
     /// The input's span count when its last span came.
@@ -87,8 +142,12 @@ pub struct Assembler {
     by_seen: BTreeMap<u64, u128>,
     /// Quiet traces by their last span's end: the next to close once the input's time passes.
     waiting: BTreeSet<(i64, u128)>,
-    closed: HashSet<u128>,
+    /// Closed traces, with their span ids (sorted; emptied once forgotten).
+    closed: HashMap<u128, Vec<SpanKey>>,
     closed_order: VecDeque<u128>,
+    /// Closed traces whose ids are still held, oldest first, and how many ids that is.
+    with_ids: VecDeque<u128>,
+    ids_held: usize,
     watermark: i64,
     /// Spans read.
     seen: u64,
@@ -99,6 +158,17 @@ pub struct Assembler {
 }
 
 impl Assembler {
+    /// Whether the span of `key` in `trace` was added before (a span without an id never
+    /// was).
+    pub fn seen_before(&self, trace: u128, key: SpanKey) -> bool {
+        key.0 != 0
+            && (self.open.get(&trace).is_some_and(|t| t.ids.contains(&key))
+                || self
+                    .closed
+                    .get(&trace)
+                    .is_some_and(|ids| ids.binary_search(&key).is_ok()))
+    }
+
     /// Adds one span of trace `trace` (not 0); `session` is its session, if it says.
     pub fn add(
         &mut self,
@@ -108,8 +178,13 @@ impl Assembler {
         done: &mut dyn FnMut(Query),
     ) {
         self.seen += 1;
-        if self.closed.contains(&trace) {
+        if let Some(ids) = self.closed.get_mut(&trace) {
             self.late += 1;
+            // Remembered, so that the same late span given again is told apart.
+            if let (Err(at), true) = (ids.binary_search(&node.key()), !ids.is_empty()) {
+                ids.insert(at, node.key());
+                self.ids_held += 1;
+            }
             return;
         }
         let t = self.open.entry(trace).or_default();
@@ -127,19 +202,29 @@ impl Assembler {
             t.last_end.max(node.end)
         };
         t.nodes.push(node);
+        if node.id != 0 {
+            t.ids.insert(node.key());
+        }
         t.last_seen = self.seen;
         if t.session.is_none() {
             t.session = session.map(str::to_owned);
         }
         self.by_seen.insert(self.seen, trace);
         self.watermark = self.watermark.max(node.end);
+        self.close_ripe(done);
+    }
+
+    /// Closes the traces quiet for long enough, and the oldest beyond [`MAX_OPEN`].
+    fn close_ripe(&mut self, done: &mut dyn FnMut(Query)) {
         // The quiet ones close, or wait for the input's time to pass them.
         while let Some((&seen, &quiet)) = self.by_seen.first_key_value() {
             if self.seen - seen < GRACE_SPANS {
                 break;
             }
             self.by_seen.pop_first();
-            let t = self.open.get_mut(&quiet).expect("an open trace");
+            let Some(t) = self.open.get_mut(&quiet) else {
+                continue;
+            };
             if t.last_end.saturating_add(GRACE_NS) < self.watermark {
                 self.close(quiet, done);
             } else {
@@ -157,7 +242,10 @@ impl Assembler {
         while self.open.len() > MAX_OPEN {
             let oldest = match self.waiting.pop_first() {
                 Some((_, t)) => t,
-                None => self.by_seen.pop_first().expect("open traces are queued").1,
+                None => match self.by_seen.pop_first() {
+                    Some((_, t)) => t,
+                    None => break,
+                },
             };
             self.evicted += 1;
             self.close(oldest, done);
@@ -181,86 +269,28 @@ impl Assembler {
         };
         if self.closed_order.len() == REMEMBERED {
             if let Some(old) = self.closed_order.pop_front() {
-                self.closed.remove(&old);
+                if let Some(ids) = self.closed.remove(&old) {
+                    self.ids_held -= ids.len();
+                }
             }
         }
-        self.closed.insert(trace);
+        let mut ids: Vec<SpanKey> = t.ids.into_iter().collect();
+        ids.sort_unstable();
+        self.ids_held += ids.len();
+        self.closed.insert(trace, ids);
         self.closed_order.push_back(trace);
+        self.with_ids.push_back(trace);
+        while self.ids_held > REMEMBERED_IDS {
+            let Some(old) = self.with_ids.pop_front() else {
+                break;
+            };
+            if let Some(ids) = self.closed.get_mut(&old) {
+                self.ids_held -= ids.len();
+                *ids = Vec::new();
+            }
+        }
         done(query(t.nodes, t.session));
     }
-}
-
-/// A closed trace's nodes as a query.
-fn query(mut nodes: Vec<Node>, session: Option<String>) -> Query {
-    nodes.sort_by_key(|n| (n.start, n.end, n.id));
-    let parents: HashMap<u64, usize> = nodes
-        .iter()
-        .enumerate()
-        .filter(|(_, n)| n.id != 0)
-        .map(|(i, n)| (n.id, i))
-        .collect();
-    // The boundary: the outermost invoke_agent span, else the root.
-    let outermost_agent = nodes
-        .iter()
-        .filter(|n| n.role == Role::Agent)
-        .find(|n| !ancestors(&nodes, &parents, n).any(|a| a.role == Role::Agent));
-    let root = nodes.iter().find(|n| n.parent == 0);
-    let boundary = outermost_agent.or(root).copied();
-    let inside_tool =
-        |n: &Node| ancestors(&nodes, &parents, n).any(|a| matches!(a.role, Role::Tool(_)));
-    let mut nested = 0;
-    let mut steps = Vec::new();
-    for n in &nodes {
-        match n.role {
-            Role::Model(_) if inside_tool(n) => nested += 1,
-            Role::Model(_) | Role::Tool(_) if !inside_tool(n) => steps.push(*n),
-            _ => {}
-        }
-    }
-    let skewed = nodes
-        .iter()
-        .filter(|n| {
-            parents.get(&n.parent).is_some_and(|&p| {
-                let p = &nodes[p];
-                n.start + SKEW_NS < p.start || n.end > p.end + SKEW_NS
-            })
-        })
-        .count() as u64;
-    let (start, end) = match boundary {
-        Some(b) => (b.start, b.end),
-        None => (
-            nodes.iter().map(|n| n.start).min().unwrap_or(0),
-            nodes.iter().map(|n| n.end).max().unwrap_or(0),
-        ),
-    };
-    Query {
-        start,
-        end,
-        bounded: boundary.is_some(),
-        session,
-        steps,
-        nested,
-        skewed,
-    }
-}
-
-/// `n`'s ancestors that are in the trace, nearest first (stopping at a cycle's length).
-fn ancestors<'a>(
-    nodes: &'a [Node],
-    parents: &'a HashMap<u64, usize>,
-    n: &Node,
-) -> impl Iterator<Item = &'a Node> + 'a {
-    let mut next = n.parent;
-    let mut left = nodes.len();
-    std::iter::from_fn(move || {
-        if next == 0 || left == 0 {
-            return None;
-        }
-        left -= 1;
-        let p = &nodes[*parents.get(&next)?];
-        next = p.parent;
-        Some(p)
-    })
 }
 
 #[cfg(test)]
@@ -274,6 +304,7 @@ mod tests {
             role,
             start,
             end,
+            timed: true,
         }
     }
 
@@ -328,27 +359,49 @@ mod tests {
     }
 
     #[test]
-    fn a_model_call_inside_a_tool_is_not_a_step_of_the_query() {
-        let nodes = vec![
-            node(1, 0, Role::Agent, 0, 100),
-            node(2, 1, Role::Tool(0), 10, 90),
-            node(3, 2, Role::Model(0), 20, 30),
-            node(4, 1, Role::Model(0), 0, 10),
-        ];
-        let q = query(nodes, None);
-        assert_eq!(q.nested, 1);
-        assert_eq!(q.steps.iter().map(|n| n.id).collect::<Vec<_>>(), [4, 2]);
+    fn a_span_given_again_is_recognized_while_open_and_after_its_trace_closes() {
+        let mut a = Assembler::default();
+        let mut done = |_: Query| {};
+        let key = |id, start, end| span_key(id, start, Some(end));
+        a.add(7, node(1, 0, Role::Agent, 0, 10), None, &mut done);
+        assert!(a.seen_before(7, key(1, 0, 10)));
+        assert!(!a.seen_before(7, key(2, 0, 10)) && !a.seen_before(8, key(1, 0, 10)));
+        assert!(!a.seen_before(7, key(0, 0, 10)), "no id: never");
+        // Another span an exporter gave the same id is not the same span.
+        assert!(!a.seen_before(7, key(1, 0, 11)) && !a.seen_before(7, span_key(1, 0, None)));
+        a.finish(&mut done);
+        assert!(
+            a.seen_before(7, key(1, 0, 10)),
+            "closed, its spans remembered"
+        );
+        // A late span of the closed trace is counted late once, then recognized.
+        a.add(7, node(5, 1, Role::Tool(0), 1, 2), None, &mut done);
+        assert_eq!(a.late, 1);
+        assert!(a.seen_before(7, key(5, 1, 2)));
     }
 
     #[test]
-    fn a_trace_without_a_root_is_timed_by_its_calls() {
-        let q = query(
-            vec![
-                node(2, 7, Role::Model(0), 5, 9),
-                node(3, 7, Role::Tool(0), 10, 12),
-            ],
-            None,
+    fn the_ids_of_closed_traces_are_forgotten_oldest_first_past_the_cap() {
+        let mut a = Assembler::default();
+        let mut done = |_: Query| {};
+        let per = 1_000u64;
+        let traces = (REMEMBERED_IDS as u64 / per) + 2;
+        for t in 0..traces {
+            for i in 0..per {
+                a.add(
+                    u128::from(t) + 1,
+                    node(i + 1, 0, Role::Other, 0, 1),
+                    None,
+                    &mut done,
+                );
+            }
+            a.finish(&mut done);
+        }
+        assert!(a.ids_held <= REMEMBERED_IDS);
+        assert!(
+            !a.seen_before(1, span_key(1, 0, Some(1))),
+            "the oldest forgotten"
         );
-        assert_eq!((q.start, q.end, q.bounded), (5, 12, false));
+        assert!(a.seen_before(traces as u128, span_key(per, 0, Some(1))));
     }
 }

@@ -13,7 +13,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::{lines, place, Kind, ReadError, Span, Tally};
+use super::{duration_ns, end_of, lines, place, BadTime, Kind, ReadError, Span, Tally};
 
 /// The key every line has, and the version of the line's form.
 pub const MARKER: &str = "\"capsize_call\"";
@@ -104,10 +104,22 @@ pub(super) fn read(
             return Ok(());
         }
         match serde_json::from_str::<CallLine>(line) {
-            Ok(call) => {
-                spans += 1;
-                sink(span(call));
-            }
+            Ok(call) if call.capsize_call != 1 => skipped.add_example(
+                "a line of another version of exec's calls (capsize_call is not 1): this capsize reads version 1",
+                || place(path, n),
+                || call.capsize_call.to_string(),
+            ),
+            Ok(call) if call.unix_ns <= 0 => skipped.add(
+                "a call without its arrival time (unix_ns not after 1970)",
+                || place(path, n),
+            ),
+            Ok(call) => match span(call) {
+                Ok(s) => {
+                    spans += 1;
+                    sink(s);
+                }
+                Err(reason) => skipped.add(reason, || place(path, n)),
+            },
             Err(e) if e.is_eof() => skipped.add("a truncated line", || place(path, n)),
             Err(_) => skipped.add("a line that is not one of exec's calls", || place(path, n)),
         }
@@ -116,8 +128,25 @@ pub(super) fn read(
     Ok((spans, skipped))
 }
 
-/// A call line as a span: its trace and parent from its `traceparent`, when it has one.
-fn span(c: CallLine) -> Span {
+/// A call line as a span: its trace and parent from its `traceparent`, when it has one; or
+/// why it cannot be read (a latency that is no time).
+fn span(c: CallLine) -> Result<Span, &'static str> {
+    let end =
+        match c.latency_ms.map(|ms| end_of(c.unix_ns, ms)).transpose() {
+            Ok(end) => end,
+            Err(BadTime::Negative) => return Err("a call whose latency_ms is negative: not read"),
+            Err(BadTime::NotANumber) => {
+                return Err("a call whose latency_ms is not a number: not read")
+            }
+            Err(BadTime::TooLarge) => return Err(
+                "a call whose latency_ms is too large (it would end past the year 2262): not read",
+            ),
+        };
+    let first_chunk_ns = c
+        .ttft_ms
+        .map(duration_ns)
+        .transpose()
+        .map_err(|_| "a call whose ttft_ms is negative, not a number or too large: not read")?;
     let kind = match c.route.as_str() {
         "tool" => Kind::Tool {
             name: c.tool.unwrap_or_else(|| "tool".into()),
@@ -134,7 +163,7 @@ fn span(c: CallLine) -> Span {
         s.trace = trace;
         s.parent = parent;
     }
-    s.end_ns = c.latency_ms.map(|ms| c.unix_ns + (ms * 1e6) as i64);
+    s.end_ns = end;
     s.status = (c.status != 0).then_some(c.status);
     s.error = match c.status {
         0 => Some("no answer".into()),
@@ -145,16 +174,17 @@ fn span(c: CallLine) -> Span {
     s.output_tokens = c.output_tokens;
     s.max_tokens = c.max_tokens;
     s.resend_count = c.retry_count;
-    s.first_chunk_ns = c.ttft_ms.map(|ms| (ms * 1e6) as i64);
+    s.first_chunk_ns = first_chunk_ns;
     s.limits = (c.rpm_limit, c.tpm_limit);
-    s
+    Ok(s)
 }
 
 /// The trace id and parent span id of a W3C `traceparent` (`00-<32 hex>-<16 hex>-<2 hex>`).
 pub fn traceparent(v: &str) -> Option<(u128, u64)> {
     let mut parts = v.trim().split('-');
     let (_version, trace, parent) = (parts.next()?, parts.next()?, parts.next()?);
-    if trace.len() != 32 || parent.len() != 16 {
+    let hex = |s: &str, len: usize| s.len() == len && s.bytes().all(|b| b.is_ascii_hexdigit());
+    if !hex(trace, 32) || !hex(parent, 16) {
         return None;
     }
     Some((

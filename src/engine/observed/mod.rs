@@ -5,11 +5,14 @@
 //! `capsize calibrate` fits a scenario to what is read here.
 
 pub mod calls;
+mod dates;
 pub mod logs;
 pub mod otlp;
 pub mod otlp_proto;
+mod tally;
 
-use std::collections::BTreeMap;
+pub use tally::Tally;
+
 use std::fmt;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
@@ -107,55 +110,42 @@ impl Span {
         }
     }
 
+    /// Cuts each name it holds (provider, model, tool, session, error) to [`MAX_NAME_CHARS`]
+    /// characters; whether any was longer.
+    fn cut_names(&mut self) -> bool {
+        let mut cut = false;
+        let mut one = |s: &mut String| {
+            if let Some((at, _)) = s.char_indices().nth(MAX_NAME_CHARS) {
+                s.truncate(at);
+                cut = true;
+            }
+        };
+        match &mut self.kind {
+            Kind::Model { provider, model } => {
+                one(provider);
+                one(model);
+            }
+            Kind::Tool { name, provider } => {
+                one(name);
+                if let Some(p) = provider {
+                    one(p);
+                }
+            }
+            Kind::Agent | Kind::Http | Kind::Other => {}
+        }
+        if let Some(s) = &mut self.session {
+            one(s);
+        }
+        if let Some(s) = &mut self.error {
+            one(s);
+        }
+        cut
+    }
+
     /// Its duration in ms, when it has an end at or after its start.
     pub fn duration_ms(&self) -> Option<f64> {
         let end = self.end_ns?;
         (end >= self.start_ns).then(|| (end - self.start_ns) as f64 / 1e6)
-    }
-}
-
-/// What a reader skipped or could not use, counted by reason (in a stable order), with the
-/// first place each reason was seen.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Tally {
-    counts: BTreeMap<String, (u64, String)>,
-}
-
-impl Tally {
-    /// Counts one `reason`, seen `at` (a place such as `traces.json:17`).
-    pub fn add(&mut self, reason: impl Into<String>, at: impl FnOnce() -> String) {
-        self.add_n(reason, 1, at);
-    }
-
-    /// Counts `n` of `reason`.
-    pub fn add_n(&mut self, reason: impl Into<String>, n: u64, at: impl FnOnce() -> String) {
-        if n == 0 {
-            return;
-        }
-        let entry = self
-            .counts
-            .entry(reason.into())
-            .or_insert_with(|| (0, at()));
-        entry.0 += n;
-    }
-
-    /// Each reason, its count and where it was first seen.
-    pub fn iter(&self) -> impl Iterator<Item = (&str, u64, &str)> {
-        self.counts
-            .iter()
-            .map(|(k, (n, at))| (k.as_str(), *n, at.as_str()))
-    }
-
-    /// Every count added up.
-    pub fn total(&self) -> u64 {
-        self.counts.values().map(|(n, _)| n).sum()
-    }
-
-    /// Adds another tally to this one.
-    pub fn merge(&mut self, other: Tally) {
-        for (k, (n, at)) in other.counts {
-            self.add_n(k, n, || at);
-        }
     }
 }
 
@@ -218,9 +208,33 @@ impl ReadError {
         ReadError {
             path: path.to_path_buf(),
             at,
-            message: message.into(),
+            message: one_line(&message.into(), MAX_MESSAGE_CHARS),
         }
     }
+}
+
+/// The most characters of a [`ReadError`]'s message (a parser's error may quote the input).
+const MAX_MESSAGE_CHARS: usize = 300;
+
+/// The most bytes read as one line, one JSON document or one protobuf message: a file is
+/// streamed, but each of these is held whole while it is parsed.
+pub const MAX_RECORD_BYTES: u64 = 256 << 20;
+
+/// `text` on one line (each control character written as `\u{…}`), at most `max` characters.
+fn one_line(text: &str, max: usize) -> String {
+    let mut out = String::with_capacity(text.len().min(max));
+    for (i, c) in text.chars().enumerate() {
+        if i == max {
+            out.push('…');
+            break;
+        }
+        if c.is_control() {
+            out.push_str(&format!("\\u{{{:x}}}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// Opens `path` for streaming: a regular file only (a FIFO or a device could block or never
@@ -241,8 +255,11 @@ fn open(path: &Path) -> Result<BufReader<File>, ReadError> {
     Ok(BufReader::with_capacity(1 << 16, file))
 }
 
-/// Which kind of file `path` is: by its first bytes (a JSON object naming `resourceSpans`, or
-/// one of exec's call lines, or any other JSON object: a log), a CSV header otherwise.
+/// Which kind of file `path` is, by its first 4 KiB: a JSON object naming `resourceSpans`, or
+/// one of exec's call lines, or any other JSON object (a log); a CSV log when its first line is
+/// a header naming a timestamp; protobuf when the bytes are binary (a NUL, or a control
+/// character text does not hold); a CSV log otherwise. A stray byte that is not UTF-8 does
+/// not make text binary: the text reader then says which line it is on.
 pub fn detect(path: &Path) -> Result<Format, ReadError> {
     let mut head = Vec::with_capacity(4096);
     open(path)?
@@ -260,29 +277,114 @@ pub fn detect(path: &Path) -> Result<Format, ReadError> {
         }
         return Ok(Format::LogJsonl);
     }
-    // Text has no NUL and is UTF-8; a protobuf message almost always has one or the other.
-    if head.contains(&0) || std::str::from_utf8(&head).is_err_and(|e| e.error_len().is_some()) {
+    let first = head.split(|b| *b == b'\n').next().unwrap_or_default();
+    if std::str::from_utf8(first).is_ok_and(logs::is_header) {
+        return Ok(Format::LogCsv);
+    }
+    let binary = |b: &u8| matches!(b, 0..=8 | 0x0b | 0x0c | 0x0e..=0x1f | 0x7f);
+    if head.iter().any(binary) {
         return Ok(Format::OtlpProto);
     }
     Ok(Format::LogCsv)
 }
 
-/// Reads `path` (of the kind [`detect`] finds), handing each span to `sink`.
+/// Refuses an input given twice: one file under two paths (the same device and inode), or
+/// two files of the same bytes. Its spans would be read twice (a trace's are told apart by
+/// their ids, a log's rows and exec's calls cannot be). A path that cannot be read is left to
+/// [`read`] to report.
+pub fn repeated(paths: &[PathBuf]) -> Result<(), ReadError> {
+    let metas: Vec<Option<std::fs::Metadata>> = paths
+        .iter()
+        .map(|p| std::fs::metadata(p).ok().filter(|m| m.is_file()))
+        .collect();
+    for (j, b) in paths.iter().enumerate() {
+        for (i, a) in paths[..j].iter().enumerate() {
+            let (Some(ma), Some(mb)) = (&metas[i], &metas[j]) else {
+                continue;
+            };
+            let same = if same_inode(ma, mb) {
+                "the same file as"
+            } else if ma.len() == mb.len() && same_bytes(a, b) {
+                "the same bytes as"
+            } else {
+                continue;
+            };
+            return Err(ReadError::new(
+                b,
+                None,
+                format!(
+                    "{same} {} (an input given twice): give each input once",
+                    a.display()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(unix)]
+fn same_inode(a: &std::fs::Metadata, b: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    a.dev() == b.dev() && a.ino() == b.ino()
+}
+
+#[cfg(not(unix))]
+fn same_inode(_: &std::fs::Metadata, _: &std::fs::Metadata) -> bool {
+    false
+}
+
+/// Whether two files hold the same bytes (read side by side; `false` if either cannot be).
+fn same_bytes(a: &Path, b: &Path) -> bool {
+    let (Ok(fa), Ok(fb)) = (open(a), open(b)) else {
+        return false;
+    };
+    let (mut fa, mut fb) = (fa, fb);
+    loop {
+        let (Ok(x), Ok(y)) = (fa.fill_buf(), fb.fill_buf()) else {
+            return false;
+        };
+        let n = x.len().min(y.len());
+        if n == 0 {
+            return x.is_empty() && y.is_empty();
+        }
+        if x[..n] != y[..n] {
+            return false;
+        }
+        fa.consume(n);
+        fb.consume(n);
+    }
+}
+
+/// The most characters of a name read (a provider's, a model's, a tool's, a session's, an
+/// error's): what is written and kept per name does not grow with a name's length.
+pub const MAX_NAME_CHARS: usize = 256;
+
+/// Reads `path` (of the kind [`detect`] finds), handing each span to `sink` (its names cut to
+/// [`MAX_NAME_CHARS`]).
 pub fn read(path: &Path, sink: &mut dyn FnMut(Span)) -> Result<FileRead, ReadError> {
     let format = detect(path)?;
     let reader = open(path)?;
     let size = reader.get_ref().metadata().map_or(0, |m| m.len());
-    let (spans, skipped) = match format {
+    let mut cut = 0u64;
+    let sink = &mut |mut s: Span| {
+        cut += u64::from(s.cut_names());
+        sink(s)
+    };
+    let (spans, mut skipped) = match format {
         Format::OtlpJson => otlp::read(path, reader, sink)?,
         Format::OtlpProto => otlp_proto::read(path, reader, size, sink)?,
         Format::Calls => calls::read(path, reader, sink)?,
         Format::LogCsv => logs::read_csv(path, reader, sink)?,
         Format::LogJsonl => logs::read_jsonl(path, reader, sink)?,
     };
+    skipped.add_n(
+        "a span or row with a name (provider, model, tool, session, error) longer than 256 characters: cut to 256",
+        cut,
+        || path.file_name().unwrap_or_default().to_string_lossy().into_owned(),
+    );
     if spans == 0 {
         let why = skipped
-            .iter()
-            .next()
+            .most()
             .map(|(reason, n, at)| format!(": {n} skipped, {reason} (first at {at})"))
             .unwrap_or_default();
         return Err(ReadError::new(
@@ -299,30 +401,100 @@ pub fn read(path: &Path, sink: &mut dyn FnMut(Span)) -> Result<FileRead, ReadErr
     })
 }
 
-/// Each line of `reader` with its 1-based number (and the tally, to count what it skips); a line that is not UTF-8 is counted in
-/// `skipped` and passed over. Stops at the first I/O error, as a [`ReadError`].
+/// A file's lines one at a time, each at most [`MAX_RECORD_BYTES`], numbered from 1.
+pub(super) struct Lines<'p, R> {
+    path: &'p Path,
+    reader: R,
+    buf: Vec<u8>,
+    n: u64,
+    cap: u64,
+}
+
+impl<'p, R: BufRead> Lines<'p, R> {
+    pub(super) fn new(path: &'p Path, reader: R) -> Self {
+        Lines {
+            path,
+            reader,
+            buf: Vec::new(),
+            n: 0,
+            cap: MAX_RECORD_BYTES,
+        }
+    }
+
+    /// Reads the next line (its bytes with their `\n`); its number, `None` at the end. A line
+    /// longer than the cap, or an I/O error, is a [`ReadError`].
+    pub(super) fn next(&mut self) -> Result<Option<u64>, ReadError> {
+        self.buf.clear();
+        let at = self.n + 1;
+        let fail = |m: String| ReadError::new(self.path, Some(at), m);
+        loop {
+            let avail = match self.reader.fill_buf() {
+                Ok(a) => a,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(fail(e.to_string())),
+            };
+            if avail.is_empty() {
+                break;
+            }
+            let (take, done) = match avail.iter().position(|b| *b == b'\n') {
+                Some(i) => (i + 1, true),
+                None => (avail.len(), false),
+            };
+            if (self.buf.len() + take) as u64 > self.cap {
+                return Err(fail(format!(
+                    "a line of more than {} bytes (256 MiB), the most capsize reads as one line \
+                     or one document",
+                    self.cap
+                )));
+            }
+            self.buf.extend_from_slice(&avail[..take]);
+            self.reader.consume(take);
+            if done {
+                break;
+            }
+        }
+        if self.buf.is_empty() {
+            return Ok(None);
+        }
+        self.n = at;
+        Ok(Some(at))
+    }
+
+    /// The line read last, as text without its line ending (`None`: not UTF-8).
+    pub(super) fn text(&self) -> Option<&str> {
+        std::str::from_utf8(&self.buf)
+            .ok()
+            .map(|l| l.trim_end_matches(['\n', '\r']))
+    }
+
+    /// The line read last, its bytes as they are.
+    pub(super) fn raw(&self) -> &[u8] {
+        &self.buf
+    }
+
+    /// What is left of the input.
+    pub(super) fn into_rest(self) -> R {
+        self.reader
+    }
+}
+
+/// Each line of `reader` with its 1-based number (and the tally, to count what it skips); a
+/// line that is not UTF-8 is counted in `skipped` and passed over. Stops at the first I/O
+/// error or a line over [`MAX_RECORD_BYTES`], as a [`ReadError`].
 fn lines(
     path: &Path,
-    mut reader: impl BufRead,
+    reader: impl BufRead,
     skipped: &mut Tally,
     mut each: impl FnMut(&mut Tally, u64, &str) -> Result<(), ReadError>,
 ) -> Result<(), ReadError> {
-    let mut buf = Vec::new();
-    let mut n = 0u64;
-    loop {
-        buf.clear();
-        let got = reader
-            .read_until(b'\n', &mut buf)
-            .map_err(|e| ReadError::new(path, Some(n + 1), e.to_string()))?;
-        if got == 0 {
-            return Ok(());
-        }
-        n += 1;
-        match std::str::from_utf8(&buf) {
-            Ok(line) => each(skipped, n, line.trim_end_matches(['\n', '\r']))?,
-            Err(_) => skipped.add("a line that is not UTF-8", || place(path, n)),
+    let mut lines = Lines::new(path, reader);
+    while let Some(n) = lines.next()? {
+        match lines.text() {
+            Some(line) => each(skipped, n, line)?,
+            None => skipped.add("a line that is not UTF-8", || place(path, n)),
         }
     }
+    Ok(())
 }
 
 /// `file:line`, for a [`Tally`].
@@ -332,3 +504,39 @@ fn place(path: &Path, line: u64) -> String {
         path.file_name().unwrap_or_default().to_string_lossy()
     )
 }
+
+/// Why a time an input gives (a latency, a time to first token) cannot be used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum BadTime {
+    /// NaN, infinite, or text that is not a number.
+    NotANumber,
+    /// Below zero.
+    Negative,
+    /// Past what nanoseconds since the epoch hold (the year 2262).
+    TooLarge,
+}
+
+/// A duration in ms as nanoseconds, or why it cannot be one.
+pub(super) fn duration_ns(ms: f64) -> Result<i64, BadTime> {
+    if !ms.is_finite() {
+        return Err(BadTime::NotANumber);
+    }
+    if ms < 0.0 {
+        return Err(BadTime::Negative);
+    }
+    let ns = ms * 1e6;
+    if ns >= 9.2e18 {
+        return Err(BadTime::TooLarge);
+    }
+    Ok(ns as i64)
+}
+
+/// The end of a call that started at `start_ns` and took `ms`, or why it has none.
+pub(super) fn end_of(start_ns: i64, ms: f64) -> Result<i64, BadTime> {
+    start_ns
+        .checked_add(duration_ns(ms)?)
+        .ok_or(BadTime::TooLarge)
+}
+
+#[cfg(test)]
+mod tests;

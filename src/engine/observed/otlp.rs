@@ -4,12 +4,12 @@
 //! GenAI semantic conventions, current and older names alike (`gen_ai.provider.name` or
 //! `gen_ai.system`, `gen_ai.usage.input_tokens` or `prompt_tokens`).
 
-use std::io::BufRead;
+use std::io::{BufRead, Read};
 use std::path::Path;
 
 use serde::Deserialize;
 
-use super::{lines, place, Kind, ReadError, Span, Tally};
+use super::{duration_ns, place, Kind, Lines, ReadError, Span, Tally, MAX_RECORD_BYTES};
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -183,7 +183,8 @@ pub(super) struct Head<'a> {
 const MODEL_OPERATIONS: [&str; 4] = ["chat", "text_completion", "generate_content", "completion"];
 
 /// Reads OTLP JSON from `reader`: line by line (the file exporter's form); a file whose first
-/// line is not a whole request is read as one document instead.
+/// line is not a whole request is read as one document instead (of at most
+/// [`MAX_RECORD_BYTES`]).
 pub(super) fn read(
     path: &Path,
     reader: impl BufRead,
@@ -191,52 +192,39 @@ pub(super) fn read(
 ) -> Result<(u64, Tally), ReadError> {
     let mut skipped = Tally::default();
     let mut spans = 0u64;
-    let mut whole = None;
-    let mut text = String::new();
-    lines(path, reader, &mut skipped, |skipped, n, line| {
-        if let Some(doc) = whole.as_mut() {
-            let doc: &mut String = doc;
-            doc.push_str(line);
-            doc.push('\n');
-            return Ok(());
+    let mut lines = Lines::new(path, reader);
+    // The first line that is not blank tells the two forms apart.
+    let first = loop {
+        let Some(n) = lines.next()? else {
+            return Ok((0, skipped));
+        };
+        match lines.text() {
+            Some(l) if l.trim().is_empty() => continue,
+            Some(l) => break (n, serde_json::from_str::<Request>(l)),
+            None => break (n, serde_json::from_slice::<Request>(lines.raw())),
         }
+    };
+    match first {
+        (_, Err(e)) if e.is_eof() => return document(path, lines, sink),
+        (n, Ok(request)) => spans += spans_of(path, n, request, &mut skipped, sink),
+        (n, Err(_)) => one_line(path, n, lines.text(), &mut skipped),
+    }
+    while let Some(n) = lines.next()? {
+        let Some(line) = lines.text() else {
+            skipped.add("a line that is not UTF-8", || place(path, n));
+            continue;
+        };
         if line.trim().is_empty() {
-            return Ok(());
+            continue;
         }
         match serde_json::from_str::<Request>(line) {
-            Ok(request) => spans += spans_of(path, n, request, skipped, sink),
-            Err(e) if e.is_eof() && n == 1 => {
-                // Not one request a line: the whole file is one document.
-                text.push_str(line);
-                text.push('\n');
-                whole = Some(std::mem::take(&mut text));
-            }
+            Ok(request) => spans += spans_of(path, n, request, &mut skipped, sink),
             Err(e) if e.is_eof() => {
                 skipped.add("a truncated line (the file was cut mid-request?)", || {
                     place(path, n)
                 });
             }
-            Err(_) => skipped.add("a line that is not an OTLP JSON request", || place(path, n)),
-        }
-        Ok(())
-    })?;
-    if let Some(doc) = whole {
-        match serde_json::from_str::<Request>(&doc) {
-            Ok(request) => spans += spans_of(path, 1, request, &mut skipped, sink),
-            Err(e) if e.is_eof() => {
-                return Err(ReadError::new(
-                    path,
-                    Some(e.line() as u64),
-                    "truncated: the file ends inside its JSON document",
-                ))
-            }
-            Err(e) => {
-                return Err(ReadError::new(
-                    path,
-                    Some(e.line() as u64),
-                    format!("not OTLP JSON: {e}"),
-                ))
-            }
+            Err(_) => one_line(path, n, Some(line), &mut skipped),
         }
     }
     Ok((spans, skipped))
@@ -248,6 +236,54 @@ pub fn check_request(body: &[u8]) -> Result<(), String> {
     serde_json::from_slice::<Request>(body)
         .map(drop)
         .map_err(|e| format!("is not an OTLP JSON ExportTraceServiceRequest: {e}"))
+}
+
+/// Counts line `n` (its text, if UTF-8), which is not a request.
+fn one_line(path: &Path, n: u64, text: Option<&str>, skipped: &mut Tally) {
+    match text {
+        Some(_) => skipped.add("a line that is not an OTLP JSON request", || place(path, n)),
+        None => skipped.add("a line that is not UTF-8", || place(path, n)),
+    }
+}
+
+/// The whole file as one request: the line read so far and the rest, byte for byte (a cut
+/// document is said to be truncated, not misread at the cut).
+fn document(
+    path: &Path,
+    lines: Lines<'_, impl BufRead>,
+    sink: &mut dyn FnMut(Span),
+) -> Result<(u64, Tally), ReadError> {
+    let mut doc = lines.raw().to_vec();
+    lines
+        .into_rest()
+        .take(MAX_RECORD_BYTES + 1 - doc.len() as u64)
+        .read_to_end(&mut doc)
+        .map_err(|e| ReadError::new(path, None, e.to_string()))?;
+    if doc.len() as u64 > MAX_RECORD_BYTES {
+        return Err(ReadError::new(
+            path,
+            None,
+            format!(
+                "one OTLP JSON document of more than {MAX_RECORD_BYTES} bytes (256 MiB), the most \
+                 capsize reads as one document: export one request a line (the Collector's file \
+                 exporter does)"
+            ),
+        ));
+    }
+    let mut skipped = Tally::default();
+    match serde_json::from_slice::<Request>(&doc) {
+        Ok(request) => Ok((spans_of(path, 1, request, &mut skipped, sink), skipped)),
+        Err(e) if e.is_eof() => Err(ReadError::new(
+            path,
+            Some(e.line() as u64),
+            "truncated: the file ends inside its JSON document",
+        )),
+        Err(e) => Err(ReadError::new(
+            path,
+            Some(e.line() as u64),
+            format!("not OTLP JSON: {e}"),
+        )),
+    }
 }
 
 /// Hands over every span of `request` (from line `n`); returns how many.
@@ -343,7 +379,16 @@ pub(super) fn build<'a>(
     s.output_tokens = a.output_tokens;
     s.max_tokens = a.max_tokens;
     s.resend_count = a.resend_count;
-    s.first_chunk_ns = a.first_chunk_s.map(|v| (v * 1e9) as i64);
+    s.first_chunk_ns = match a.first_chunk_s.map(|v| duration_ns(v * 1e3)).transpose() {
+        Ok(first) => first,
+        Err(_) => {
+            skipped.add(
+                "a time to first chunk too large for a time in ns: the span is read without it",
+                at,
+            );
+            None
+        }
+    };
     s.session = a.session;
     s.attempt = kind_is_http;
     if end < start {
@@ -424,11 +469,10 @@ impl Attributes {
             },
             Some("invoke_agent") => Kind::Agent,
             Some(other) => {
-                skipped.add(
-                    format!(
-                        "gen_ai.operation.name \"{other}\": neither a model call nor a tool call"
-                    ),
+                skipped.add_example(
+                    "a gen_ai.operation.name that is neither a model call nor a tool call",
                     at,
+                    || other.to_string(),
                 );
                 Kind::Other
             }
@@ -445,14 +489,16 @@ impl Attributes {
     }
 }
 
+/// 32 hex digits (and nothing else: no sign) as a trace id.
 fn hex_u128(s: &str) -> Option<u128> {
-    (s.len() == 32)
+    (s.len() == 32 && s.bytes().all(|b| b.is_ascii_hexdigit()))
         .then(|| u128::from_str_radix(s, 16).ok())
         .flatten()
 }
 
+/// 16 hex digits as a span id.
 fn hex_u64(s: &str) -> Option<u64> {
-    (s.len() == 16)
+    (s.len() == 16 && s.bytes().all(|b| b.is_ascii_hexdigit()))
         .then(|| u64::from_str_radix(s, 16).ok())
         .flatten()
 }
