@@ -134,7 +134,9 @@ fn spans_given_twice_or_resent_are_counted_once() {
         .collect();
     let resent = t.write("resent.jsonl", &resent);
     let spans = text.matches("\"spanId\"").count() as u64;
-    let dotted = t.dir().join(".").join("t.jsonl");
+    // The same spans in another file (its lines in another order: other bytes).
+    let reordered: String = text.lines().rev().map(|l| format!("{l}\n")).collect();
+    let reordered = t.write("reordered.jsonl", &reordered);
     let fitted = |out: &Path| {
         let r = report(out);
         (
@@ -146,7 +148,7 @@ fn spans_given_twice_or_resent_are_counted_once() {
     let (once, twice, again) = (t.path("once"), t.path("twice"), t.path("again"));
     for (inputs, out) in [
         (vec![input.as_path()], &once),
-        (vec![input.as_path(), dotted.as_path()], &twice),
+        (vec![input.as_path(), reordered.as_path()], &twice),
         (vec![resent.as_path()], &again),
     ] {
         let o = calibrate(&inputs, out, &["--no-check"]);
@@ -156,7 +158,21 @@ fn spans_given_twice_or_resent_are_counted_once() {
     assert_eq!(fitted(&again), fitted(&once));
     assert_eq!(skipped(&once, "a span given again"), 0);
     assert_eq!(skipped(&twice, "a span given again"), spans);
-    assert!(skipped(&twice, "an input given twice") == 1);
+    // One file under two names, or a copy of its bytes, is refused before anything is read.
+    let dotted = t.dir().join(".").join("t.jsonl");
+    let copy = t.write("copy.jsonl", &text);
+    for (second, words) in [(&dotted, "the same file as"), (&copy, "the same bytes as")] {
+        let out = t.path("refused");
+        let o = calibrate(&[input.as_path(), second.as_path()], &out, &["--no-check"]);
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        let e = stderr(&o);
+        assert_eq!(e.lines().count(), 1, "{e}");
+        assert!(
+            e.contains(words) && e.contains("an input given twice"),
+            "{e}"
+        );
+        assert!(!out.exists(), "nothing written");
+    }
     let lines = text.lines().count() as u64;
     let resent_spans: u64 = text
         .lines()

@@ -328,7 +328,9 @@ fn values_beyond_the_scenarios_bounds_are_written_at_them_and_said() {
         "f.csv",
         "timestamp,model,latency_ms,ttft_ms,output_tokens",
         100,
-        |i| format!("{},gpt,500,1e300,100", 1_700_000_000 + i),
+        // 9e12 ms: read (1e300 is no time at all, skipped by the reader), past the year
+        // a scenario allows.
+        |i| format!("{},gpt,500,9e12,100", 1_700_000_000 + i),
     );
     let (out, text, s) = calibrated(&t, &[&ttft], &["--no-check"]);
     let generation = s.providers[0].config.generation.as_ref().unwrap();
@@ -473,7 +475,15 @@ fn a_signal_while_calibrate_writes_leaves_nothing_in_out() {
         (libc::SIGTERM, 143, "SIGTERM"),
     ] {
         let out = t.path(&format!("out-{name}"));
-        let (exit, err) = interrupted(&input, &out, signal);
+        // The signal is sent once the staging folder is seen; a commit that finishes first
+        // (a loaded machine, the tools folded to 50 charts) is tried again, a few times.
+        let (exit, err) = (0..5)
+            .map(|_| {
+                let _ = std::fs::remove_dir_all(&out);
+                interrupted(&input, &out, signal)
+            })
+            .find(|(exit, _)| *exit != Some(0))
+            .expect("the signal reached calibrate while it wrote, in one of five tries");
         assert_eq!(exit, Some(code), "{err}");
         assert!(
             err.contains(&format!("interrupted by {name}: nothing written")),

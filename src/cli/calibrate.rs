@@ -60,6 +60,9 @@ fn run(args: &CalibrateArgs) -> Result<String, Failure> {
         .out
         .clone()
         .unwrap_or_else(|| Path::new(DEFAULT_OUT).join(&args.name));
+    // An input given twice (one file under two names, or the same bytes) would count its
+    // rows twice: refused before anything is read.
+    observed::repeated(&args.inputs).map_err(Failure::bad_input)?;
     let mut collector = Collector::default();
     let mut reads = Vec::new();
     let formats = args

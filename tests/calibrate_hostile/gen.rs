@@ -75,7 +75,7 @@ fn name() -> BoxedStrategy<String> {
 /// A tool's name: any text but `/` and NUL, which calibrate's writer does not map to a file
 /// name yet (U1, another branch).
 fn tool_name() -> BoxedStrategy<String> {
-    name().prop_map(|n| n.replace(['/', '\0'], "_")).boxed()
+    name().boxed()
 }
 
 /// A time in ms: near the epoch mostly, else at an edge.

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::engine::observed::{self, FileRead, Tally};
+use crate::engine::observed::{FileRead, Tally};
 
 use super::collect::{Collector, Shape};
 use super::fit::{self, Fit, Kind};
@@ -217,13 +217,6 @@ pub fn calibrate(c: Collector, reads: Vec<FileRead>) -> Calibration {
         skipped.merge(r.skipped.clone());
     }
     skipped.merge(c.skipped.clone());
-    let paths: Vec<_> = reads.iter().map(|r| r.path.clone()).collect();
-    if let Err(e) = observed::repeated(&paths) {
-        skipped.add(
-            "an input given twice (one file, or the same bytes, under two names): a trace's spans are counted once by their ids, a log's rows and exec's calls twice",
-            || e.to_string(),
-        );
-    }
     let (provider, others) = provider(&c.calls.models, c.calls.models_beyond);
     let tools = tools(&c.calls.tools, c.calls.tools_beyond.as_ref(), &mut skipped);
     let q = &c.queries;

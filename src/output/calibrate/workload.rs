@@ -474,6 +474,16 @@ fn tools(w: &mut Table, cal: &Calibration, sink: &mut Sink) {
                     "ASSUMED: no call times".into()
                 }
             };
+            if let Some(f) = &t.folded {
+                let more = if f.more_names { " and more" } else { "" };
+                comment = format!(
+                    "ASSUMED: {} tool names{more} beyond the {} most called, {} calls, \
+                     folded into one; {comment}",
+                    f.names,
+                    crate::analysis::calibrate::fold::MAX_TOOLS,
+                    f.calls
+                );
+            }
             if *name != t.name {
                 comment = format!(
                     "as the input names it: {}; {comment}",
