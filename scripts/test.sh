@@ -12,8 +12,9 @@
 # 4. The tests that run real Python clients against the mock, ignored by a bare `cargo test`,
 #    with CAPSIZE_SDK_PYTHON naming the venv's python: tests/sdk_clients.rs (the SDKs and our
 #    own clients against their models), tests/sdk_streaming.rs (the SDKs' streaming helpers
-#    against the mock's events), tests/exec_sdk.rs (an SDK agent under capsize exec) and
-#    tests/calibrate_exec.rs (an agent traced by OpenTelemetry, calibrated, predicting itself).
+#    against the mock's events), tests/exec_sdk.rs (an SDK agent under capsize exec),
+#    tests/calibrate_exec.rs (an agent traced by OpenTelemetry, calibrated, predicting itself)
+#    and tests/exec_traces.rs (the OpenTelemetry SDK's gzipped or redirected spans recorded).
 # 5. The wheel (scripts/wheel.sh --check): built with maturin, installed into a fresh venv
 #    from the file alone, and the quick start run from it (run, examples, exec of a tiny Python
 #    agent, capsize-mock, uvx), so the wheel cannot ship broken.
@@ -69,5 +70,6 @@ CAPSIZE_SDK_PYTHON="$PWD/$venv/bin/python" cargo test --test sdk_clients -- --ig
 CAPSIZE_SDK_PYTHON="$PWD/$venv/bin/python" cargo test --test sdk_streaming -- --ignored
 CAPSIZE_SDK_PYTHON="$PWD/$venv/bin/python" cargo test --test exec_sdk -- --ignored
 CAPSIZE_SDK_PYTHON="$PWD/$venv/bin/python" cargo test --test calibrate_exec -- --ignored --nocapture
+CAPSIZE_SDK_PYTHON="$PWD/$venv/bin/python" cargo test --test exec_traces -- --ignored
 # The wheel, as a user installs it.
 scripts/wheel.sh --check

@@ -20,6 +20,7 @@ mod check;
 mod compare;
 mod examples;
 mod exec;
+mod failure;
 mod interrupt;
 mod merge;
 mod plan;
@@ -34,6 +35,7 @@ use crate::engine::sim::replica::ReplicaOf;
 use crate::engine::sim::{RealtimeOptions, RunExtras, SimError, SimOutcome};
 use crate::output::files::OutputError;
 use crate::output::report::escape;
+pub(crate) use failure::Failure;
 
 /// Exit code for bad input.
 pub const EXIT_BAD_INPUT: u8 = 2;
@@ -254,59 +256,6 @@ pub(crate) fn seed_flag(s: &str) -> Result<u64, String> {
         )
     })?;
     crate::engine::scenario::bounds::seed("--seed", v).map_err(|e| e.message)
-}
-
-/// Why a command stopped: its exit code (docs/reference.md's table) and one line for stderr.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Failure {
-    /// The process's exit code.
-    pub(crate) code: u8,
-    /// The line, without the `capsize: ` prefix.
-    pub(crate) message: String,
-}
-
-impl Failure {
-    /// Bad input, refused before anything runs or is written (exit 2).
-    pub(crate) fn bad_input(message: impl std::fmt::Display) -> Failure {
-        Failure {
-            code: EXIT_BAD_INPUT,
-            message: message.to_string(),
-        }
-    }
-
-    /// A run that could not finish (exit 4).
-    pub(crate) fn run_failed(message: impl std::fmt::Display) -> Failure {
-        Failure {
-            code: EXIT_RUN_FAILED,
-            message: message.to_string(),
-        }
-    }
-
-    /// Outputs that could not be written (exit 5).
-    pub(crate) fn write_failed(message: impl std::fmt::Display) -> Failure {
-        Failure {
-            code: EXIT_WRITE_FAILED,
-            message: message.to_string(),
-        }
-    }
-
-    /// An output that may not or could not be written: refused before the run, bad input; found
-    /// while writing, a write failure; a commit stopped by a signal, 128 + it (wrote nothing).
-    pub(crate) fn output(e: &OutputError) -> Failure {
-        let code = match (e.signal, e.refused) {
-            (Some(signal), _) => interrupt::exit_code(signal),
-            (None, refused) => [EXIT_WRITE_FAILED, EXIT_BAD_INPUT][usize::from(refused)],
-        };
-        let message = e.to_string();
-        Failure { code, message }
-    }
-
-    /// Prints `capsize: <message>` on stderr (control characters shown visibly: a message may
-    /// quote a scenario string) and returns the exit code.
-    pub(crate) fn exit(self) -> ExitCode {
-        eprintln!("capsize: {}", escape::terminal(&self.message));
-        ExitCode::from(self.code)
-    }
 }
 
 /// The folder every command writes under by default, in the working directory: not the
