@@ -71,6 +71,21 @@ fn cost_line(c: &crate::engine::summary::cost::Cost) -> String {
     )
 }
 
+/// Why the attempts that got no answer at all failed: their connection, by class.
+fn transport_line(t: &crate::engine::provider::transport::TransportErrors) -> String {
+    let classes: Vec<String> = t
+        .by_class()
+        .iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(c, n)| format!("{n} {}", c.words()))
+        .collect();
+    format!(
+        "  transport      {} attempts failed on their connection: {}",
+        t.total(),
+        classes.join(", ")
+    )
+}
+
 /// Dollars to four significant digits (at least to the cent): `0.002085`, `12.35`, `1234`.
 pub fn dollars(v: f64) -> String {
     if v == 0.0 {
@@ -131,20 +146,8 @@ pub fn table(s: &Summary) -> String {
         "  client         {} attempts ({} timed out at the client), {} retries; calls: {} failed for good, {} cancelled, {} not run; {} orphaned requests",
         s.attempts, s.attempts_timed_out, s.retries, s.errors, s.cancelled, s.not_run, s.orphaned_requests
     );
-    // Why the attempts that got no answer at all failed: their connection, by class.
     if let Some(t) = &s.transport_errors {
-        let classes: Vec<String> = t
-            .by_class()
-            .iter()
-            .filter(|(_, n)| *n > 0)
-            .map(|(c, n)| format!("{n} {}", c.words()))
-            .collect();
-        let _ = writeln!(
-            out,
-            "  transport      {} attempts failed on their connection: {}",
-            t.total(),
-            classes.join(", ")
-        );
+        let _ = writeln!(out, "{}", transport_line(t));
     }
     if let Some(c) = &s.cost {
         let _ = writeln!(out, "{}", cost_line(c));
