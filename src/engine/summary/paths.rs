@@ -89,8 +89,8 @@ impl Summary {
         s
     }
 
-    /// The summary as a JSON value, what the checks, sweeps and comparisons read (see
-    /// [`json_value`]).
+    /// The summary as a JSON value, what the checks, sweeps and comparisons read (a sum past
+    /// u64 as its nearest f64, as a reader of the file sees it).
     pub fn to_value(&self) -> serde_json::Value {
         json_value(self)
     }
